@@ -1,0 +1,110 @@
+"""Clocks are passed in, never read globally, so time-dependent code is testable.
+
+``SystemClock`` is wall time. ``ReplayClock`` runs a simulated calendar at a
+speed-up (a day of carbon trace in minutes for demos and tests). ``FrozenClock``
+only moves when told to.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Clock", "SystemClock", "ReplayClock", "FrozenClock", "ensure_aware_utc"]
+
+
+def ensure_aware_utc(value: datetime, name: str = "datetime") -> datetime:
+    """Return ``value`` in UTC; refuse naive datetimes with a message naming ``name``."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        from greentrain.errors import ConfigError
+
+        raise ConfigError(f"{name}: naive datetime {value.isoformat()} — give a timezone, e.g. '...Z' or '+00:00'")
+    return value.astimezone(UTC)
+
+
+class Clock(ABC):
+    """Source of 'now' (aware UTC) and of waiting."""
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """Current time as an aware UTC datetime."""
+
+    @abstractmethod
+    def sleep(self, seconds: float, stop: threading.Event | None = None) -> bool:
+        """Wait ``seconds`` of this clock's time; return True if ``stop`` was set first."""
+
+    def sleep_until(self, when: datetime, stop: threading.Event | None = None) -> bool:
+        """Wait until ``when``; return True if interrupted by ``stop``."""
+        remaining_s = (when - self.now()).total_seconds()
+        if remaining_s <= 0:
+            return False
+        return self.sleep(remaining_s, stop)
+
+    @property
+    def speedup(self) -> float:
+        """Clock seconds per real second (1 for wall time)."""
+        return 1.0
+
+
+class SystemClock(Clock):
+    """Wall-clock time."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float, stop: threading.Event | None = None) -> bool:
+        if stop is None:
+            time.sleep(max(0.0, seconds))
+            return False
+        return stop.wait(max(0.0, seconds))
+
+
+class ReplayClock(Clock):
+    """A calendar that starts at ``origin`` and runs ``speedup`` times faster than real time."""
+
+    def __init__(self, origin: datetime, speedup: float = 1.0) -> None:
+        if speedup <= 0:
+            from greentrain.errors import ConfigError
+
+            raise ConfigError(f"speedup: must be > 0, got {speedup}")
+        self._origin = ensure_aware_utc(origin, "origin")
+        self._speedup = float(speedup)
+        self._t0 = time.monotonic()
+
+    @property
+    def speedup(self) -> float:
+        return self._speedup
+
+    def now(self) -> datetime:
+        return self._origin + timedelta(seconds=(time.monotonic() - self._t0) * self._speedup)
+
+    def sleep(self, seconds: float, stop: threading.Event | None = None) -> bool:
+        real_s = max(0.0, seconds) / self._speedup
+        if stop is None:
+            time.sleep(real_s)
+            return False
+        return stop.wait(real_s)
+
+
+class FrozenClock(Clock):
+    """Time that moves only by ``advance`` or ``sleep`` (which advances instantly)."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = ensure_aware_utc(start, "start")
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+
+    def sleep(self, seconds: float, stop: threading.Event | None = None) -> bool:
+        if stop is not None and stop.is_set():
+            return True
+        self.advance(max(0.0, seconds))
+        return False

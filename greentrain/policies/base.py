@@ -1,0 +1,92 @@
+"""Policies: pure functions from what we know now to what to do next.
+
+``Policy.decide(snapshot, now)`` reads only its arguments — never a clock, a
+file or the network — so the live engine and the simulator run the very same
+code. The engine builds the ``Snapshot`` at each step boundary and applies the
+``Decision`` before the next step.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import ClassVar
+
+from greentrain.jobstats import JobState
+from greentrain.signals.base import IntensityPoint
+
+__all__ = ["Action", "OperatingPoint", "Snapshot", "Decision", "Policy"]
+
+
+class Action(StrEnum):
+    """Timing action."""
+
+    RUN = "run"
+    PAUSE = "pause"  # stop stepping until ``Decision.until`` (checkpoint or suspend)
+    DELAY_START = "delay_start"  # not started yet; start at ``Decision.until``
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatingPoint:
+    """A measured GPU setting: how fast the job runs there and what it draws."""
+
+    power_limit_w: float | None = None
+    sm_clocks_mhz: tuple[int, int] | None = None
+    relative_speed: float = 1.0
+    """Progress rate relative to the fastest point (1.0 = full speed)."""
+    power_w: float = 0.0
+    """Whole-job draw at this point, watts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """Everything a policy may know at a step boundary."""
+
+    steps_done: int = 0
+    steps_total: int | None = None
+    work_remaining_s: float
+    """Running time still needed at full speed (fastest operating point), seconds."""
+    step_time_s: float | None = None
+    """Measured mean step time at current settings."""
+    step_time_std_s: float = 0.0
+    power_w: float | None = None
+    """Measured whole-job draw at current settings, watts."""
+    carbon_now: IntensityPoint | None = None
+    forecast: tuple[IntensityPoint, ...] = ()
+    """Future points in time order (may start with the current interval)."""
+    deadline: datetime | None = None
+    resume_overhead_s: float = 0.0
+    """Time lost (at full power, no progress) each time a pause ends."""
+    state: JobState = JobState.WAITING
+    started_at: datetime | None = None
+    operating_points: tuple[OperatingPoint, ...] = ()
+    """Measured profile; empty when not profiled (then only timing is decided)."""
+    current_power_limit_w: float | None = None
+    precision: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """What to do at this step boundary. ``None`` fields mean 'leave as is'."""
+
+    action: Action = Action.RUN
+    until: datetime | None = None
+    """For PAUSE / DELAY_START: when to re-evaluate or resume."""
+    power_limit_w: float | None = None
+    sm_clocks_mhz: tuple[int, int] | None = None
+    precision: str | None = None
+    reason: str = ""
+    plan: tuple[tuple[datetime, datetime], ...] = field(default=())
+    """Planned running intervals, for display and metrics (optional)."""
+
+
+class Policy(ABC):
+    """Decides timing (and optionally power/precision) from a Snapshot."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        """Pure: same inputs, same Decision."""
