@@ -1,0 +1,86 @@
+"""The JSONL run log: one JSON object per line, written by the monitor and the engine.
+
+Every line has ``t`` (ISO-8601 UTC, of the job's clock) and ``event``. Events:
+
+- ``sample``   — device readings: ``device``, ``kind`` (gpu|cpu), ``power_w``, ``energy_j``, ``source``
+- ``step``     — ``step``, ``duration_s``, ``energy_j``, ``emissions_g``, optional ``loss``, ``tokens``
+- ``carbon``   — ``intensity_g_per_kwh``, ``kind``, ``provider``, ``zone``
+- ``forecast`` — ``points``: list of ``[start, intensity_g_per_kwh]``
+- ``state``    — ``state`` (running|paused|waiting), optional ``until``
+- ``action``   — ``action``, ``reason``, optional ``power_limit_w``, ``precision``, ``until``
+- ``summary``  — totals at exit: ``energy_j``, ``emissions_g``, ``emissions_avoided_g``, ...
+
+The report command and tests read this; keep additions backward compatible.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from greentrain.errors import ConfigError
+
+__all__ = ["EventLog", "read_events"]
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if hasattr(value, "value"):  # enums
+        return value.value
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+class EventLog:
+    """Append-only JSONL writer, safe to call from several threads; line-buffered so a crash loses nothing."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: TextIO | None = self.path.open("a", encoding="utf-8", buffering=1)
+        except OSError as e:
+            raise ConfigError(f"--jsonl {self.path}: cannot write ({e.strerror}); choose a writable path") from None
+        self._lock = threading.Lock()
+
+    def write(self, event: str, t: datetime, **fields: Any) -> None:
+        """Append one event at time ``t`` (aware UTC)."""
+        line = json.dumps({"t": t, "event": event, **fields}, default=_default, allow_nan=False)
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> "EventLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_events(path: str | Path) -> list[dict[str, Any]]:
+    """Read a run log; a truncated last line (crash mid-write) is ignored, other bad lines are errors."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read run log ({e.strerror})") from None
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise ConfigError(f"{path}:{number}: not a JSON line") from None
+    return events
