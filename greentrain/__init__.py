@@ -7,4 +7,13 @@ the GPU works, always meeting the user's deadline.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "Session"]
+
+
+def __getattr__(name: str) -> object:
+    # Lazy so that ``import greentrain`` (and ``greentrain --help``) stays light.
+    if name == "Session":
+        from greentrain.session import Session
+
+        return Session
+    raise AttributeError(f"module 'greentrain' has no attribute {name!r}")

@@ -40,6 +40,10 @@ class JobStats:
     precision: str | None = None
     deadline: datetime | None = None
     projected_finish: datetime | None = None
+    settings_unrestored: int = 0
+    """GPU settings this job changed whose restore failed (or is pending after exit); feeds an alert."""
+    power_cap_refused_total: int = 0
+    """Power-limit/clock changes refused for lack of privilege (exporters: power_cap_refused_total)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **changes: object) -> None:

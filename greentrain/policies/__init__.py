@@ -1,1 +1,34 @@
-"""greentrain.policies"""
+"""Policies: pure ``decide(snapshot, now) -> Decision`` functions and their TOML loader.
+
+Built-in kinds: ``run-now``, ``threshold``, ``best-window``, ``forecast-optimal``,
+``carbon-aware`` (timing × power), ``energy-optimal``, ``max-slowdown``.
+``load_policy(spec)`` takes a preset name (``PRESETS``), a TOML path or a Policy.
+"""
+
+from greentrain.policies.base import Action, Decision, OperatingPoint, Policy, Snapshot
+from greentrain.policies.loader import BUILTIN_KINDS, PRESETS, load_policy, policy_from_mapping
+from greentrain.policies.optimal import CarbonAwarePolicy, ForecastOptimalPolicy
+from greentrain.policies.power import CompositePolicy, EnergyOptimalPolicy, MaxSlowdownPolicy
+from greentrain.policies.settings import PolicySettings
+from greentrain.policies.timing import BestWindowPolicy, RunNowPolicy, ThresholdPolicy
+
+__all__ = [
+    "Action",
+    "Decision",
+    "OperatingPoint",
+    "Policy",
+    "Snapshot",
+    "PolicySettings",
+    "BUILTIN_KINDS",
+    "PRESETS",
+    "load_policy",
+    "policy_from_mapping",
+    "RunNowPolicy",
+    "ThresholdPolicy",
+    "BestWindowPolicy",
+    "ForecastOptimalPolicy",
+    "CarbonAwarePolicy",
+    "EnergyOptimalPolicy",
+    "MaxSlowdownPolicy",
+    "CompositePolicy",
+]

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import ClassVar
 
 from greentrain.jobstats import JobState
+from greentrain.policies.settings import PolicySettings
 from greentrain.signals.base import IntensityPoint
 
 __all__ = ["Action", "OperatingPoint", "Snapshot", "Decision", "Policy"]
@@ -86,6 +87,8 @@ class Policy(ABC):
     """Decides timing (and optionally power/precision) from a Snapshot."""
 
     name: ClassVar[str]
+    settings: PolicySettings = PolicySettings()
+    """Engine-facing config (pause mode, resume overhead, deadline policy); set by ``load_policy``."""
 
     @abstractmethod
     def decide(self, snapshot: Snapshot, now: datetime) -> Decision:

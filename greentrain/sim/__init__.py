@@ -1,1 +1,29 @@
-"""greentrain.sim"""
+"""Trace-driven simulator: replay a real carbon trace (and a measured GPU profile) through a policy.
+
+The policy code is the same the live engine runs; forecasts come from the
+forecaster fed only the trace up to each decision. See ``docs/policies.md``.
+"""
+
+from greentrain.sim.baselines import best_window, oracle, run_now
+from greentrain.sim.job import SimJob, profile_modes
+from greentrain.sim.ledger import Interval, Ledger
+from greentrain.sim.perfect import PerfectForecaster
+from greentrain.sim.replay import TraceIndex, simulate_run
+from greentrain.sim.report import RunResult, run_to_json, simulate, summarize
+
+__all__ = [
+    "SimJob",
+    "profile_modes",
+    "Ledger",
+    "Interval",
+    "TraceIndex",
+    "simulate_run",
+    "simulate",
+    "RunResult",
+    "run_to_json",
+    "summarize",
+    "run_now",
+    "best_window",
+    "oracle",
+    "PerfectForecaster",
+]

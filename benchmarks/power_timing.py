@@ -1,0 +1,124 @@
+"""Power × timing on measured GPU profiles: saving vs run-now-at-max as a fraction of the oracle's.
+
+For every dev carbon trace and every workload of the dev profiles (v100, a40,
+rtx6000; default batch size), a job of ``--work-hours`` at the maximum power
+limit must finish within 1.025×, 1.1× and 2× its work. ``carbon-aware``
+(run/pause × power limit, one DP) is replayed with the real forecaster and
+with perfect forecasts; ``forecast-optimal`` (timing only) and
+``energy-optimal`` (power only, never pauses) show what each dimension gives
+alone. The oracle is the perfect-foresight optimum over pause and every limit.
+
+    python benchmarks/power_timing.py [--starts-per-year 8] [--work-hours 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import DATA, HISTORY_DAYS, CachedForecaster  # noqa: E402
+
+from greentrain.device.profiles import BUILTIN_GPUS, load_gpu_profile  # noqa: E402
+from greentrain.policies import load_policy  # noqa: E402
+from greentrain.signals.forecast import Forecaster  # noqa: E402
+from greentrain.signals.trace import load_trace  # noqa: E402
+from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, oracle, run_now, simulate_run  # noqa: E402
+
+FACTORS = (1.025, 1.1, 2.0)
+VARIANTS = (("carbon-aware", "perfect"), ("carbon-aware", "real"), ("forecast-optimal", "real"),
+            ("energy-optimal", "real"))
+
+
+def starts_for(trace: TraceIndex, per_year: int, deadline_h: float) -> list:
+    first = trace.points[0].start + timedelta(days=HISTORY_DAYS)
+    span = trace.points[-1].end - timedelta(hours=deadline_h + 25) - first
+    hours = int(span.total_seconds() // 3600)
+    return [first + timedelta(hours=hours * i // per_year + (5 * i) % 24) for i in range(per_year)]
+
+
+def evaluate(path: Path, jobs: list, per_year: int) -> dict:
+    """{(factor, variant): [policy_g, run_now_g, oracle_g, missed, runs]} for one trace."""
+    points = load_trace(path)
+    trace = TraceIndex(points, path.name)
+    forecasters = {"real": CachedForecaster(Forecaster()), "perfect": PerfectForecaster(points)}
+    policies = {name: load_policy(name) for name, _ in VARIANTS}
+    totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0, 0])
+    for factor, job in jobs:
+        for start in starts_for(trace, per_year, job.deadline_s / 3600):
+            base = (run_now(trace, start, job).emissions_g, oracle(trace, start, job).emissions_g)
+            for name, fc in VARIANTS:
+                run = simulate_run(trace, start, job, policies[name], forecasters[fc])
+                row = totals[(factor, name, fc)]
+                row[0] += run.ledger.emissions_g
+                row[1] += base[0]
+                row[2] += base[1]
+                row[3] += run.ledger.finished_at is None or run.ledger.finished_at > run.deadline
+                row[4] += 1
+    return totals
+
+
+def build_jobs(work_h: float) -> list:
+    jobs = []
+    for gpu in BUILTIN_GPUS:
+        profile = load_gpu_profile(gpu)
+        for workload in profile.workloads():
+            for factor in FACTORS:
+                jobs.append((factor, SimJob.from_profile(profile, workload, work_h=work_h,
+                                                         deadline_h=work_h * factor)))
+    return jobs
+
+
+def fraction(row) -> float:
+    return (row[1] - row[0]) / (row[1] - row[2]) if row[1] - row[2] > 1e-9 else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--starts-per-year", type=int, default=8)
+    parser.add_argument("--work-hours", type=float, default=8.0)
+    parser.add_argument("--traces", nargs="*")
+    args = parser.parse_args()
+    paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
+    jobs = build_jobs(args.work_hours)
+    t0 = time.perf_counter()
+    per_trace = {}
+    for path in paths:
+        per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, jobs, args.starts_per_year)
+        print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    print(f"\n### {args.work_hours:g} h of work at max power; {len(jobs) // len(FACTORS)} GPU×workload profiles; "
+          f"{args.starts_per_year} starts per trace\n")
+    header = ["trace", "deadline"] + ["oracle saving"] + [f"{n} ({f})" for n, f in VARIANTS]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    means = defaultdict(list)
+    for trace, totals in per_trace.items():
+        for factor in FACTORS:
+            ref = totals[(factor, *VARIANTS[0])]
+            cells = [trace, f"{factor:g}×", f"{(ref[1] - ref[2]) / ref[1]:.1%}"]
+            for variant in VARIANTS:
+                row = totals[(factor, *variant)]
+                means[(factor, variant)].append(fraction(row))
+                cells.append(f"{fraction(row):.3f}" + (f" ({row[3]} missed)" if row[3] else ""))
+            print("| " + " | ".join(cells) + " |")
+    for factor in FACTORS:
+        cells = ["**mean**", f"{factor:g}×", ""] + [
+            f"**{statistics.fmean(means[(factor, v)]):.3f}** (min {min(means[(factor, v)]):.3f})" for v in VARIANTS]
+        print("| " + " | ".join(cells) + " |")
+    missed = {v: sum(t[(f, *v)][3] for t in per_trace.values() for f in FACTORS) for v in VARIANTS}
+    runs = sum(t[(f, *VARIANTS[0])][4] for t in per_trace.values() for f in FACTORS)
+    print(f"\nruns per variant: {runs}; deadlines missed: " + ", ".join(f"{n} ({f}) {m}" for (n, f), m in missed.items()))
+    print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Timing policies on every dev carbon trace: saving vs run-now as a fraction of the oracle's.
+
+For each trace in ../shared/data/carbon, jobs of 8 h (24 h deadline) and 24 h
+(72 h deadline) start at times spread over the year (every ``--every-days``
+days, at a start hour that rotates through the day, after 28 days of history
+for the forecaster). Each built-in timing policy is replayed through the
+simulator twice: with the real forecaster (``greentrain.signals.forecast``)
+and with perfect forecasts, so policy quality and forecast quality are
+separated. Baselines come from the same cost model. Also times one
+``decide()`` call with a 72-point forecast.
+
+    python benchmarks/timing.py [--every-days 7] [--markdown docs/benchmarks/timing.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from greentrain.policies import load_policy  # noqa: E402
+from greentrain.policies.planner import Mode  # noqa: E402
+from greentrain.signals.forecast import Forecaster  # noqa: E402
+from greentrain.signals.trace import load_trace  # noqa: E402
+from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, best_window, oracle, run_now, simulate_run  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "carbon"
+POLICIES = ("run-now", "threshold", "best-window", "forecast-optimal")
+JOBS = ((8.0, 24.0), (24.0, 72.0))
+HISTORY_DAYS = 28
+
+
+class CachedForecaster:
+    """Forecasts once per hour at the longest horizon and serves prefixes.
+
+    The forecaster's value for hour h ahead does not depend on the horizon
+    asked for, so every policy and job sees exactly what a direct call returns.
+    """
+
+    def __init__(self, inner, horizon_h: int = 72) -> None:
+        self.inner, self.horizon_h, self.cache = inner, horizon_h, {}
+
+    def forecast(self, history, now, horizon_h=72):
+        if now not in self.cache:
+            self.cache[now] = self.inner.forecast(history, now, max(self.horizon_h, horizon_h))
+        return self.cache[now][:horizon_h]
+
+
+def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
+    first = trace.points[0].start + timedelta(days=HISTORY_DAYS)
+    last = trace.points[-1].end - timedelta(hours=deadline_h)
+    starts, i = [], 0
+    while True:
+        when = first + timedelta(days=every_days * i, hours=(7 * i) % 24)
+        if when > last:
+            return starts
+        starts.append(when)
+        i += 1
+
+
+def evaluate(path: Path, every_days: float) -> dict:
+    """{(job, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs]}."""
+    points = load_trace(path)
+    trace = TraceIndex(points, path.name)
+    forecasters = {"real": CachedForecaster(Forecaster()), "perfect": PerfectForecaster(points)}
+    totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0])
+    for work_h, deadline_h in JOBS:
+        job = SimJob(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, 1000.0),),
+                     resume_overhead_s=300.0)
+        for start in starts_for(trace, every_days, deadline_h):
+            base = (run_now(trace, start, job).emissions_g, oracle(trace, start, job).emissions_g,
+                    best_window(trace, start, job)[0].emissions_g)
+            for name in POLICIES:
+                policy = load_policy(name)
+                for fc_name, forecaster in forecasters.items():
+                    if name == "run-now" and fc_name == "perfect":
+                        continue
+                    run = simulate_run(trace, start, job, policy, forecaster)
+                    ledger = run.ledger
+                    row = totals[(f"{work_h:g}h/{deadline_h:g}h", name, fc_name)]
+                    row[0] += ledger.emissions_g
+                    row[1] += base[0]
+                    row[2] += base[1]
+                    row[3] += base[2]
+                    row[4] += ledger.finished_at is None or ledger.finished_at > run.deadline
+                    row[5] += 1
+    return totals
+
+
+def fraction(row) -> float:
+    return (row[1] - row[0]) / (row[1] - row[2]) if row[1] - row[2] > 1e-9 else float("nan")
+
+
+def decide_latency_ms(points) -> dict:
+    """Mean time of one decide() with a 72-point forecast (timing-only and with 9 operating points)."""
+    from dataclasses import replace
+
+    from greentrain.policies import OperatingPoint, Snapshot
+    from greentrain.signals.base import Kind
+
+    now = points[100].start
+    forecast = tuple(replace(p, kind=Kind.FORECAST) for p in points[101:173])
+    ops = tuple(OperatingPoint(power_limit_w=300 - 25 * i, relative_speed=1 - 0.05 * i ** 1.3,
+                               power_w=300 - 22 * i) for i in range(9))
+    out = {}
+    for label, kind, extra in (("forecast-optimal, timing only", "forecast-optimal", {}),
+                               ("carbon-aware, 9 operating points", "carbon-aware", {"operating_points": ops})):
+        snap = Snapshot(work_remaining_s=24 * 3600, carbon_now=points[100], forecast=forecast,
+                        deadline=now + timedelta(hours=72), resume_overhead_s=300, power_w=300, **extra)
+        policy = load_policy(kind)
+        policy.decide(snap, now)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            policy.decide(snap, now)
+        out[label] = (time.perf_counter() - t0) / 20 * 1000
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--every-days", type=float, default=7.0)
+    parser.add_argument("--traces", nargs="*", help="CSV files (default: every file in ../shared/data/carbon)")
+    args = parser.parse_args()
+    paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
+    t0 = time.perf_counter()
+    per_trace = {}
+    for path in paths:
+        per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, args.every_days)
+        print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    print_tables(per_trace)
+    latency = decide_latency_ms(load_trace(paths[0]))
+    print("\ndecide() latency with a 72-point forecast, 24 h of work, 72 h deadline:")
+    for label, ms in latency.items():
+        print(f"- {label}: {ms:.2f} ms")
+    print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+
+
+def print_tables(per_trace: dict) -> None:
+    keys = sorted({k for totals in per_trace.values() for k in totals})
+    for job in sorted({k[0] for k in keys}, key=lambda j: float(j.split("h")[0])):
+        print(f"\n### job {job}: saving vs run-now as a fraction of the oracle's saving\n")
+        columns = [(p, f) for (j, p, f) in keys if j == job and p != "run-now"]
+        columns = sorted(set(columns), key=lambda c: (POLICIES.index(c[0]), c[1]))
+        header = ["trace", "oracle saving", "best-window saving"] + [f"{p} ({f})" for p, f in columns]
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        means = defaultdict(list)
+        for trace, totals in per_trace.items():
+            ref = totals[(job, "run-now", "real")]
+            cells = [trace, f"{(ref[1] - ref[2]) / ref[1]:.1%}", f"{(ref[1] - ref[3]) / ref[1]:.1%}"]
+            for p, f in columns:
+                row = totals[(job, p, f)]
+                means[(p, f)].append(fraction(row))
+                missed = f" ({row[4]} missed)" if row[4] else ""
+                cells.append(f"{fraction(row):.3f}{missed}")
+            print("| " + " | ".join(cells) + " |")
+        cells = ["**mean**", "", ""] + [f"**{statistics.fmean(means[c]):.3f}** (min {min(means[c]):.3f})"
+                                         for c in columns]
+        print("| " + " | ".join(cells) + " |")
+        runs = sum(t[(job, "run-now", "real")][5] for t in per_trace.values())
+        missed = {c: sum(t[(job, *c)][4] for t in per_trace.values()) for c in columns}
+        print(f"\nruns per policy: {runs}; deadlines missed: "
+              + ", ".join(f"{p} ({f}) {m}" for (p, f), m in missed.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Apply a policy's ``Decision`` to a job's GPUs safely; restore on every exit path.
+
+``ActuatorSet`` is what the engine calls at a step boundary. Each change goes
+through a journaled, locked ``KnobController``; a change this process may not
+make is sent to ``greentrain daemon`` when a socket is configured; otherwise
+it is refused with the exact fix, logged once, counted in ``refused_total``,
+and the job goes on measuring. Nothing here raises into the training step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from greentrain.actuators.controller import KnobController
+from greentrain.actuators.exithooks import ExitHooks
+from greentrain.actuators.journal import default_state_dir
+from greentrain.actuators.lock import DeviceBusyError
+from greentrain.device.base import GPU
+from greentrain.errors import DeviceLostError, GreentrainError, PrivilegeError
+from greentrain.policies.base import Decision
+
+__all__ = ["ActuatorSet", "PrecisionTarget", "PRIVILEGE_FIX"]
+
+log = logging.getLogger(__name__)
+
+PRIVILEGE_FIX = (
+    "fix: run `sudo greentrain daemon` and pass its socket (daemon_socket=/run/greentrain/daemon.sock, "
+    "or GREENTRAIN_DAEMON_SOCKET), or run training with the privilege (root / CAP_SYS_ADMIN); "
+    "the job goes on measuring at current settings"
+)
+
+
+class PrecisionTarget(Protocol):
+    """What ``ActuatorSet`` needs from a precision controller."""
+
+    def request(self, precision: str) -> bool: ...
+
+
+class _Route:
+    """How one GPU's knobs are reached."""
+
+    DIRECT = "direct"
+    DAEMON = "daemon"
+    UNPRIVILEGED = "unprivileged"
+    BUSY = "busy"
+
+
+class ActuatorSet:
+    """Journaled power-limit / clock / precision actions for one job's GPUs.
+
+    Use as a context manager (or call ``close``): settings are restored on
+    normal exit, exception, SIGINT, SIGTERM, SIGHUP and ``atexit``;
+    ``recover()`` restores what a SIGKILLed predecessor left behind.
+    """
+
+    def __init__(
+        self,
+        gpus: Sequence[GPU],
+        *,
+        state_dir: str | Path | None = None,
+        daemon_socket: str | Path | None = None,
+        job: Any = "greentrain",
+        precision: PrecisionTarget | None = None,
+        install_hooks: bool = True,
+    ) -> None:
+        self.gpus = list(gpus)
+        self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+        self.daemon_socket = Path(daemon_socket) if daemon_socket else None
+        self.job = getattr(job, "job", job) or "greentrain"
+        self.precision = precision
+        self.refused_total: Counter[str] = Counter()
+        self._controllers = {g.uuid: KnobController(g, self.state_dir, job=str(self.job)) for g in self.gpus}
+        self._routes = {g.uuid: _Route.DIRECT for g in self.gpus}
+        self._restore_errors: list[str] = []
+        self._logged: set[tuple[str, str]] = set()
+        self._client: Any = None
+        self._lock = threading.RLock()
+        self._hooks = ExitHooks(self.restore_all)
+        if install_hooks:
+            self._hooks.install()
+
+    # -- start ---------------------------------------------------------------
+    def recover(self) -> int:
+        """Take each GPU's lock and restore settings left by dead processes; returns how many."""
+        restored = 0
+        with self._lock:
+            for gpu in self.gpus:
+                try:
+                    restored += self._controllers[gpu.uuid].acquire()
+                except DeviceBusyError as e:
+                    self._routes[gpu.uuid] = _Route.BUSY
+                    self._refuse("lock", gpu, e)
+                except GreentrainError as e:
+                    self._refuse("recover", gpu, e)
+        return restored
+
+    # -- step boundary -------------------------------------------------------
+    def apply(self, decision: Decision) -> list[str]:
+        """Apply the knobs ``decision`` sets; returns names of actions applied (never raises)."""
+        applied: list[str] = []
+        with self._lock:
+            if decision.power_limit_w is not None:
+                if self._for_each_gpu("power_limit", decision.power_limit_w):
+                    applied.append("power_limit")
+            if decision.sm_clocks_mhz is not None:
+                if self._for_each_gpu("sm_clocks", decision.sm_clocks_mhz):
+                    applied.append("sm_clocks")
+            if decision.precision is not None and self._apply_precision(decision.precision):
+                applied.append("precision")
+        return applied
+
+    def _for_each_gpu(self, action: str, value: Any) -> bool:
+        changed = False
+        for gpu in self.gpus:
+            route = self._routes[gpu.uuid]
+            if route in (_Route.BUSY, _Route.UNPRIVILEGED):
+                self.refused_total[action] += 1
+                continue
+            try:
+                if route == _Route.DAEMON:
+                    changed |= self._via_daemon(action, gpu, value)
+                else:
+                    changed |= self._direct(action, gpu, value)
+            except PrivilegeError as e:
+                changed |= self._on_privilege_error(action, gpu, value, e)
+            except DeviceBusyError as e:
+                self._routes[gpu.uuid] = _Route.BUSY
+                self._refuse(action, gpu, e)
+            except DeviceLostError as e:
+                self._refuse(action, gpu, e, "the GPU stopped answering; its journal keeps the old value")
+            except (GreentrainError, OSError) as e:
+                self._refuse(action, gpu, e)
+        return changed
+
+    def _direct(self, action: str, gpu: GPU, value: Any) -> bool:
+        controller = self._controllers[gpu.uuid]
+        if action == "power_limit":
+            return controller.set_power_limit_w(float(value))
+        low, high = value
+        return controller.lock_sm_clocks_mhz(low, high)
+
+    def _on_privilege_error(self, action: str, gpu: GPU, value: Any, error: PrivilegeError) -> bool:
+        if self.daemon_socket is None:
+            self._routes[gpu.uuid] = _Route.UNPRIVILEGED
+            self._refuse(action, gpu, error, PRIVILEGE_FIX)
+            return False
+        self._routes[gpu.uuid] = _Route.DAEMON
+        log.info("GPU %s: no privilege here, using greentrain daemon at %s", gpu.uuid, self.daemon_socket)
+        try:
+            return self._via_daemon(action, gpu, value)
+        except GreentrainError as e:
+            self._routes[gpu.uuid] = _Route.UNPRIVILEGED
+            self._refuse(action, gpu, e, f"greentrain daemon at {self.daemon_socket} refused or is down; {PRIVILEGE_FIX}")
+            return False
+
+    def _via_daemon(self, action: str, gpu: GPU, value: Any) -> bool:
+        if self._client is None:
+            from greentrain.daemon.client import DaemonClient
+
+            self._client = DaemonClient(self.daemon_socket, job=str(self.job))
+        if action == "power_limit":
+            self._client.set_power_limit_w(gpu.uuid, float(value))
+        else:
+            self._client.lock_sm_clocks_mhz(gpu.uuid, int(value[0]), int(value[1]))
+        return True
+
+    def _apply_precision(self, precision: str) -> bool:
+        if self.precision is None:
+            self.refused_total["precision"] += 1
+            self._log_once("precision", "-", f"precision {precision!r} requested but no PrecisionController attached")
+            return False
+        try:
+            return bool(self.precision.request(precision))
+        except GreentrainError as e:
+            self.refused_total["precision"] += 1
+            self._log_once("precision", "-", f"precision {precision!r} refused: {e}")
+            return False
+
+    def _refuse(self, action: str, gpu: GPU, error: Exception, fix: str = "") -> None:
+        self.refused_total[action] += 1
+        message = f"{action} on GPU {gpu.uuid} refused: {error}" + (f"; {fix}" if fix else "")
+        self._log_once(action, gpu.uuid, message)
+
+    def _log_once(self, action: str, uuid: str, message: str) -> None:
+        if (action, uuid) not in self._logged:
+            self._logged.add((action, uuid))
+            log.warning("%s", message)
+
+    # -- exit ----------------------------------------------------------------
+    def restore_all(self) -> list[str]:
+        """Restore every journaled knob and every daemon-held setting; returns failures (also logged)."""
+        with self._lock:
+            errors: list[str] = []
+            for controller in self._controllers.values():
+                if controller.lock.held:
+                    errors.extend(controller.restore())
+            if self._client is not None:
+                try:
+                    self._client.reset()
+                except GreentrainError as e:  # the daemon also resets when our connection closes
+                    errors.append(f"greentrain daemon reset failed: {e}")
+            for message in errors:
+                log.error("%s", message)
+            self._restore_errors = errors
+            return errors
+
+    def unrestored_count(self) -> int:
+        """Knobs this process changed that are not back to their previous values."""
+        with self._lock:
+            return sum(c.pending() for c in self._controllers.values() if c.lock.held)
+
+    def close(self) -> None:
+        """Restore, release the device locks, drop the daemon connection, remove the hooks."""
+        with self._lock:
+            self.restore_all()
+            for controller in self._controllers.values():
+                controller.release()  # what failed to restore stays journaled for the next holder
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+            self._hooks.uninstall()
+
+    def __enter__(self) -> "ActuatorSet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,138 @@
+"""Journaled, locked changes to one GPU's knobs (power limit, locked SM clocks).
+
+``KnobController`` is the only code that changes a GPU setting, both inside a
+training process and inside ``greentrain daemon``. The order is always:
+validate -> take the device lock -> journal the previous value -> change the
+hardware. Restoring walks the journal and removes each entry once the GPU
+has its old value back; an entry whose restore failed stays, so a later start
+tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from greentrain.actuators.journal import Journal, Knob
+from greentrain.actuators.lock import DeviceLock
+from greentrain.device.base import GPU
+from greentrain.errors import ActuationError, ConfigError, DeviceError, DeviceLostError, NotSupportedError
+
+__all__ = ["KnobController", "validate_power_limit", "validate_sm_clocks"]
+
+log = logging.getLogger(__name__)
+
+
+def validate_power_limit(gpu: GPU, power_limit_w: float) -> float:
+    """The limit as float if within the GPU's constraints, else ConfigError naming the range."""
+    c = gpu.power_limit_constraints()
+    value = float(power_limit_w)
+    if not (c.min_w <= value <= c.max_w):
+        raise ConfigError(
+            f"power_limit_w={value:g} for GPU {gpu.uuid} is outside its constraints "
+            f"[{c.min_w:g}, {c.max_w:g}] W (default {c.default_w:g} W)"
+        )
+    return value
+
+
+def validate_sm_clocks(gpu: GPU, min_mhz: int, max_mhz: int) -> tuple[int, int]:
+    """The range if the GPU supports it, else ConfigError naming the supported range."""
+    supported = gpu.supported_sm_clocks_mhz()
+    if not supported:
+        raise NotSupportedError(f"GPU {gpu.uuid}: reports no supported SM clocks; clock locking unavailable")
+    low, high = min(supported), max(supported)
+    if int(min_mhz) != min_mhz or int(max_mhz) != max_mhz or min_mhz > max_mhz:
+        raise ConfigError(f"sm_clocks_mhz=({min_mhz}, {max_mhz}): need integers with min <= max")
+    if min_mhz < low or max_mhz > high:
+        raise ConfigError(
+            f"sm_clocks_mhz=({min_mhz}, {max_mhz}) for GPU {gpu.uuid} is not supported; "
+            f"supported SM clocks are {low}..{high} MHz"
+        )
+    return int(min_mhz), int(max_mhz)
+
+
+class KnobController:
+    """Owns one GPU's knobs for this process: lock, journal, change, restore."""
+
+    def __init__(self, gpu: GPU, state_dir: Path, *, job: str = "") -> None:
+        self.gpu = gpu
+        self.job = job
+        self.journal = Journal(state_dir, gpu.uuid)
+        self.lock = DeviceLock(state_dir, gpu.uuid)
+
+    def acquire(self) -> int:
+        """Take the device lock (DeviceBusyError if held) and restore leftovers; returns how many."""
+        first = not self.lock.held
+        self.lock.acquire()
+        if not first:
+            return 0
+        leftovers = self.journal.entries()
+        if leftovers:
+            pids = sorted({e.pid for e in leftovers.values()})
+            log.warning("GPU %s: restoring %d setting(s) left by dead pid(s) %s", self.gpu.uuid, len(leftovers), pids)
+            self.restore()
+        return len(leftovers)
+
+    def set_power_limit_w(self, power_limit_w: float) -> bool:
+        """Set the limit; False if it already was that value (nothing journaled)."""
+        value = validate_power_limit(self.gpu, power_limit_w)
+        self.acquire()
+        current = self.gpu.power_limit_w()
+        if abs(current - value) < 0.5 and Knob.POWER_LIMIT not in self.journal.entries():
+            return False
+        new = self.journal.record(Knob.POWER_LIMIT, current, job=self.job)
+        self._change(Knob.POWER_LIMIT, new, lambda: self.gpu.set_power_limit_w(value))
+        return True
+
+    def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> bool:
+        """Lock SM clocks; the journal's previous value is None (unlocked: NVML cannot read a lock)."""
+        low, high = validate_sm_clocks(self.gpu, min_mhz, max_mhz)
+        self.acquire()
+        new = self.journal.record(Knob.SM_CLOCKS, None, job=self.job)
+        self._change(Knob.SM_CLOCKS, new, lambda: self.gpu.lock_sm_clocks_mhz(low, high))
+        return True
+
+    def _change(self, knob: str, newly_journaled: bool, change: object) -> None:
+        try:
+            change()  # type: ignore[operator]
+        except DeviceLostError:
+            raise  # unknown whether it took effect: keep the entry so a later start restores
+        except (DeviceError, ConfigError):
+            if newly_journaled:  # the driver refused: nothing changed, keep the journal truthful
+                self.journal.remove(knob)
+            raise
+
+    def restore(self, knob: str | None = None) -> list[str]:
+        """Restore journaled knobs (all, or one); returns error messages for those that failed."""
+        errors: list[str] = []
+        try:
+            entries = self.journal.entries()
+        except ActuationError as e:
+            return [str(e)]
+        for name, entry in entries.items():
+            if knob is not None and name != knob:
+                continue
+            try:
+                if name == Knob.POWER_LIMIT:
+                    self.gpu.set_power_limit_w(float(entry.previous))
+                elif name == Knob.SM_CLOCKS:
+                    self.gpu.reset_sm_clocks()
+                else:
+                    errors.append(f"GPU {self.gpu.uuid}: unknown knob {name!r} in {self.journal.path}")
+                    continue
+            except (DeviceError, ConfigError, OSError) as e:
+                errors.append(f"GPU {self.gpu.uuid}: could not restore {name} to {entry.previous!r}: {e}")
+                continue
+            self.journal.remove(name)
+        return errors
+
+    def pending(self) -> int:
+        """Journaled knobs not yet restored."""
+        try:
+            return len(self.journal.entries())
+        except ActuationError:
+            return 1  # a corrupt journal counts as unrestored: a person must look
+
+    def release(self) -> None:
+        """Drop the device lock (call after ``restore``)."""
+        self.lock.release()

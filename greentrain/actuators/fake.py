@@ -1,0 +1,225 @@
+"""A GPU double whose settings live in a file, so they outlive a killed process.
+
+Restore-after-SIGKILL can only be tested if the "hardware" state survives the
+process that changed it, as a real GPU's does. ``FileBackedGPU`` keeps power
+limit and locked clocks in a JSON file (atomic replace) and takes speed and
+power at each limit from the measured Zeus profiles
+(``greentrain.device.profiles``), interpolating between measured limits.
+Locked SM clocks use a simple model (documented on ``_clock_factors``),
+because the profiles measure power limits only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+import time
+import uuid as uuid_mod
+from collections.abc import Callable
+from pathlib import Path
+
+from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
+from greentrain.device.profiles import load_gpu_profile
+from greentrain.errors import ConfigError, PrivilegeError
+
+__all__ = ["FileBackedGPU", "MAX_SM_CLOCK_MHZ"]
+
+# Boost clocks from NVIDIA's data sheets (V100 SXM2, A40, Quadro RTX 6000).
+MAX_SM_CLOCK_MHZ = {"v100": 1530, "a40": 1740, "rtx6000": 1770}
+_MIN_SM_CLOCK_MHZ = 210
+_CLOCK_STEP_MHZ = 15
+_MEMORY_BOUND_FRACTION = 0.3  # share of step time that does not scale with SM clock
+_IDLE_FRACTION = 0.25  # share of board power that does not scale with SM clock
+
+
+class FileBackedGPU(GPU):
+    """Test double of one GPU; ``state_file`` holds the settings (shared across processes)."""
+
+    def __init__(
+        self,
+        state_file: str | Path,
+        gpu_model: str = "a40",
+        workload: str = "imagenet/resnet50",
+        batch_size: int | None = None,
+        *,
+        index: int = 0,
+        uuid: str | None = None,
+        time_fn: Callable[[], float] = time.monotonic,
+        privileged: bool = True,
+        noise: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        profile = load_gpu_profile(gpu_model)
+        merged: dict[float, list[tuple[float, float]]] = {}
+        for p in profile.points(workload, batch_size):  # average repeated measurements of one limit
+            merged.setdefault(p.power_limit_w, []).append((p.time_per_epoch_s, p.average_power_w))
+        self._points = sorted((w, sum(t for t, _ in v) / len(v), sum(p for _, p in v) / len(v)) for w, v in merged.items())
+        self._fastest_s = min(t for _, t, _ in self._points)
+        self.state_file = Path(state_file)
+        self.index = index
+        self.uuid = uuid or f"GPU-{uuid_mod.uuid5(uuid_mod.NAMESPACE_URL, f'{gpu_model}/{index}')}"
+        self.name = f"fake {gpu_model.upper()} ({workload})"
+        self.architecture = {"v100": "volta", "a40": "ampere", "rtx6000": "turing"}.get(gpu_model, "unknown")
+        self.gpu_model = gpu_model
+        self.workload = workload
+        self.privileged = privileged
+        self.set_calls: list[tuple[str, object]] = []
+        self._max_clock = MAX_SM_CLOCK_MHZ.get(gpu_model, 1500)
+        self._time_fn = time_fn
+        self._noise = noise
+        self._rng = random.Random(seed)
+        self._failure: Exception | None = None
+        self._energy_j = 0.0
+        self._t_last = time_fn()
+        if not self.state_file.exists():
+            self._write({"power_limit_w": self.power_limit_constraints().default_w, "sm_clocks_mhz": None})
+
+    # -- fault injection -------------------------------------------------------
+    def fail(self, exc: Exception | None) -> None:
+        """Make every later call raise ``exc`` (None: heal)."""
+        self._failure = exc
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    # -- state file --------------------------------------------------------------
+    def _read(self) -> dict:
+        return json.loads(self.state_file.read_text(encoding="utf-8"))
+
+    def _write(self, state: dict) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.state_file.parent, prefix=".fakegpu-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(state, handle)
+        os.replace(tmp, self.state_file)
+
+    def _update(self, **changes: object) -> None:
+        self._accumulate()  # energy so far was drawn at the old setting
+        state = self._read()
+        state.update(changes)
+        self._write(state)
+
+    # -- model ----------------------------------------------------------------------
+    def _at_limit(self, power_limit_w: float) -> tuple[float, float]:
+        """(time per epoch s, power W) at a limit, linear between measured limits."""
+        pts = self._points
+        if power_limit_w <= pts[0][0]:
+            return pts[0][1], pts[0][2]
+        for (w0, t0, p0), (w1, t1, p1) in zip(pts, pts[1:]):
+            if power_limit_w <= w1:
+                f = (power_limit_w - w0) / (w1 - w0)
+                return t0 + f * (t1 - t0), p0 + f * (p1 - p0)
+        return pts[-1][1], pts[-1][2]
+
+    def _clock_factors(self, clocks: tuple[int, int] | None) -> tuple[float, float]:
+        """(time multiplier, power multiplier) of a clock lock: compute part ~ 1/f, dynamic power ~ f^2."""
+        if clocks is None:
+            return 1.0, 1.0
+        ratio = min(1.0, clocks[1] / self._max_clock)
+        time_x = _MEMORY_BOUND_FRACTION + (1 - _MEMORY_BOUND_FRACTION) / ratio
+        power_x = _IDLE_FRACTION + (1 - _IDLE_FRACTION) * ratio**2
+        return time_x, power_x
+
+    def _operating(self) -> tuple[float, float]:
+        state = self._read()
+        t, p = self._at_limit(state["power_limit_w"])
+        clocks = state.get("sm_clocks_mhz")
+        time_x, power_x = self._clock_factors(tuple(clocks) if clocks else None)
+        return t * time_x, min(p * power_x, state["power_limit_w"] * 1.02)
+
+    def relative_speed(self) -> float:
+        """Progress rate at current settings relative to the fastest measured setting."""
+        return self._fastest_s / self._operating()[0]
+
+    def step_time_s(self, base_step_s: float) -> float:
+        """Duration of a step that takes ``base_step_s`` at the fastest setting."""
+        jitter = 1 + self._rng.uniform(-self._noise, self._noise) if self._noise else 1.0
+        return base_step_s / self.relative_speed() * jitter
+
+    def _accumulate(self) -> None:
+        now = self._time_fn()
+        self._energy_j += self.power_w() * max(0.0, now - self._t_last)
+        self._t_last = now
+
+    # -- GPU ABC ----------------------------------------------------------------------
+    @property
+    def capabilities(self) -> GPUCapabilities:
+        return GPUCapabilities(
+            energy_counter=True, power_reading=True, power_limit_control=True, clock_control=True,
+            power_limit_permitted=self.privileged, clock_control_permitted=self.privileged,
+        )
+
+    def total_energy_j(self) -> float:
+        self._check()
+        self._accumulate()
+        return self._energy_j
+
+    def power_w(self) -> float:
+        self._check()
+        power = self._operating()[1]
+        return power * (1 + self._rng.uniform(-self._noise, self._noise)) if self._noise else power
+
+    def power_limit_w(self) -> float:
+        self._check()
+        return float(self._read()["power_limit_w"])
+
+    def power_limit_constraints(self) -> PowerLimitConstraints:
+        limits = [w for w, _, _ in self._points]
+        return PowerLimitConstraints(min_w=min(limits), max_w=max(limits), default_w=max(limits))
+
+    def _privileged_call(self, name: str, value: object) -> None:
+        self._check()
+        if not self.privileged:
+            raise PrivilegeError(f"GPU {self.uuid}: {name} needs root (NVML_ERROR_NO_PERMISSION)")
+        self.set_calls.append((name, value))
+
+    def set_power_limit_w(self, power_limit_w: float) -> None:
+        c = self.power_limit_constraints()
+        if not c.min_w <= power_limit_w <= c.max_w:
+            raise ConfigError(f"GPU {self.uuid}: power limit {power_limit_w} W outside [{c.min_w}, {c.max_w}] W")
+        self._privileged_call("power_limit_w", float(power_limit_w))
+        self._update(power_limit_w=float(power_limit_w))
+
+    def supported_sm_clocks_mhz(self) -> list[int]:
+        return list(range(self._max_clock, _MIN_SM_CLOCK_MHZ - 1, -_CLOCK_STEP_MHZ))
+
+    def sm_clock_mhz(self) -> int:
+        self._check()
+        clocks = self._read().get("sm_clocks_mhz")
+        return int(clocks[1]) if clocks else self._max_clock
+
+    def locked_sm_clocks_mhz(self) -> tuple[int, int] | None:
+        """The locked range (the fake can tell; NVML cannot)."""
+        clocks = self._read().get("sm_clocks_mhz")
+        return (int(clocks[0]), int(clocks[1])) if clocks else None
+
+    def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> None:
+        supported = self.supported_sm_clocks_mhz()
+        if min_mhz > max_mhz or min_mhz < min(supported) or max_mhz > max(supported):
+            raise ConfigError(f"GPU {self.uuid}: clocks ({min_mhz}, {max_mhz}) MHz not supported")
+        self._privileged_call("sm_clocks_mhz", (min_mhz, max_mhz))
+        self._update(sm_clocks_mhz=[int(min_mhz), int(max_mhz)])
+
+    def reset_sm_clocks(self) -> None:
+        self._privileged_call("sm_clocks_mhz", None)
+        self._update(sm_clocks_mhz=None)
+
+    def utilization_pct(self) -> float:
+        self._check()
+        return 100.0
+
+    def temperature_c(self) -> float:
+        self._check()
+        return 60.0
+
+    def throttle_reasons(self) -> list[str]:
+        self._check()
+        state = self._read()
+        return ["sw_power_cap"] if state["power_limit_w"] < self.power_limit_constraints().max_w else []
+
+    def is_default(self) -> bool:
+        """Whether every setting is at its default (what a leak test checks)."""
+        state = self._read()
+        return state["power_limit_w"] == self.power_limit_constraints().default_w and not state.get("sm_clocks_mhz")

@@ -1,0 +1,82 @@
+"""``greentrain doctor``: what this machine can measure and control, and why not where it cannot.
+
+Exits 0 even when nothing is measurable (it says so: energy is then estimated).
+``GREENTRAIN_RAPL_ROOT`` points at another powercap tree (e.g. a host's
+``/sys/class/powercap`` mounted into a container).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+__all__ = ["doctor", "rapl_root_from_env"]
+
+
+def rapl_root_from_env() -> str:
+    """The powercap directory to scan: ``$GREENTRAIN_RAPL_ROOT`` or ``/sys/class/powercap``."""
+    return os.environ.get("GREENTRAIN_RAPL_ROOT") or "/sys/class/powercap"
+
+
+def _yes_no(value: Any) -> str:
+    return {True: "yes", False: "no", None: "unknown"}.get(value, str(value))
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if report["gpus"]:
+        table = Table(title="GPUs")
+        for column in ("GPU", "name", "UUID", "arch", "energy", "power limit (permitted)", "clocks (permitted)"):
+            table.add_column(column)
+        for g in report["gpus"]:
+            if "error" in g:
+                table.add_row(str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", "")
+                continue
+            span = g["power_limit_range_w"]
+            limit = f"{_yes_no(g['power_limit_control'])} ({_yes_no(g['power_limit_permitted'])})"
+            limit += f" {span[0]:g}-{span[1]:g} W" if span else ""
+            clocks = f"{_yes_no(g['clock_control'])} ({_yes_no(g['clock_control_permitted'])})"
+            energy = "counter (measured)" if g["energy_counter"] else f"{g['energy_source'] or 'none'}"
+            table.add_row(str(g["index"]), g["name"], g["uuid"], g["architecture"], energy, limit, clocks)
+        console.print(table)
+    else:
+        console.print("GPUs: none")
+    if report["rapl"]:
+        table = Table(title="RAPL (CPU energy counters)")
+        for column in ("domain", "path", "readable"):
+            table.add_column(column)
+        for d in report["rapl"]:
+            table.add_row(d["name"], d["path"], "yes" if d["readable"] else d["status"])
+        console.print(table)
+    else:
+        console.print("RAPL: none")
+    est = report["cpu_estimate"]
+    used = "used for CPU energy" if report["estimate_used_for_cpu"] else "not needed (RAPL readable)"
+    console.print(f"CPU estimate ({used}): {est['cpu_model']!r}, TDP {est['tdp_w']:g} W from {est['tdp_source']}")
+    for note in report["notes"]:
+        console.print(f"note: {note}", markup=False)
+    versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v)
+    console.print(f"versions: {versions}", markup=False)
+    console.print(report["summary"], style="bold", markup=False)
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+def doctor(as_json: bool) -> None:
+    """Show what this machine can measure and control: GPUs, RAPL, the CPU estimate, versions."""
+    from greentrain.device import discover
+    from greentrain.device.inventory import machine_report
+
+    rapl_root = rapl_root_from_env()
+    with discover(rapl_root=rapl_root, estimate_cpu=False) as devices:
+        report = machine_report(devices, rapl_root)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        _render(report)

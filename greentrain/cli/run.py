@@ -1,0 +1,155 @@
+"""``greentrain run``: run an unmodified command under a timing policy.
+
+    greentrain run --policy carbon-aware --zone GB --deadline +12 --estimate-hours 4 \\
+        --pause-mode suspend -- python train.py --epochs 3
+
+Delays the start to a cleaner window, pauses during dirty hours (``suspend``:
+SIGSTOP/SIGCONT of the command's process group; ``checkpoint``: sends
+``--checkpoint-signal`` — the program saves and exits — and relaunches it at
+the planned time), and exits with the command's own status. Its output is not
+touched. ``--replay-speedup`` runs the policy on a replayed calendar (demos,
+tests): with ``--provider csv:TRACE`` an hour of trace passes in 3600/speedup
+seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from greentrain.cli.common import DEADLINE_HELP, parse_deadline
+
+__all__ = ["run"]
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--policy", default="carbon-aware", show_default=True, help="Preset name or policy TOML file.")
+@click.option("--zone", help="Grid zone, e.g. GB, DE-LU, US-CAL-CISO.")
+@click.option("--provider", help="Carbon source: electricitymaps | watttime | ukgrid | static | csv:PATH.")
+@click.option("--deadline", help=DEADLINE_HELP)
+@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]),
+              help="If the deadline cannot be met: error (strict) or warn and run now.")
+@click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint"]),
+              help="How to pause (default: the policy's setting).")
+@click.option("--estimate-hours", type=float, help="Running time the command needs, hours (needed to plan).")
+@click.option("--checkpoint-signal", default="SIGUSR1", show_default=True,
+              help="Signal that asks the command to save and exit (checkpoint mode).")
+@click.option("--checkpoint-timeout-s", type=float, default=600.0, show_default=True,
+              help="How long to wait for the command to exit after the checkpoint signal.")
+@click.option("--interval-s", type=float, default=1.0, show_default=True,
+              help="How often to check the plan while the command runs (real seconds).")
+@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Metrics bind address.")
+@click.option("--jsonl", type=click.Path(dir_okay=False), help="Write the JSONL run log here.")
+@click.option("--job", help="Job label for metrics and logs (default: the command's name).")
+@click.option("--no-measure", is_flag=True, help="Do not measure energy (no device discovery).")
+@click.option("--replay-speedup", type=float, help="Run on a replayed calendar this many times faster.")
+@click.option("--replay-start", help="Start of the replayed calendar (ISO-8601 with timezone).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(command: tuple[str, ...], **opts: Any) -> None:
+    """Run COMMAND (after '--') at low-carbon times, passing through its output and exit status."""
+    from greentrain.timing.process import ChildProcess, parse_signal
+    from greentrain.timing.supervisor import Supervisor
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    _check_numbers(opts)
+    clock = _make_clock(opts["replay_speedup"], opts["replay_start"])
+    deadline = parse_deadline(opts["deadline"], clock.now()) if opts["deadline"] else None
+    if deadline is not None and opts["estimate_hours"] is None:
+        raise click.BadParameter("needed with --deadline to plan the run", param_hint="--estimate-hours")
+    policy = _load_policy(opts["policy"])
+    settings = getattr(policy, "settings", None)
+    pause_mode = opts["pause_mode"] or getattr(settings, "pause_mode", None) or "suspend"
+    checkpoint_signal = parse_signal(opts["checkpoint_signal"])
+    child = ChildProcess(list(command))
+    job = opts["job"] or Path(command[0]).name
+    with _Resources(opts, clock, job) as res:
+        engine = _make_engine(policy, opts, clock, deadline, res)
+        res.engine = engine
+        status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
+                            checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
+    sys.exit(status)  # SystemExit passes through click's non-standalone main unchanged
+
+
+def _check_numbers(opts: dict[str, Any]) -> None:
+    for name in ("estimate_hours", "interval_s", "checkpoint_timeout_s", "replay_speedup"):
+        value = opts[name]
+        if value is not None and not value > 0:
+            raise click.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name.replace('_', '-')}")
+
+
+def _make_clock(speedup: float | None, start: str | None) -> Any:
+    from greentrain.clock import ReplayClock, SystemClock
+
+    if speedup is None:
+        if start is not None:
+            raise click.BadParameter("needs --replay-speedup", param_hint="--replay-start")
+        return SystemClock()
+    origin = parse_deadline(start, datetime.now().astimezone(), param="--replay-start") if start else None
+    return ReplayClock(origin or SystemClock().now(), speedup)
+
+
+def _load_policy(spec: str) -> Any:
+    from greentrain.policies import load_policy
+
+    return load_policy(spec)
+
+
+def _make_engine(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, res: "_Resources") -> Any:
+    from greentrain.engine import Engine
+
+    work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
+    return Engine(policy, signals=res.signals, monitor=res.monitor, clock=clock, deadline=deadline,
+                  work_total_s=work_s, job_stats=res.job_stats, event_log=res.event_log,
+                  step_time_s=opts["interval_s"] * clock.speedup, deadline_policy=opts["deadline_policy"],
+                  progress=True)
+
+
+class _Resources:
+    """Event log, monitor, signals and metrics server, closed in reverse order on every exit path."""
+
+    def __init__(self, opts: dict[str, Any], clock: Any, job: str) -> None:
+        self.opts, self.clock, self.job = opts, clock, job
+        self.engine: Any = None
+        self.event_log: Any = None
+        self.monitor: Any = None
+        self.signals: Any = None
+        self.server: Any = None
+        from greentrain.jobstats import JobStats
+
+        self.job_stats = JobStats(job=job)
+
+    def __enter__(self) -> "_Resources":
+        from greentrain.events import EventLog
+        from greentrain.timing.resources import build_monitor, build_signals, start_metrics
+
+        opts = self.opts
+        try:
+            if opts["jsonl"]:
+                self.event_log = EventLog(opts["jsonl"])
+            self.signals = build_signals(opts["zone"], opts["provider"], self.clock)
+            if not opts["no_measure"]:
+                self.monitor, _devices = build_monitor(None, self.event_log)
+            if opts["metrics_port"] is not None:
+                self.server = start_metrics(job=self.job, monitor=self.monitor, signals=self.signals,
+                                            job_stats=self.job_stats, addr=opts["metrics_addr"],
+                                            port=opts["metrics_port"])
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for close in (getattr(self.engine, "close", None), getattr(self.server, "stop", None),
+                      getattr(self.monitor, "stop", None), getattr(self.signals, "close", None),
+                      getattr(self.event_log, "close", None)):
+            if close is not None:
+                try:
+                    close()
+                except Exception as e:  # keep closing the rest
+                    logging.getLogger("greentrain.run").warning("greentrain: cleanup failed: %s", e)

@@ -1,0 +1,160 @@
+"""``greentrain simulate``: replay a real carbon trace through a policy and compare with baselines."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+from greentrain.clock import ensure_aware_utc
+from greentrain.errors import ConfigError, DeadlineError
+from greentrain.policies import Policy, RunNowPolicy, load_policy
+from greentrain.policies.settings import DEADLINE_POLICIES
+from greentrain.signals.trace import load_trace
+from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, run_to_json, simulate as run_simulation, summarize
+
+__all__ = ["simulate", "parse_time", "parse_starts", "make_forecaster"]
+
+FORECASTERS = ("default", "seasonal-naive", "perfect")
+
+
+def parse_time(text: str, option: str) -> datetime:
+    """An aware ISO-8601 time; ConfigError naming ``option`` otherwise (naive times are refused)."""
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{option}: {text!r} is not ISO-8601 (e.g. 2022-03-01T00:00Z)") from None
+    return ensure_aware_utc(parsed, option)
+
+
+def parse_starts(text: str) -> list[datetime]:
+    """``FROM,TO,EVERY_HOURS`` -> start times FROM, FROM+EVERY, ... <= TO."""
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise ConfigError(f"--starts: {text!r} is not FROM,TO,EVERY_HOURS (e.g. 2022-01-01T00Z,2022-12-01T00Z,168)")
+    first, last = parse_time(parts[0], "--starts FROM"), parse_time(parts[1], "--starts TO")
+    try:
+        every_h = float(parts[2])
+    except ValueError:
+        raise ConfigError(f"--starts: EVERY_HOURS {parts[2]!r} is not a number") from None
+    if every_h <= 0:
+        raise ConfigError(f"--starts: EVERY_HOURS must be > 0, got {every_h:g}")
+    if last < first:
+        raise ConfigError("--starts: TO is before FROM")
+    count = int((last - first).total_seconds() // (every_h * 3600)) + 1
+    if count > 100_000:
+        raise ConfigError(f"--starts: {count} starts is too many; use a larger EVERY_HOURS")
+    return [first + timedelta(hours=every_h * i) for i in range(count)]
+
+
+def make_forecaster(name: str, trace: list) -> Any:
+    """The forecaster named on the command line; imported lazily."""
+    if name == "perfect":
+        return PerfectForecaster(trace)
+    from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
+
+    return SeasonalNaiveForecaster() if name == "seasonal-naive" else Forecaster()
+
+
+def _build_job(opts: dict[str, Any]) -> SimJob:
+    common = dict(work_h=opts["work_hours"], deadline_h=opts["deadline_hours"],
+                  resume_overhead_min=opts["resume_overhead_min"])
+    if opts["profile"] is None:
+        if opts["workload"] is not None or opts["batch_size"] is not None:
+            raise ConfigError("--workload/--batch-size: need --profile CSV|v100|a40|rtx6000")
+        return SimJob.constant_power(power_kw=opts["power_kw"], **common)
+    from greentrain.device.profiles import load_gpu_profile
+
+    profile = load_gpu_profile(opts["profile"])
+    if opts["workload"] is None:
+        raise ConfigError(f"--workload: required with --profile; valid: {', '.join(profile.workloads())}")
+    return SimJob.from_profile(profile, opts["workload"], batch_size=opts["batch_size"], gpus=opts["gpus"],
+                               **common)
+
+
+def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple[Policy, str]:
+    policy = load_policy(spec)
+    mode = deadline_policy or policy.settings.deadline_policy
+    if job.deadline_s >= job.work_s:
+        return policy, getattr(policy, "name", spec)
+    message = (f"--deadline-hours: {job.deadline_s / 3600:g} h is shorter than the work "
+               f"({job.work_s / 3600:g} h at full speed)")
+    if mode != "best-effort":
+        raise DeadlineError(f"{message}; give a later deadline or --deadline-policy best-effort")
+    click.echo(f"greentrain: warning: {message}; best-effort: running now at full speed", err=True)
+    return RunNowPolicy(), "run-now"
+
+
+@click.command("simulate")
+@click.option("--trace", "trace_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Electricity Maps hourly CSV export.")
+@click.option("--column", type=click.Choice(["direct", "lca"]), default="direct", show_default=True)
+@click.option("--start", "start_text", help="One start time, ISO-8601 with timezone.")
+@click.option("--starts", "starts_text", help="Many starts: FROM,TO,EVERY_HOURS.")
+@click.option("--work-hours", type=float, required=True, help="Running time needed at full speed.")
+@click.option("--deadline-hours", type=float, required=True, help="Must finish within this many hours of its start.")
+@click.option("--power-kw", type=float, default=1.0, show_default=True, help="Draw while running (no --profile).")
+@click.option("--resume-overhead-min", type=float, default=5.0, show_default=True,
+              help="Minutes at full power without progress per resume after a pause.")
+@click.option("--policy", "policy_spec", default="carbon-aware", show_default=True, help="Preset name or TOML file.")
+@click.option("--deadline-policy", type=click.Choice(DEADLINE_POLICIES), default=None,
+              help="Override the policy's: 'best-effort' runs now (with a warning) if the deadline is too short.")
+@click.option("--profile", default=None, help="GPU profile: v100, a40, rtx6000 or a Zeus summary CSV.")
+@click.option("--workload", default=None, help="DATASET/NETWORK from the profile, e.g. imagenet/resnet50.")
+@click.option("--batch-size", type=int, default=None, help="Batch size (default: least energy per epoch).")
+@click.option("--gpus", type=int, default=1, show_default=True, help="GPUs the job uses (power × gpus).")
+@click.option("--forecaster", type=click.Choice(FORECASTERS), default="default", show_default=True,
+              help="'perfect' uses the trace's actual future (evaluation only).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
+def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
+             policy_spec: str, forecaster: str, as_json: bool, **opts: Any) -> None:
+    """Replay a carbon trace through a policy; compare with run-now, best-window and the oracle."""
+    if (start_text is None) == (starts_text is None):
+        raise ConfigError("give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS")
+    starts = [parse_time(start_text, "--start")] if start_text is not None else parse_starts(starts_text or "")
+    if opts["deadline_hours"] <= 0:
+        raise DeadlineError(f"--deadline-hours: must be > 0 (a deadline in the past), got {opts['deadline_hours']:g}")
+    job = _build_job(opts)
+    policy, policy_name = _choose_policy(policy_spec, opts["deadline_policy"], job)
+    points = load_trace(trace_path, column)
+    trace = TraceIndex(points, str(trace_path))
+    horizon = timedelta(seconds=max(job.deadline_s, job.work_s))  # best-effort runs past the deadline
+    for start in starts:
+        trace.index(start, "--start")
+        trace.require_cover(start, start + horizon, "the deadline")
+    results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points))
+    summary = summarize(results, policy_name)
+    summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
+                   deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"])
+    if as_json:
+        runs = [run_to_json(r, power=job.profiled) for r in results]
+        click.echo(json.dumps({"runs": runs, "summary": summary}))
+    else:
+        _print_table(results, summary)
+
+
+def _print_table(results: list, summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"policy {summary['policy']} on {summary['trace']}")
+    for name in ("start", "finished", "met", "policy g", "run-now g", "best-window g", "oracle g", "resumes"):
+        table.add_column(name, justify="right")
+    for r in results:
+        finished = r.policy.finished_at.strftime("%Y-%m-%d %H:%M") if r.policy.finished_at else "-"
+        table.add_row(r.start.strftime("%Y-%m-%d %H:%M"), finished, "yes" if r.deadline_met else "NO",
+                      f"{r.policy.emissions_g:.1f}", f"{r.run_now.emissions_g:.1f}",
+                      f"{r.best_window.emissions_g:.1f}", f"{r.oracle.emissions_g:.1f}", str(r.policy.resumes))
+    console = Console()
+    console.print(table)
+    frac = summary["fraction_of_oracle_saving"]
+    console.print(
+        f"saving vs run-now: {100 * (summary['saving_vs_run_now'] or 0):.1f} % "
+        f"(oracle {100 * (summary['oracle_saving_vs_run_now'] or 0):.1f} %, "
+        f"best-window {100 * (summary['best_window_saving_vs_run_now'] or 0):.1f} %); "
+        f"fraction of oracle saving: {'n/a' if frac is None else f'{frac:.2f}'}; "
+        f"deadlines missed: {summary['deadlines_missed']}/{summary['runs']}"
+    )

@@ -1,0 +1,188 @@
+"""``greentrain train``: train the reference transformer with hybrid parallelism.
+
+Run it under ``torchrun`` (one process per device), or give ``--nproc N`` to
+have it launch ``torchrun`` on this machine. ``--config`` takes a TOML file or
+a preset (``tiny``, ``125m``, ``1b``); flags and ``--set section.key=value``
+override it. Errors in the configuration are one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from greentrain.cli.common import DEADLINE_HELP, parse_deadline
+from greentrain.errors import ConfigError
+
+__all__ = ["train"]
+
+# flag -> (section, key)
+_FLAG_KEYS: dict[str, tuple[str, str]] = {
+    "steps": ("train", "steps"), "seed": ("train", "seed"), "dtype": ("train", "dtype"),
+    "global_batch": ("train", "global_batch"), "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"),
+    "lr": ("train", "lr"), "ac": ("train", "ac"), "compile": ("train", "compile"), "device": ("train", "device"),
+    "mesh": ("parallel", "mesh"), "dp_replicate": ("parallel", "dp_replicate"), "dp_shard": ("parallel", "dp_shard"),
+    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "pp_schedule": ("parallel", "pp_schedule"),
+    "microbatches": ("parallel", "microbatches"), "virtual_stages": ("parallel", "virtual_stages"),
+    "metrics_jsonl": ("metrics", "jsonl"), "metrics_port": ("metrics", "port"), "metrics_addr": ("metrics", "addr"),
+    "checkpoint_dir": ("checkpoint", "dir"), "checkpoint_interval": ("checkpoint", "interval"),
+    "async_checkpoint": ("checkpoint", "async_save"),
+    "policy": ("greentrain", "policy"), "zone": ("greentrain", "zone"), "provider": ("greentrain", "provider"),
+    "deadline": ("greentrain", "deadline"), "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
+}
+
+
+def _parse_set(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not name:
+            raise click.BadParameter(f"{item!r} is not section.key=value (e.g. train.lr=1e-3)", param_hint="--set")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()  # a bare word: take it as a string
+        out.setdefault(section, {})[name] = value
+    return out
+
+
+def build_config(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
+    """Preset/file, then ``--set``, then explicit flags (highest precedence); validated."""
+    from greentrain.runtime.config import config_from_dict, load_config
+
+    data = load_config(config).to_dict()
+    for section, values in _parse_set(sets).items():
+        if section not in data:
+            raise ConfigError(f"--set: unknown section {section!r}; valid: {', '.join(data)}")
+        data[section].update(values)
+    for flag, value in flags.items():
+        if value is not None:
+            section, key = _FLAG_KEYS[flag]
+            data[section][key] = value
+    return config_from_dict(data, origin=f"--config {config}")
+
+
+def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:
+    """Re-run this command under torchrun with ``nproc`` local processes (argument list, no shell)."""
+    args = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0", "--max-restarts", str(max_restarts),
+            "-m", "greentrain", "train", *argv]
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # N processes sharing the cores: one thread each unless told
+    return subprocess.call(args, env=env)
+
+
+def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
+    """The same command line for the launched ranks (without --nproc/--max-restarts)."""
+    argv = ["--config", config]
+    for item in sets:
+        argv += ["--set", item]
+    for flag, value in flags.items():
+        if value is None:
+            continue
+        if flag == "compile":
+            argv.append("--compile" if value else "--no-compile")
+        elif flag == "async_checkpoint":
+            argv.append("--async-checkpoint" if value else "--sync-checkpoint")
+        else:
+            argv += ["--" + flag.replace("_", "-"), str(value)]
+    return argv
+
+
+def _echo_step(m) -> None:
+    mfu = f" mfu {m.mfu:.1%}" if m.mfu is not None else ""
+    click.echo(f"step {m.step:>6}  loss {m.loss:.4f}  grad_norm {m.grad_norm:.3f}  lr {m.lr:.2e}  "
+               f"{m.tokens_per_s:,.0f} tok/s{mfu}  [{m.precision}]")
+
+
+def _train_here(cfg) -> None:
+    """Train in this process (one rank of a torchrun job, or a single process)."""
+    import torch
+    import torch.distributed as dist
+
+    from greentrain.runtime.greentrain_hooks import run_training
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() and cfg.train.device != "cpu" else "gloo")
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    every = cfg.metrics.log_every
+
+    def report(m) -> None:
+        if rank == 0 and (m.step % every == 0 or m.step == cfg.train.steps):
+            _echo_step(m)
+
+    try:
+        trainer, history = run_training(cfg, on_step=report)
+        if rank == 0:
+            if trainer.plan is not None:
+                click.echo(f"mesh auto: {trainer.plan.reason}")
+            click.echo(f"done: {trainer.step}/{trainer.cfg.train.steps} steps on {trainer.dims.describe()}"
+                       + (f", final loss {history[-1].loss:.4f}" if history else ""))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@click.command("train")
+@click.option("--config", "config", default="tiny", show_default=True, help="TOML file or preset (tiny, 125m, 1b).")
+@click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override any config key.")
+@click.option("--steps", type=int, help="Optimizer steps in total.")
+@click.option("--seed", type=int, help="Seed for weights and data order.")
+@click.option("--global-batch", type=int, help="Sequences per step across all data-parallel ranks.")
+@click.option("--seq-len", type=int, help="Tokens per sequence.")
+@click.option("--grad-accum", type=int, help="Micro-steps per optimizer step.")
+@click.option("--lr", type=float, help="Peak learning rate.")
+@click.option("--mesh", type=click.Choice(["manual", "auto"]), help="auto: plan the layout (prints why).")
+@click.option("--dp-replicate", type=int, help="Data-parallel replicas (DDP/HSDP).")
+@click.option("--dp-shard", type=int, help="FSDP2 shard group size (-1: the rest of the world).")
+@click.option("--tp", type=int, help="Tensor-parallel degree.")
+@click.option("--pp", type=int, help="Pipeline stages.")
+@click.option("--pp-schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), help="Pipeline schedule.")
+@click.option("--microbatches", type=int, help="Pipeline microbatches per step.")
+@click.option("--virtual-stages", type=int, help="Stages per rank (interleaved).")
+@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16", "tf32"]), help="Compute precision.")
+@click.option("--ac", type=click.Choice(["none", "full", "selective-op", "selective-layer"]),
+              help="Activation checkpointing.")
+@click.option("--compile/--no-compile", default=None, help="torch.compile each block.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="Device (auto: CUDA if present).")
+@click.option("--metrics-jsonl", type=click.Path(dir_okay=False), help="One JSON line per step (rank 0).")
+@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port (0: any free one).")
+@click.option("--metrics-addr", help="Metrics bind address (default 127.0.0.1).")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="DCP checkpoints; resume from the newest.")
+@click.option("--checkpoint-interval", type=int, help="Save every N steps.")
+@click.option("--async-checkpoint/--sync-checkpoint", "async_checkpoint", default=None, help="Save in the background.")
+@click.option("--policy", help="Run under this greentrain policy (name or TOML).")
+@click.option("--zone", help="Grid zone for the carbon signal (e.g. GB).")
+@click.option("--provider", help="Carbon-intensity provider (e.g. csv:PATH, electricitymaps).")
+@click.option("--deadline", help=DEADLINE_HELP)
+@click.option("--pause-mode", type=click.Choice(["checkpoint", "suspend"]), help="How a policy pause happens.")
+@click.option("--job", help="Job name in metrics.")
+@click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
+@click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
+def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, **flags: Any) -> None:
+    """Train the reference transformer (FSDP2 × TP × PP on a DeviceMesh)."""
+    if flags.get("deadline"):
+        parse_deadline(flags["deadline"], datetime.now(UTC))  # fail now with a clear message, not in N ranks
+    cfg = build_config(config, flags, sets)
+    under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
+    if nproc is not None and nproc < 1:
+        raise click.BadParameter("must be >= 1", param_hint="--nproc")
+    if nproc is not None and nproc > 1 and not under_torchrun:
+        if cfg.parallel.mesh == "manual":
+            from greentrain.runtime.parallel_dims import ParallelDims
+
+            p = cfg.parallel
+            ParallelDims(dp_replicate=p.dp_replicate, dp_shard=p.dp_shard, tp=p.tp, pp=p.pp, world_size=nproc)
+        rc = _launch(nproc, max_restarts, _argv_for_ranks(config, sets, flags))
+        if rc:
+            raise click.ClickException(f"torchrun exited with status {rc} (see the rank output above)")
+        return
+    _train_here(cfg)

@@ -1,0 +1,190 @@
+"""The daemon's TOML configuration: socket, who may connect, per-GPU limits, node policy.
+
+Example (``/etc/greentrain/daemon.toml``)::
+
+    [daemon]
+    socket = "/run/greentrain/daemon.sock"
+    group = "greentrain"           # members may connect (socket mode 0660)
+    state_dir = "/var/lib/greentrain"
+
+    [limits]                       # every GPU
+    min_power_limit_w = 150
+    max_power_limit_w = 350
+    allow_clock_lock = true
+
+    [gpu."GPU-5f3c..."]            # one GPU, by UUID or index ("0")
+    max_power_limit_w = 250
+
+    [node_policy]                  # cap every GPU while the grid is dirty
+    trace = "/etc/greentrain/DE_2023_hourly.csv"
+    dirty_above_g_per_kwh = 350
+    dirty_power_limit_w = 200
+    interval_s = 300
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+
+__all__ = ["GPULimits", "NodePolicyConfig", "DaemonConfig", "load_config", "parse_config", "DEFAULT_SOCKET"]
+
+DEFAULT_SOCKET = Path("/run/greentrain/daemon.sock")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GPULimits:
+    """Bounds the daemon enforces on client requests for one GPU."""
+
+    min_power_limit_w: float | None = None
+    """Requests below this are refused (None: the GPU's own minimum)."""
+    max_power_limit_w: float | None = None
+    """Requests above this are refused (None: the GPU's own maximum)."""
+    allow_clock_lock: bool = True
+    """Whether clients may lock SM clocks."""
+    min_sm_clock_mhz: int | None = None
+    """Lowest SM clock a client may lock to."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodePolicyConfig:
+    """Cap every GPU's power limit while grid intensity is above a threshold."""
+
+    dirty_above_g_per_kwh: float
+    """Intensity (gCO2eq/kWh) above which the grid counts as dirty."""
+    dirty_power_limit_w: float
+    """Power limit applied to every GPU while dirty (clients may go lower, not higher)."""
+    trace: Path | None = None
+    """Electricity Maps CSV export to read the current intensity from."""
+    provider: str | None = None
+    """Alternatively a provider plugin name (greentrain.providers) ..."""
+    zone: str | None = None
+    """... and its zone."""
+    provider_options: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the provider plugin."""
+    interval_s: float = 300.0
+    """How often to re-check the grid."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonConfig:
+    """Everything ``greentrain daemon`` reads from its TOML file."""
+
+    socket: Path = DEFAULT_SOCKET
+    """Unix socket path."""
+    group: str | None = None
+    """Group that owns the socket; its members may connect. None: root only."""
+    socket_mode: int = 0o660
+    """Permission bits of the socket file."""
+    allowed_uids: tuple[int, ...] = ()
+    """Extra uids allowed to send requests (checked with SO_PEERCRED)."""
+    state_dir: Path = Path("/var/lib/greentrain")
+    """Journal and lock directory."""
+    limits: GPULimits = GPULimits()
+    """Limits for every GPU."""
+    gpu_limits: dict[str, GPULimits] = field(default_factory=dict)
+    """Per-GPU overrides by UUID or index string."""
+    node_policy: NodePolicyConfig | None = None
+
+    def limits_for(self, uuid: str, index: int) -> GPULimits:
+        """Limits of one GPU: its own table over the [limits] defaults."""
+        override = self.gpu_limits.get(uuid) or self.gpu_limits.get(str(index))
+        if override is None:
+            return self.limits
+        merged = {k: getattr(override, k) for k in GPULimits.__dataclass_fields__ if getattr(override, k) is not None}
+        return replace(self.limits, **merged)
+
+
+def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{key}] must be a table")
+    return value
+
+
+def _limits(raw: dict[str, Any], where: str) -> GPULimits:
+    known = set(GPULimits.__dataclass_fields__)
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
+    for key in ("min_power_limit_w", "max_power_limit_w", "min_sm_clock_mhz"):
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+            raise ConfigError(f"{where}.{key}: must be a number > 0, got {value!r}")
+    if not isinstance(raw.get("allow_clock_lock", True), bool):
+        raise ConfigError(f"{where}.allow_clock_lock: must be true or false")
+    limits = GPULimits(**raw)
+    if limits.min_power_limit_w and limits.max_power_limit_w and limits.min_power_limit_w > limits.max_power_limit_w:
+        raise ConfigError(f"{where}: min_power_limit_w > max_power_limit_w")
+    return limits
+
+
+def _node_policy(raw: dict[str, Any], where: str) -> NodePolicyConfig:
+    known = set(NodePolicyConfig.__dataclass_fields__)
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
+    for key in ("dirty_above_g_per_kwh", "dirty_power_limit_w"):
+        if key not in raw:
+            raise ConfigError(f"{where}: missing {key}")
+        if isinstance(raw[key], bool) or not isinstance(raw[key], int | float) or raw[key] <= 0:
+            raise ConfigError(f"{where}.{key}: must be a number > 0")
+    if ("trace" in raw) == ("provider" in raw):
+        raise ConfigError(f"{where}: give exactly one of 'trace' (CSV path) or 'provider' (+ 'zone')")
+    if "provider" in raw and "zone" not in raw:
+        raise ConfigError(f"{where}: 'provider' needs 'zone'")
+    interval_s = raw.get("interval_s", 300.0)
+    if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or interval_s < 1:
+        raise ConfigError(f"{where}.interval_s: must be a number >= 1")
+    values = dict(raw)
+    if "trace" in values:
+        values["trace"] = Path(values["trace"])
+    return NodePolicyConfig(**values)
+
+
+def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonConfig:
+    """Validate a parsed TOML document; ConfigError naming the key."""
+    unknown = set(raw) - {"daemon", "limits", "gpu", "node_policy"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown table(s) {sorted(unknown)}; valid: daemon, limits, gpu, node_policy")
+    daemon = _table(raw, "daemon", where)
+    bad = set(daemon) - {"socket", "group", "socket_mode", "allowed_uids", "state_dir"}
+    if bad:
+        raise ConfigError(f"{where}: [daemon] unknown key(s) {sorted(bad)}")
+    mode = daemon.get("socket_mode", "0660")
+    try:
+        socket_mode = int(str(mode), 8)
+    except ValueError:
+        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} is not octal like '0660'") from None
+    if socket_mode & 0o007:
+        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} gives access to every user; use 0660 or 0600")
+    uids = daemon.get("allowed_uids", [])
+    if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in uids):
+        raise ConfigError(f"{where}: daemon.allowed_uids must be a list of integers")
+    gpus = _table(raw, "gpu", where)
+    return DaemonConfig(
+        socket=Path(daemon.get("socket", DEFAULT_SOCKET)),
+        group=daemon.get("group"),
+        socket_mode=socket_mode,
+        allowed_uids=tuple(uids),
+        state_dir=Path(daemon.get("state_dir", "/var/lib/greentrain")),
+        limits=_limits(_table(raw, "limits", where), f"{where}: [limits]"),
+        gpu_limits={k: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]") for k in gpus},
+        node_policy=_node_policy(raw["node_policy"], f"{where}: [node_policy]") if "node_policy" in raw else None,
+    )
+
+
+def load_config(path: str | Path) -> DaemonConfig:
+    """Read and validate the TOML file at ``path``."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read daemon config ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML ({e})") from None
+    return parse_config(raw, str(path))

@@ -1,0 +1,436 @@
+"""The engine: one closed loop run at training-step boundaries.
+
+Each step boundary: measure the step (time on the job clock, energy from the
+monitor), price it (energy × the carbon intensity of that interval, and
+versus run-now at default settings), and — on rank 0, at most every
+``decide_interval_s`` — build a ``Snapshot`` and ask the policy. The deadline
+guard then clamps any pause so the job still finishes in time, the decision
+is broadcast so every rank acts at the same step, and hardware actions go to
+the actuators. Deciding and waiting are separate calls because integrations
+act on a pause themselves (save, stop the trainer) before waiting.
+
+Nothing here may crash training: a failing carbon signal, monitor, policy or
+actuator degrades to run-now at current settings, with a note in ``notes``
+and in the event log.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from greentrain.clock import Clock, SystemClock, ensure_aware_utc
+from greentrain.errors import DeadlineError
+from greentrain.events import EventLog
+from greentrain.jobstats import JobState, JobStats
+from greentrain.policies.base import Action, Decision, Policy, Snapshot
+from greentrain.timing.broadcast import Broadcast, LocalBroadcast
+from greentrain.timing.guard import check_deadline, latest_safe_resume, must_run_now
+from greentrain.timing.ledger import CarbonLedger
+from greentrain.timing.signalview import SignalView
+from greentrain.timing.stats import StepTimes
+from greentrain.timing.waiter import Waiter
+
+__all__ = ["Engine", "RUN"]
+
+log = logging.getLogger("greentrain.engine")
+
+RUN = Decision(action=Action.RUN, reason="")
+"""The decision returned between re-plans: keep running, change nothing."""
+
+
+class Engine:
+    """Drives one job's step boundaries; shared by Session, the trainer, integrations and ``greentrain run``.
+
+    Args:
+        policy: a ``Policy`` (or a preset name / TOML path, loaded with ``greentrain.policies.load_policy``).
+        signals: carbon source with ``latest()``, ``forecast(horizon_h=)``, ``status()`` (a ``SignalChain``);
+            None runs without carbon awareness (run-now, emissions not priced).
+        monitor: a started ``greentrain.monitor.Monitor`` (energy per step), or None.
+        clock: the job clock (``SystemClock`` by default; ``ReplayClock`` for demos and tests).
+        deadline: aware datetime by which the job must finish, or None.
+        steps_total: total steps of the job; or give ``work_total_s`` for jobs without steps.
+        job_stats / event_log / actuators: shared state for exporters, the JSONL log, hardware actions.
+        broadcast: shares rank 0's decisions (``greentrain.timing.TorchBroadcast``); None = one process.
+        steps_done: steps already done (resume from a checkpoint).
+        work_total_s: running time the whole job needs at full speed, seconds (``greentrain run``).
+        step_time_s: expected step time before any is measured (lets ``begin`` plan a delayed start).
+        resume_overhead_s / deadline_policy: override the policy's settings ('strict' or 'best-effort').
+        decide_interval_s: re-plan at least this often (job-clock seconds) while running.
+        progress: show a rich countdown while waiting.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | str,
+        *,
+        signals: Any = None,
+        monitor: Any = None,
+        clock: Clock | None = None,
+        deadline: datetime | None = None,
+        steps_total: int | None = None,
+        job_stats: JobStats | None = None,
+        event_log: EventLog | None = None,
+        actuators: Any = None,
+        broadcast: Broadcast | None = None,
+        steps_done: int = 0,
+        work_total_s: float | None = None,
+        step_time_s: float | None = None,
+        resume_overhead_s: float | None = None,
+        deadline_policy: str | None = None,
+        decide_interval_s: float = 300.0,
+        forecast_horizon_h: float = 72.0,
+        progress: bool = True,
+    ) -> None:
+        self.policy = _resolve_policy(policy)
+        settings = getattr(self.policy, "settings", None)
+        self.clock = clock or SystemClock()
+        self.deadline = ensure_aware_utc(deadline, "deadline") if deadline is not None else None
+        if steps_total is not None and steps_total < 0:
+            raise _config("steps_total", f"must be >= 0, got {steps_total}")
+        self.steps_total = steps_total
+        self.steps_done = int(steps_done)
+        self.work_total_s = work_total_s
+        self.monitor = monitor
+        self.job_stats = job_stats if job_stats is not None else JobStats()
+        self.event_log = event_log
+        self.actuators = actuators
+        self.broadcast = broadcast or LocalBroadcast()
+        self.resume_overhead_s = float(
+            resume_overhead_s if resume_overhead_s is not None else getattr(settings, "resume_overhead_s", 0.0) or 0.0
+        )
+        self.deadline_policy = deadline_policy or getattr(settings, "deadline_policy", None) or "strict"
+        if self.deadline_policy not in ("strict", "best-effort"):
+            raise _config("deadline_policy", f"{self.deadline_policy!r} is not 'strict' or 'best-effort'")
+        if decide_interval_s <= 0:
+            raise _config("decide_interval_s", f"must be > 0, got {decide_interval_s}")
+        self.decide_interval_s = float(decide_interval_s)
+        self.times = StepTimes(prior_s=step_time_s)
+        self.ledger = CarbonLedger()
+        self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
+        self.waiter = Waiter(self, progress=progress)
+        self.notes: list[str] = []
+        self.state = JobState.WAITING
+        self.decision: Decision = RUN
+        self.first_start: datetime | None = None
+        """When the first step ran."""
+        self.submitted_at: datetime | None = None
+        """When the job asked to start (``begin``): run-now's start, the counterfactual's origin."""
+        self.running_s = 0.0
+        """Job-clock seconds spent stepping (pauses excluded): the run-now counterfactual's time axis."""
+        self.best_effort = False
+        self.guard_engaged = False
+        """Set once the deadline guard cut a pause short: from then on the job runs to the end
+        (the schedule is tight; more pauses would only chop the remaining run into slivers)."""
+        self._step_started: datetime | None = None
+        self._next_decide_at: datetime | None = None
+        self._closed = False
+        self.job_stats.update(deadline=self.deadline)
+
+    # ---- public loop API -------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this rank decides (rank 0)."""
+        return self.broadcast.is_leader
+
+    def begin(self) -> Decision:
+        """Call once before the first step: validates the deadline and may return DELAY_START (all ranks)."""
+        now = self.clock.now()
+        if self.submitted_at is None:
+            self.submitted_at = now
+        payload: tuple[Decision, str | None] | None = None
+        if self.is_leader:
+            error = self._check_deadline(now)
+            decision = RUN if error else self._decide(now, JobState.WAITING)
+            payload = (decision, error)
+        decision, error = self.broadcast.share(payload)
+        if error is not None:
+            raise DeadlineError(error)
+        if decision.action == Action.PAUSE:  # before the first step a pause is a delayed start
+            decision = replace(decision, action=Action.DELAY_START)
+        self._adopt(decision, now)
+        if decision.action == Action.RUN:
+            self._set_state(JobState.RUNNING, now)
+        return decision
+
+    def step_begin(self) -> None:
+        """Mark the start of a training step."""
+        self._step_started = self.clock.now()
+        if self.first_start is None:
+            self.first_start = self._step_started
+        if self.state != JobState.RUNNING:
+            self._set_state(JobState.RUNNING, self._step_started)
+        if self.monitor is not None:
+            self._guarded("monitor.step_begin", self.monitor.step_begin)
+
+    def step_end(self, tokens: int = 0, loss: Any = None) -> Decision:
+        """Close the step: account it, maybe re-plan (rank 0), broadcast; returns the Decision to act on."""
+        now = self.clock.now()
+        started = self._step_started or now
+        self._step_started = None
+        duration_s = max(0.0, (now - started).total_seconds())
+        energy_j = 0.0
+        if self.monitor is not None:
+            step_energy = self._guarded("monitor.step_end", self.monitor.step_end)
+            energy_j = float(getattr(step_energy, "energy_j", 0.0) or 0.0)
+        self.times.add(duration_s)
+        counterfactual_at = (self.submitted_at or started) + timedelta(seconds=self.running_s)
+        self.running_s += duration_s
+        self.steps_done += 1
+        entry = self.ledger.record(energy_j, started + (now - started) / 2, counterfactual_at)
+        self.job_stats.add(steps=1, tokens=int(tokens), energy_j=entry.energy_j,
+                           emissions_g=entry.emissions_g, emissions_avoided_g=entry.avoided_g)
+        self._log_step(now, duration_s, entry, tokens, loss)
+        decision = self._maybe_decide(now) if self.is_leader else None
+        decision = self.broadcast.share(decision)
+        self._adopt(decision, now)
+        return decision
+
+    def wait_until(self, when: datetime | None, reason: str = "") -> bool:
+        """Block until ``when`` (rank 0 may wake earlier: forecast change or deadline guard); all ranks.
+
+        Shows a countdown, re-plans on APScheduler ticks, and returns True if
+        interrupted (``interrupt()``), False when it is time to run.
+        """
+        return self.waiter.wait(when, reason)
+
+    def interrupt(self) -> None:
+        """Make a running ``wait_until`` return at once (e.g. from a signal handler)."""
+        self.waiter.interrupt()
+
+    def close(self) -> None:
+        """Write the summary event, restore actuators and stop the scheduler; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self.waiter.shutdown()
+        if self.actuators is not None:
+            self._guarded("actuators.restore_all", self.actuators.restore_all)
+        if self.event_log is not None:
+            stats = self.job_stats.snapshot()
+            self.event_log.write(
+                "summary", self.clock.now(), steps=self.steps_done, tokens=stats.tokens_total,
+                energy_j=self.ledger.energy_j, emissions_g=self.ledger.emissions_g,
+                emissions_avoided_g=self.ledger.avoided_g, running_s=self.running_s,
+                deadline=self.deadline, finished=self.finished, notes=list(self.notes),
+            )
+
+    # ---- derived quantities -----------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        """All planned steps (or all estimated work) done."""
+        if self.steps_total is not None:
+            return self.steps_done >= self.steps_total
+        if self.work_total_s is not None:
+            return self.running_s >= self.work_total_s
+        return False
+
+    def work_remaining_s(self, pessimistic: bool = False) -> float | None:
+        """Running time still needed, job-clock seconds (None when unknown)."""
+        if self.steps_total is not None:
+            steps_left = max(0, self.steps_total - self.steps_done)
+            if pessimistic:
+                return self.times.upper_total_s(steps_left)
+            step_s = self.times.mean_s
+            return None if step_s is None else steps_left * step_s
+        if self.work_total_s is not None:
+            remaining_s = max(0.0, self.work_total_s - self.running_s)
+            return remaining_s * (1.0 + 2.0 * _rel_std(self.times)) if pessimistic else remaining_s
+        return None
+
+    def latest_safe_resume(self) -> datetime | None:
+        """Latest (re)start that meets the deadline at the pessimistic step time (None: no deadline)."""
+        work_s = self.work_remaining_s(pessimistic=True)
+        if self.deadline is None or work_s is None:
+            return None
+        margin_s = self.times.pessimistic_s or 0.0
+        return latest_safe_resume(self.deadline, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s)
+
+    # ---- deciding ---------------------------------------------------------------------------------
+
+    def _check_deadline(self, now: datetime) -> str | None:
+        if self.deadline is None:
+            return None
+        try:
+            check_deadline(self.deadline, now, self.work_remaining_s())
+        except DeadlineError as e:
+            if self.deadline_policy != "best-effort":
+                return str(e)
+            self.best_effort = True
+            self._note(f"deadline cannot be met ({e}); best-effort: running now")
+        return None
+
+    def _maybe_decide(self, now: datetime) -> Decision:
+        if self._next_decide_at is not None and now < self._next_decide_at and self.steps_done > 1:
+            return RUN
+        return self._decide(now, JobState.RUNNING)
+
+    def _decide(self, now: datetime, state: JobState) -> Decision:
+        """Leader only: ask the policy (or degrade) and apply the deadline guard."""
+        self._next_decide_at = now + timedelta(seconds=self.decide_interval_s)
+        if self.finished:
+            return RUN
+        if self.best_effort:
+            return replace(RUN, reason="best-effort: deadline cannot be met, running now")
+        work_s = self.work_remaining_s()
+        if work_s is None:
+            return replace(RUN, reason="step time not measured yet")
+        carbon_now = self.signals.latest(now, self.ledger)
+        if carbon_now is None:
+            return replace(RUN, reason="no carbon signal: running now")
+        snapshot = Snapshot(
+            steps_done=self.steps_done, steps_total=self.steps_total, work_remaining_s=work_s,
+            step_time_s=self.times.mean_s, step_time_std_s=self.times.std_s, power_w=self._power_w(),
+            carbon_now=carbon_now, forecast=self.signals.forecast(now, self.ledger), deadline=self.deadline,
+            resume_overhead_s=self.resume_overhead_s, state=state, started_at=self.first_start,
+            current_power_limit_w=self.job_stats.power_limit_w, precision=self.job_stats.precision,
+        )
+        try:
+            decision = self.policy.decide(snapshot, now)
+        except Exception as e:  # a policy bug must not stop training
+            self._note(f"policy {type(self.policy).__name__} failed ({type(e).__name__}: {e}); running now")
+            return replace(RUN, reason="policy error: running now")
+        return self._guard(decision, now)
+
+    def _guard(self, decision: Decision, now: datetime) -> Decision:
+        """Clamp pauses to the latest safe resume; refuse a pause the deadline cannot afford."""
+        if decision.action == Action.RUN:
+            if decision.until is not None and decision.until > now:
+                self._next_decide_at = min(self._next_decide_at or decision.until, decision.until)
+            return decision
+        latest = self.latest_safe_resume()
+        until = decision.until or (now + timedelta(seconds=self.decide_interval_s))
+        if latest is not None:
+            if self.guard_engaged or must_run_now(now, latest, self.times.pessimistic_s or 0.0):
+                self.guard_engaged = True
+                return replace(decision, action=Action.RUN, until=None,
+                               reason=f"deadline guard: must run to finish by {_iso(self.deadline)}")
+            if until > latest:
+                until = latest
+                decision = replace(decision, reason=f"{decision.reason} (resume moved up by the deadline guard)")
+        return replace(decision, until=until)
+
+    def replan_paused(self, now: datetime) -> datetime | None:
+        """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now)."""
+        if self.best_effort or self.finished:
+            return now
+        state = JobState.WAITING if self.first_start is None else JobState.PAUSED
+        self.signals.invalidate()
+        decision = self._decide(now, state)
+        if decision.action == Action.RUN:
+            return now
+        return decision.until
+
+    # ---- applying ---------------------------------------------------------------------------------
+
+    def _adopt(self, decision: Decision, now: datetime) -> None:
+        """All ranks: record the decision, apply hardware settings, log and count it."""
+        if decision == RUN:
+            return
+        self.decision = decision
+        applied: list[str] = []
+        if self.actuators is not None and (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
+                                           or decision.precision is not None):
+            applied = list(self._guarded("actuators.apply", self.actuators.apply, decision) or [])
+        changes: dict[str, Any] = {}
+        if decision.power_limit_w is not None and (self.actuators is None or "power_limit" in applied):
+            changes["power_limit_w"] = decision.power_limit_w
+        if decision.precision is not None:
+            changes["precision"] = decision.precision
+        if changes:
+            self.job_stats.update(**changes)
+        for name in applied:
+            self.job_stats.count_action(name)
+        if decision.action != Action.RUN:
+            self.job_stats.count_action(decision.action.value)
+            self._set_state(JobState.PAUSED if decision.action == Action.PAUSE else JobState.WAITING, now,
+                            until=decision.until)
+        if self.event_log is not None and (decision.action != Action.RUN or applied or decision.reason):
+            self.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
+                                 until=decision.until, power_limit_w=decision.power_limit_w,
+                                 precision=decision.precision, applied=applied)
+        work_s = self.work_remaining_s()
+        if work_s is not None:
+            self.job_stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
+
+    def _set_state(self, state: JobState, now: datetime, until: datetime | None = None) -> None:
+        if state == self.state and until is None:
+            return
+        self.state = state
+        self.job_stats.update(state=state)
+        if self.event_log is not None:
+            fields = {"until": until} if until is not None else {}
+            self.event_log.write("state", now, state=state.value, **fields)
+
+    def mark_running(self, now: datetime) -> None:
+        """After a wait: the next step is a warm-up (not counted in step statistics)."""
+        self.times.restart()
+        self._next_decide_at = None
+        self._set_state(JobState.RUNNING, now)
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def _power_w(self) -> float | None:
+        if self.monitor is None:
+            return None
+        value = self._guarded("monitor.power_w", self.monitor.power_w)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def _guarded(self, what: str, fn: Any, *args: Any) -> Any:
+        """Call a collaborator; on any failure note it once and carry on (training must not crash)."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            self._note(f"{what} failed ({type(e).__name__}: {e}); continuing without it")
+            return None
+
+    def _note(self, message: str) -> None:
+        if message in self.notes:
+            return
+        self.notes.append(message)
+        log.warning("greentrain: %s", message)
+        if self.event_log is not None:
+            self.event_log.write("note", self.clock.now(), message=message)
+
+    def _event(self, event: str, **fields: Any) -> None:
+        if self.event_log is not None:
+            self.event_log.write(event, self.clock.now(), **fields)
+
+    def _log_step(self, now: datetime, duration_s: float, entry: Any, tokens: int, loss: Any) -> None:
+        if self.event_log is None:
+            return
+        fields: dict[str, Any] = {"step": self.steps_done, "duration_s": duration_s, "energy_j": entry.energy_j,
+                                  "emissions_g": entry.emissions_g, "tokens": int(tokens)}
+        if loss is not None:
+            try:
+                fields["loss"] = float(loss)
+            except (TypeError, ValueError):
+                pass
+        self.event_log.write("step", now, **fields)
+
+
+def _resolve_policy(policy: Policy | str) -> Policy:
+    if isinstance(policy, Policy):
+        return policy
+    from greentrain.policies import load_policy  # lazy: the policy package loads TOML presets
+
+    return load_policy(policy)
+
+
+def _rel_std(times: StepTimes) -> float:
+    mean = times.mean_s
+    return times.std_s / mean if mean else 0.0
+
+
+def _iso(value: datetime | None) -> str:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else "-"
+
+
+def _config(name: str, reason: str) -> Exception:
+    from greentrain.errors import ConfigError
+
+    return ConfigError(f"{name}: {reason}")

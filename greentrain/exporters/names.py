@@ -1,0 +1,133 @@
+"""Every Prometheus metric greentrain exports: name, type, labels, help, rank merge.
+
+One module so dashboards, rules, tests and the collector cannot drift apart.
+Names use base units (joules, watts, hertz, seconds, grams) and ``_total`` on
+counters. ``gpu`` and ``UUID`` are spelled as dcgm-exporter spells them, so a
+query can join ``greentrain_gpu_power_watts`` with ``DCGM_FI_DEV_POWER_USAGE``
+``on (UUID)``. No label carries a step number, timestamp or other unbounded
+value.
+
+``merge`` says how a node endpoint combines the same series reported by
+several local ranks (see ``multiproc.py``): ``sum`` for what each rank accrues
+on its own (its GPU's energy and emissions, its batch's tokens), ``max`` for
+what every rank sees identically (a shared RAPL package, a step count that
+advances in lock-step, a broadcast policy action), ``first`` for what only the
+local leader knows (job state, the carbon signal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "MetricSpec",
+    "METRICS",
+    "BY_NAME",
+    "GPU_ENERGY",
+    "GPU_POWER",
+    "GPU_POWER_LIMIT",
+    "GPU_SM_CLOCK",
+    "GPU_READING_OK",
+    "CPU_ENERGY",
+    "GRID_INTENSITY",
+    "SIGNAL_AGE",
+    "SIGNAL_STALE",
+    "EMISSIONS",
+    "EMISSIONS_AVOIDED",
+    "JOB_ENERGY",
+    "TRAINING_STEPS",
+    "TRAINING_TOKENS",
+    "JOB_STATE",
+    "POLICY_ACTIONS",
+    "JOB_POWER_LIMIT",
+    "JOB_PRECISION",
+    "JOB_DEADLINE",
+    "JOB_PROJECTED_FINISH",
+    "JOB_FINISHED",
+    "SETTINGS_UNRESTORED",
+    "POWER_CAP_REFUSED",
+    "EXPORTER_RANKS",
+]
+
+MetricType = Literal["counter", "gauge"]
+Merge = Literal["sum", "max", "first"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One exported metric family."""
+
+    name: str
+    """Full sample name; counters end in ``_total``."""
+    type: MetricType
+    labels: tuple[str, ...]
+    help: str
+    merge: Merge
+    """How a node endpoint combines the same series from several local ranks."""
+
+    @property
+    def family(self) -> str:
+        """Name without the ``_total`` suffix (what prometheus-client's families take)."""
+        return self.name.removesuffix("_total") if self.type == "counter" else self.name
+
+
+def _m(name: str, type_: MetricType, labels: tuple[str, ...], help_: str, merge: Merge) -> MetricSpec:
+    return MetricSpec(name, type_, labels, help_, merge)
+
+
+_GPU = ("gpu", "UUID")
+
+GPU_ENERGY = _m("greentrain_gpu_energy_joules_total", "counter", (*_GPU, "source"),
+                "GPU energy since the monitor started, joules (source: measured counter or integrated power).", "max")
+GPU_POWER = _m("greentrain_gpu_power_watts", "gauge", _GPU, "GPU board power draw, watts.", "max")
+GPU_POWER_LIMIT = _m("greentrain_gpu_power_limit_watts", "gauge", _GPU, "Enforced GPU power limit, watts.", "max")
+GPU_SM_CLOCK = _m("greentrain_gpu_sm_clock_hertz", "gauge", _GPU, "Current GPU SM clock, hertz.", "max")
+GPU_READING_OK = _m("greentrain_gpu_reading_ok", "gauge", _GPU,
+                    "1 if the last reading of this GPU succeeded, 0 if it failed.", "max")
+CPU_ENERGY = _m("greentrain_cpu_energy_joules_total", "counter", ("package", "source"),
+                "Host CPU/DRAM energy since the monitor started, joules (measured RAPL or estimated).", "max")
+GRID_INTENSITY = _m("greentrain_grid_carbon_intensity_grams_per_kwh", "gauge", ("zone", "provider", "kind"),
+                    "Grid carbon intensity, gCO2eq/kWh (kind: actual, forecast for the current interval, static).",
+                    "first")
+SIGNAL_AGE = _m("greentrain_carbon_signal_age_seconds", "gauge", ("provider",),
+                "Age of the carbon signal in use, seconds.", "first")
+SIGNAL_STALE = _m("greentrain_carbon_signal_stale", "gauge", ("provider",),
+                  "1 if the carbon signal in use is stale (provider failing, serving a fallback).", "first")
+EMISSIONS = _m("greentrain_emissions_grams_total", "counter", ("job",),
+               "Emissions attributed to the job, grams CO2eq (energy per interval x intensity of that interval).", "sum")
+EMISSIONS_AVOIDED = _m("greentrain_emissions_avoided_grams_total", "counter", ("job",),
+                       "Emissions avoided versus running now at default settings, grams CO2eq.", "sum")
+JOB_ENERGY = _m("greentrain_job_energy_joules_total", "counter", ("job",),
+                "Energy attributed to the job (its GPUs and CPU share), joules.", "sum")
+TRAINING_STEPS = _m("greentrain_training_steps_total", "counter", ("job",), "Training steps completed.", "max")
+TRAINING_TOKENS = _m("greentrain_training_tokens_total", "counter", ("job",), "Training tokens processed.", "sum")
+JOB_STATE = _m("greentrain_job_state", "gauge", ("job", "state"),
+               "1 for the job's current state (running, paused, waiting), 0 for the others.", "first")
+POLICY_ACTIONS = _m("greentrain_policy_actions_total", "counter", ("job", "action"),
+                    "Policy actions applied, by action.", "max")
+JOB_POWER_LIMIT = _m("greentrain_job_power_limit_watts", "gauge", ("job",),
+                     "Power limit the policy set for the job's GPUs, watts.", "max")
+JOB_PRECISION = _m("greentrain_job_precision_info", "gauge", ("job", "precision"),
+                   "Training precision in use (value 1; the precision is the label).", "first")
+JOB_DEADLINE = _m("greentrain_job_deadline_timestamp_seconds", "gauge", ("job",),
+                  "Job deadline, Unix time seconds.", "first")
+JOB_PROJECTED_FINISH = _m("greentrain_job_projected_finish_timestamp_seconds", "gauge", ("job",),
+                          "Projected finish under the current plan, Unix time seconds.", "first")
+JOB_FINISHED = _m("greentrain_job_finished_timestamp_seconds", "gauge", ("job",),
+                  "When the job's exporter stopped, Unix time seconds (pushgateway final push).", "first")
+SETTINGS_UNRESTORED = _m("greentrain_gpu_settings_unrestored", "gauge", ("job",),
+                         "GPU settings the job changed whose restore failed or is still pending after exit.", "sum")
+POWER_CAP_REFUSED = _m("greentrain_power_cap_refused_total", "counter", ("job",),
+                       "Power-limit or clock changes refused for lack of privilege.", "sum")
+EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
+                    "Local ranks whose metrics this node endpoint aggregates.", "first")
+
+METRICS: tuple[MetricSpec, ...] = (
+    GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
+    GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
+    EMISSIONS, EMISSIONS_AVOIDED, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
+    JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
+    SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
+)
+BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

@@ -1,0 +1,50 @@
+"""Click options for commands that serve metrics (``monitor``, ``run``, ``train``, ``exporter``).
+
+Use ``@metrics_options`` on a command, then ``metrics_server_from_options(...)``
+with the parsed values: every command spells the flags the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from greentrain.exporters.push import PushgatewayConfig
+from greentrain.exporters.server import MetricsServer
+
+__all__ = ["metrics_options", "metrics_server_from_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def metrics_options(func: F) -> F:
+    """Add --metrics-port, --metrics-addr, --metrics-allow-public and --pushgateway."""
+    options = [
+        click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+                     help="Serve Prometheus metrics on this port (0: any free port). Off when not given."),
+        click.option("--metrics-addr", default="127.0.0.1", show_default=True,
+                     help="Address for the metrics endpoint; non-loopback needs --metrics-allow-public."),
+        click.option("--metrics-allow-public", is_flag=True, default=False,
+                     help="Allow binding --metrics-addr to a non-loopback address (logs a warning)."),
+        click.option("--pushgateway", default=None, metavar="URL",
+                     help="Also push metrics to this Pushgateway (grouped by job and instance)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def metrics_server_from_options(*, job: str, metrics_port: int | None, metrics_addr: str,
+                                metrics_allow_public: bool, pushgateway: str | None,
+                                **sources: Any) -> MetricsServer | None:
+    """A (not yet started) MetricsServer, or None when neither a port nor a Pushgateway was asked for.
+
+    ``sources`` are passed on: ``monitor``, ``signals``, ``job_stats``, ``clock``, ``multiprocess_dir``.
+    """
+    if metrics_port is None and pushgateway is None:
+        return None
+    push = PushgatewayConfig(url=pushgateway) if pushgateway else None
+    return MetricsServer(job=job, addr=metrics_addr, port=metrics_port or 0, allow_public=metrics_allow_public,
+                         pushgateway=push, **sources)

@@ -1,0 +1,81 @@
+"""Where ``submit`` and the Kubernetes controller get their forecasts from.
+
+Either a live provider (``greentrain.signals.make_provider``), or a recorded
+Electricity Maps CSV replayed as if ``replay_start`` in the trace were now:
+'plan as if the grid did this again' — for what-if planning, demos and tests.
+A provider that fails yields an empty forecast plus a note; callers then fall
+back to starting now instead of failing the submission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from greentrain.clock import Clock, ensure_aware_utc
+from greentrain.errors import ConfigError, SignalError
+from greentrain.integrations.placement import shift_points
+from greentrain.signals.base import IntensityPoint
+from greentrain.signals.trace import load_trace
+
+__all__ = ["ForecastSource", "TraceForecasts", "ProviderForecasts"]
+
+ForecastSource = Callable[[str], Sequence[IntensityPoint]]
+"""zone -> forecast points from now on (empty when nothing is known)."""
+
+
+class TraceForecasts:
+    """Forecasts replayed from recorded traces, one per zone, shifted so ``replay_start`` maps to ``now``."""
+
+    def __init__(self, paths: Sequence[str | Path], *, replay_start: datetime, now: datetime,
+                 horizon_h: float = 72.0) -> None:
+        if not paths:
+            raise ConfigError("--replay-trace: give at least one CSV file")
+        offset = ensure_aware_utc(now, "now") - ensure_aware_utc(replay_start, "--replay-start")
+        until = ensure_aware_utc(now, "now") + timedelta(hours=horizon_h)
+        self._by_zone: dict[str, list[IntensityPoint]] = {}
+        for path in paths:
+            points = shift_points(load_trace(path), offset)
+            zone = points[0].zone
+            if zone in self._by_zone:
+                raise ConfigError(f"--replay-trace: {path}: a second trace for zone {zone!r}")
+            self._by_zone[zone] = [p for p in points if p.end > now and p.start < until]
+            if not self._by_zone[zone]:
+                raise ConfigError(f"--replay-start: {path} has no data after {replay_start.isoformat()}")
+
+    @property
+    def zones(self) -> list[str]:
+        """Zones with a trace."""
+        return sorted(self._by_zone)
+
+    def __call__(self, zone: str) -> list[IntensityPoint]:
+        try:
+            return self._by_zone[zone]
+        except KeyError:
+            raise ConfigError(f"zone {zone!r}: no --replay-trace for it (have: {', '.join(self.zones)})") from None
+
+
+class ProviderForecasts:
+    """Forecasts from a live provider; a failing provider gives [] and records why in ``notes``."""
+
+    def __init__(self, spec: str, *, clock: Clock, horizon_h: float = 72.0) -> None:
+        try:
+            from greentrain.signals import make_provider  # type: ignore[attr-defined]
+        except ImportError:
+            raise ConfigError("--provider: live providers are not available in this install; use --replay-trace") from None
+        self._provider = make_provider(spec, clock=clock)
+        self._horizon_h = horizon_h
+        self.notes: list[str] = []
+
+    def __call__(self, zone: str) -> list[IntensityPoint]:
+        try:
+            return list(self._provider.forecast(zone, self._horizon_h))
+        except SignalError as e:
+            # Never block a submission on a carbon API: the caller starts the job now instead.
+            self.notes.append(f"forecast for {zone} unavailable ({e}); planning without it")
+            return []
+
+    def close(self) -> None:
+        """Release the provider's connections."""
+        self._provider.close()

@@ -1,0 +1,257 @@
+"""Slurm: submit a batch job at its lowest-carbon start, and move it when the forecast changes.
+
+``greentrain submit`` plans with :mod:`greentrain.integrations.placement` and
+hands the result to ``sbatch --begin``; the plan (zone, deadline, estimate) is
+remembered in the job's comment as ``greentrain(zone=..;deadline=..;estimate_h=..)``
+so ``greentrain submit --reschedule JOBID`` can re-plan the pending job later and
+move it with ``scontrol update StartTime=``. Every command is an argument list;
+nothing is ever passed through a shell. Slurm reads and prints times in the
+local zone, so we run its tools with ``TZ=UTC``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from greentrain.errors import ActuationError, ConfigError
+
+__all__ = [
+    "SlurmClient",
+    "JobTag",
+    "format_slurm_time",
+    "parse_slurm_time",
+    "parse_time_limit_s",
+    "parse_job_record",
+    "find_option",
+    "split_sbatch_args",
+    "round_up_to_second",
+    "PAUSED_EXIT_CODE",
+    "RESUME_FILE_ENV",
+    "write_resume_time",
+]
+
+_TAG_RE = re.compile(r"greentrain\(([^)]*)\)")
+_JOB_ID_RE = re.compile(r"\d+(?:_\d+)?")
+_FIELD_RE = re.compile(r"([A-Za-z][A-Za-z0-9_:/]*)=(.*)")
+
+
+def format_slurm_time(when: datetime) -> str:
+    """``when`` as Slurm's ``YYYY-MM-DDTHH:MM:SS`` (UTC, which is what our ``TZ=UTC`` calls read)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def parse_slurm_time(text: str) -> datetime | None:
+    """Parse a time printed by Slurm under ``TZ=UTC``; None for 'Unknown', 'None', 'N/A'."""
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def parse_time_limit_s(text: str) -> float:
+    """Slurm ``--time`` formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S -> seconds."""
+    value = text.strip()
+    days = 0
+    if "-" in value:
+        day_text, value = value.split("-", 1)
+        if not day_text.isdigit():
+            raise ConfigError(f"--time: {text!r} is not a Slurm time limit (e.g. 90, 4:00:00, 1-12)")
+        days = int(day_text)
+    parts = value.split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+        raise ConfigError(f"--time: {text!r} is not a Slurm time limit (e.g. 90, 4:00:00, 1-12)")
+    numbers = [int(p) for p in parts]
+    if days:  # D-H, D-H:M, D-H:M:S
+        numbers += [0] * (3 - len(numbers))
+        hours, minutes, seconds = numbers
+    elif len(numbers) == 1:
+        hours, minutes, seconds = 0, numbers[0], 0
+    elif len(numbers) == 2:
+        hours, minutes, seconds = 0, numbers[0], numbers[1]
+    else:
+        hours, minutes, seconds = numbers
+    total_s = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total_s <= 0:
+        raise ConfigError(f"--time: {text!r} must be longer than zero")
+    return float(total_s)
+
+
+# sbatch options that take no value (or only an optional one, which must then be
+# written --opt=value); every other option takes the next argument as its value.
+_NO_VALUE_LONG = frozenset(
+    "--contiguous --exclusive --get-user-env --help --hold --ignore-pbs --kill-on-invalid-dep --nice "
+    "--no-kill --no-requeue --overcommit --oversubscribe --parsable --propagate --quiet --reboot --requeue "
+    "--spread-job --test-only --usage --use-min-nodes --verbose --version --wait".split()
+)
+_NO_VALUE_SHORT = frozenset("hHkOQsvVW")
+
+
+def split_sbatch_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``[OPTIONS...] script [script args...]`` into (options, script and its arguments)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            break
+        takes_value = (
+            ("=" not in arg and arg not in _NO_VALUE_LONG)
+            if arg.startswith("--")
+            else (len(arg) == 2 and arg[1] not in _NO_VALUE_SHORT)
+        )
+        i += 2 if takes_value else 1
+    return list(args[:i]), list(args[i:])
+
+
+def find_option(args: Sequence[str], long: str, short: str | None = None) -> str | None:
+    """Last value of an sbatch option (``--time=X``, ``--time X``, ``-t X``, ``-tX``) among the options."""
+    options, _ = split_sbatch_args(args)
+    found: str | None = None
+    for i, arg in enumerate(options):
+        if arg == long or (short is not None and arg == short):
+            found = options[i + 1] if i + 1 < len(options) else None
+        elif arg.startswith(long + "="):
+            found = arg[len(long) + 1 :]
+        elif short is not None and arg.startswith(short) and not arg.startswith("--") and len(arg) > 2:
+            found = arg[len(short) :]
+    return found
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobTag:
+    """What ``submit`` planned with, kept in the job's comment for rescheduling."""
+
+    zone: str
+    deadline: datetime
+    estimate_h: float
+    power_limit_w: int | None = None
+    """GPU power limit the Slurm prolog applies to the job's GPUs (integrations/slurm/prolog.sh)."""
+
+    def render(self) -> str:
+        deadline = self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        power = f";power_limit_w={self.power_limit_w}" if self.power_limit_w is not None else ""
+        return f"greentrain(zone={self.zone};deadline={deadline};estimate_h={self.estimate_h:g}{power})"
+
+    @classmethod
+    def find(cls, comment: str, job_id: str) -> JobTag:
+        """Read the tag out of a job comment; ConfigError if the job was not submitted by greentrain."""
+        match = _TAG_RE.search(comment or "")
+        if match is None:
+            raise ConfigError(
+                f"job {job_id}: no greentrain plan in its comment; submit it with 'greentrain submit' "
+                "or pass --zone, --deadline and --estimate-hours"
+            )
+        fields = dict(item.split("=", 1) for item in match.group(1).split(";") if "=" in item)
+        try:
+            deadline = datetime.fromisoformat(fields["deadline"].replace("Z", "+00:00"))
+            power = fields.get("power_limit_w")
+            return cls(zone=fields["zone"], deadline=deadline.astimezone(UTC), estimate_h=float(fields["estimate_h"]),
+                       power_limit_w=int(power) if power else None)
+        except (KeyError, ValueError):
+            raise ConfigError(f"job {job_id}: greentrain plan in its comment is damaged: {match.group(0)!r}") from None
+
+
+def parse_job_record(text: str) -> dict[str, str]:
+    """Parse one ``scontrol -o show job`` line into fields (values may contain spaces, e.g. Comment)."""
+    record: dict[str, str] = {}
+    last: str | None = None
+    for token in text.strip().split(" "):
+        match = _FIELD_RE.fullmatch(token)
+        if match:
+            last = match.group(1)
+            record[last] = match.group(2)
+        elif last is not None:
+            record[last] += " " + token
+    return record
+
+
+class SlurmClient:
+    """Thin wrapper over ``sbatch`` and ``scontrol`` (argument lists, UTC, bounded waits)."""
+
+    def __init__(
+        self,
+        *,
+        sbatch: str = "sbatch",
+        scontrol: str = "scontrol",
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self._sbatch = sbatch
+        self._scontrol = scontrol
+        self._env = {**(os.environ if env is None else env), "TZ": "UTC"}
+        self._timeout_s = timeout_s
+
+    def _run(self, argv: list[str]) -> str:
+        program = shutil.which(argv[0], path=self._env.get("PATH"))
+        if program is None:
+            raise ConfigError(f"{argv[0]}: not found on PATH; run this on a Slurm login node")
+        try:
+            done = subprocess.run(
+                [program, *argv[1:]], env=self._env, capture_output=True, text=True, timeout=self._timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            raise ActuationError(f"{argv[0]}: no answer within {self._timeout_s:g} s; is slurmctld up?") from None
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()
+            raise ActuationError(f"{argv[0]} failed (exit {done.returncode}): {detail[-1] if detail else 'no output'}")
+        return done.stdout
+
+    def submit(self, sbatch_args: Sequence[str]) -> str:
+        """Run ``sbatch --parsable ARGS``; return the job id."""
+        out = self._run([self._sbatch, "--parsable", *sbatch_args]).strip()
+        job_id = out.split(";", 1)[0]
+        if not _JOB_ID_RE.fullmatch(job_id):
+            raise ActuationError(f"sbatch: unexpected answer {out!r} (expected a job id)")
+        return job_id
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """Fields of ``scontrol -o show job JOBID``."""
+        _check_job_id(job_id)
+        out = self._run([self._scontrol, "-o", "show", "job", job_id]).strip()
+        if not out:
+            raise ConfigError(f"job {job_id}: unknown to Slurm")
+        return parse_job_record(out.splitlines()[0])
+
+    def set_start(self, job_id: str, start: datetime) -> None:
+        """Move a pending job's earliest start (``scontrol update JobId=.. StartTime=..``)."""
+        _check_job_id(job_id)
+        self._run([self._scontrol, "update", f"JobId={job_id}", f"StartTime={format_slurm_time(start)}"])
+
+
+def _check_job_id(job_id: str) -> None:
+    if not _JOB_ID_RE.fullmatch(job_id):
+        raise ConfigError(f"JOBID: {job_id!r} is not a Slurm job id (digits, or ARRAYID_TASK)")
+
+
+def round_up_to_second(when: datetime) -> datetime:
+    """Slurm has one-second resolution; never plan a start before the computed one."""
+    if when.microsecond:
+        return when.replace(microsecond=0) + timedelta(seconds=1)
+    return when
+
+
+PAUSED_EXIT_CODE = 75
+"""Exit status meaning 'paused by policy, checkpoint saved: requeue me' (EX_TEMPFAIL).
+
+``integrations/slurm/greentrain-job.sbatch`` requeues the job on this status."""
+
+RESUME_FILE_ENV = "GREENTRAIN_RESUME_FILE"
+"""Environment variable naming the file where the trainer writes when to resume."""
+
+
+def write_resume_time(until: datetime | None, env: Mapping[str, str] | None = None) -> Path | None:
+    """Tell the batch script when to resume (UTC, Slurm format); no-op outside the template."""
+    target = (os.environ if env is None else env).get(RESUME_FILE_ENV)
+    if not target or until is None:
+        return None
+    path = Path(target)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(format_slurm_time(round_up_to_second(until)) + "\n", encoding="utf-8")
+    tmp.replace(path)  # the batch script never reads a half-written time
+    return path

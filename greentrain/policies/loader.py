@@ -1,0 +1,172 @@
+"""Load policies from TOML files or preset names, with errors naming file, key and reason.
+
+A policy file::
+
+    [policy]
+    kind = "forecast-optimal"   # a built-in or an entry point in greentrain.policies
+    safety_z = 2.0              # the kind's parameters (see docs/policies.md)
+
+    [power]                     # optional, for timing kinds: pick the operating point
+    kind = "max-slowdown"
+    max_slowdown = 0.1
+
+    [settings]                  # optional, read by the engine: policy.settings
+    pause_mode = "checkpoint"
+    resume_overhead_s = 300
+    deadline_policy = "strict"
+
+Presets are such files shipped in ``greentrain/policies/presets``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from greentrain import plugins
+from greentrain.errors import ConfigError
+from greentrain.policies.base import Policy
+from greentrain.policies.power import CompositePolicy
+from greentrain.policies.settings import PolicySettings
+
+__all__ = ["BUILTIN_KINDS", "PRESETS", "load_policy", "policy_from_mapping", "preset_text"]
+
+BUILTIN_KINDS: dict[str, str] = {
+    "run-now": "greentrain.policies.timing:RunNowPolicy",
+    "threshold": "greentrain.policies.timing:ThresholdPolicy",
+    "best-window": "greentrain.policies.timing:BestWindowPolicy",
+    "forecast-optimal": "greentrain.policies.optimal:ForecastOptimalPolicy",
+    "carbon-aware": "greentrain.policies.optimal:CarbonAwarePolicy",
+    "energy-optimal": "greentrain.policies.power:EnergyOptimalPolicy",
+    "max-slowdown": "greentrain.policies.power:MaxSlowdownPolicy",
+}
+_POWER_KINDS = ("energy-optimal", "max-slowdown")
+_TOP_LEVEL = ("policy", "power", "settings")
+
+PRESETS: tuple[str, ...] = tuple(
+    sorted(f.name.removesuffix(".toml") for f in resources.files("greentrain.policies").joinpath("presets").iterdir()
+           if f.name.endswith(".toml"))
+)
+
+
+def preset_text(name: str) -> str:
+    """The TOML text of preset ``name``."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    return resources.files("greentrain.policies").joinpath(f"presets/{name}.toml").read_text(encoding="utf-8")
+
+
+def load_policy(spec: str | Path | Policy) -> Policy:
+    """A Policy from a preset name, a TOML file path, or a Policy (returned as is).
+
+    Raises ``ConfigError`` naming the file, the key and the reason.
+    """
+    if isinstance(spec, Policy):
+        return spec
+    if isinstance(spec, str) and spec in PRESETS:
+        return _from_text(preset_text(spec), f"preset:{spec}")
+    path = Path(spec)
+    if path.suffix.lower() == ".toml" or path.exists():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read policy file ({e.strerror})") from None
+        return _from_text(text, str(path))
+    raise ConfigError(f"unknown policy or preset {str(spec)!r}; presets: {', '.join(PRESETS)}; or a .toml file path")
+
+
+def _from_text(text: str, source: str) -> Policy:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{source}: malformed TOML: {e}") from None
+    return policy_from_mapping(data, source)
+
+
+def policy_from_mapping(data: dict[str, Any], source: str = "<policy>") -> Policy:
+    """Build a policy from parsed TOML ``data``; ``source`` names it in errors."""
+    for key in data:
+        if key not in _TOP_LEVEL:
+            raise ConfigError(f"{source}: {key}: unknown table; expected {', '.join(_TOP_LEVEL)}")
+    table = _table(data, "policy", source, required=True)
+    settings = _build_dataclass(PolicySettings, _table(data, "settings", source), source, "settings")
+    timing = _build_policy(table, source, "policy", settings)
+    power_table = _table(data, "power", source)
+    if not power_table:
+        return timing
+    if timing.name == "carbon-aware" or timing.name in _POWER_KINDS:
+        raise ConfigError(f"{source}: power: {timing.name!r} already chooses the power limit; remove [power]")
+    power = _build_policy(power_table, source, "power", settings)
+    if power.name not in _POWER_KINDS and not getattr(type(power), "chooses_power", False):
+        raise ConfigError(f"{source}: power.kind: {power.name!r} is not a power policy ({', '.join(_POWER_KINDS)})")
+    return CompositePolicy(timing, power, settings=settings)
+
+
+def _table(data: dict[str, Any], key: str, source: str, required: bool = False) -> dict[str, Any]:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise ConfigError(f"{source}: {key}: missing table [{key}] (with kind = \"...\")")
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: {key}: must be a table [{key}], got {type(value).__name__}")
+    return value
+
+
+def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: PolicySettings) -> Policy:
+    kind = table.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ConfigError(f"{source}: {prefix}.kind: required, a policy name ({', '.join(sorted(BUILTIN_KINDS))})")
+    known = {**BUILTIN_KINDS, **plugins.available("policies")}
+    if kind not in known:
+        raise ConfigError(f"{source}: {prefix}.kind: unknown policy {kind!r}; valid: {', '.join(sorted(known))}")
+    try:
+        cls = plugins.load("policies", kind, builtins=BUILTIN_KINDS)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {prefix}.kind: {e}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise ConfigError(f"{source}: {prefix}.kind: {kind!r} does not name a Policy class")
+    params = {k: v for k, v in table.items() if k not in ("kind", "description")}
+    config_type = getattr(cls, "Config", None)
+    if config_type is None:
+        if params:
+            raise ConfigError(f"{source}: {prefix}.{next(iter(params))}: {kind!r} takes no parameters")
+        policy = cls()
+        policy.settings = settings
+        return policy
+    config = _build_dataclass(config_type, params, source, prefix)
+    return cls(config, settings=settings)
+
+
+def _build_dataclass(cls: type, params: dict[str, Any], source: str, prefix: str) -> Any:
+    """Instantiate dataclass ``cls`` from TOML values, checking names and types."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key, value in params.items():
+        if key not in fields:
+            valid = ", ".join(fields) or "(none)"
+            raise ConfigError(f"{source}: {prefix}.{key}: unknown key; valid: {valid}")
+        expected = _allowed_types(hints[key])
+        if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
+            names = " or ".join(t.__name__ for t in expected)
+            raise ConfigError(f"{source}: {prefix}.{key}: expected {names}, got {value!r}")
+    try:
+        return cls(**{k: float(v) if float in _allowed_types(hints[k]) and isinstance(v, int)
+                      and not isinstance(v, bool) else v for k, v in params.items()})
+    except ConfigError as e:  # the dataclass names the field first: "safety_z: must be ..."
+        raise ConfigError(f"{source}: {prefix}.{e}") from None
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{source}: {prefix}: {e}") from None
+
+
+def _allowed_types(hint: Any) -> tuple[type, ...]:
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    allowed = [a for a in args if a is not type(None)]
+    if float in allowed and int not in allowed:
+        allowed.append(int)  # TOML 300 means 300.0
+    return tuple(allowed)

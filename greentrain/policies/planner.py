@@ -1,0 +1,248 @@
+"""Minimum-emission schedule over time slots by dynamic programming.
+
+The job needs ``work_s`` seconds of running at full speed before the last slot
+ends. In each slot it either pauses or runs at one operating point ("mode":
+speed relative to full speed, power draw). Running right after a pause first
+pays ``overhead_s`` (restore from checkpoint) at full power without progress;
+the very first start is free. The job finishes part-way through its last slot
+and only that part is charged. Expected emissions = energy × the slot's
+intensity, summed.
+
+Remaining work is counted in bins of ``quantum_s``; progress per slot is
+rounded *down* to whole bins, so a plan that looks feasible really is. The
+DP runs backward over slots with value arrays indexed by remaining bins, one
+per start state (fresh / running / paused), vectorised over modes with numpy:
+72 hourly slots × ~10 modes × ~2000 bins takes a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import IntEnum
+
+import numpy as np
+
+__all__ = ["Mode", "Slot", "StartState", "Plan", "plan_schedule", "J_PER_KWH"]
+
+J_PER_KWH = 3.6e6
+_TIE_BREAK = 1e-9  # later slots cost a hair more, so equal-cost plans run early
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """One way of running: progress per wall second (1.0 = full speed) and draw."""
+
+    speed: float
+    power_w: float
+    power_limit_w: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """An interval of known (or forecast) constant carbon intensity."""
+
+    start: datetime
+    end: datetime
+    intensity_g_per_kwh: float
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+class StartState(IntEnum):
+    """Job state before the first slot: decides whether running first costs a resume."""
+
+    FRESH = 0  # never started: the first start is free
+    RUNNING = 1
+    PAUSED = 2  # started, then paused: the next run pays the resume overhead
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The chosen mode per slot (None = pause) and what it is expected to cost."""
+
+    slots: tuple[Slot, ...]
+    modes: tuple[Mode | None, ...]
+    run_s: tuple[float, ...]
+    """Seconds spent running (overhead included) in each slot."""
+    emissions_g: float
+    energy_j: float
+    finish: datetime
+
+    def running_intervals(self) -> tuple[tuple[datetime, datetime], ...]:
+        """Merged [start, end) intervals in which the job runs."""
+        merged: list[tuple[datetime, datetime]] = []
+        for slot, run_s in zip(self.slots, self.run_s):
+            if run_s <= 0:
+                continue
+            end = slot.start + timedelta(seconds=run_s)
+            if merged and merged[-1][1] == slot.start:
+                merged[-1] = (merged[-1][0], end)
+            else:
+                merged.append((slot.start, end))
+        return tuple(merged)
+
+
+def _quantum_s(work_s: float, max_bins: int) -> float:
+    """Bin size: a whole fraction of a minute (keeps hourly slots and minute overheads exact)."""
+    per_minute = math.floor(60.0 * max_bins / work_s)
+    if per_minute >= 1:
+        return 60.0 / min(per_minute, 60)
+    return work_s / max_bins
+
+
+def _slot_tables(
+    length_s: float, overhead_s: float, modes: Sequence[Mode], overhead_power_w: float,
+    quantum_s: float, n: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For one slot length: joules C and gather index G, shape (2K, N+1).
+
+    Rows 0..K-1 run without a resume, rows K..2K-1 after one. Running at a mode
+    from i remaining bins costs ``g_per_j * C + V_running[G]``: when the job
+    finishes in the slot G = 0 (V[0] = 0) and C is the part-slot energy,
+    otherwise C is the whole slot and G = i - progress.
+    """
+    k_count = len(modes)
+    joules = np.empty((2 * k_count, n + 1))
+    gather = np.zeros((2 * k_count, n + 1), dtype=np.intp)
+    bins = np.arange(n + 1)
+    for variant, over_s in enumerate((0.0, min(overhead_s, length_s))):
+        avail_s = length_s - over_s
+        for k, mode in enumerate(modes):
+            row = variant * k_count + k
+            progress = int(math.floor(mode.speed * avail_s / quantum_s + 1e-9)) if mode.speed > 0 else 0
+            fixed_j = overhead_power_w * over_s
+            done = bins <= progress
+            part_j = fixed_j + mode.power_w * bins * quantum_s / max(mode.speed, 1e-12)
+            joules[row] = np.where(done, part_j, fixed_j + mode.power_w * avail_s)
+            gather[row] = np.where(done, 0, bins - progress)
+    return joules, gather
+
+
+def plan_schedule(
+    slots: Sequence[Slot],
+    work_s: float,
+    modes: Sequence[Mode],
+    *,
+    overhead_s: float = 0.0,
+    overhead_power_w: float | None = None,
+    state: StartState = StartState.FRESH,
+    max_bins: int = 2000,
+) -> Plan | None:
+    """The minimum-emission plan finishing ``work_s`` within ``slots``; None if impossible.
+
+    ``modes`` must be non-empty; ties prefer earlier running and the first
+    (list it fastest first) mode. ``overhead_power_w`` defaults to the power of
+    the fastest mode.
+    """
+    if not modes:
+        raise ValueError("plan_schedule: at least one mode is required")
+    if overhead_power_w is None:
+        overhead_power_w = max(modes, key=lambda m: m.speed).power_w
+    if work_s <= 0:
+        return Plan(tuple(slots), (None,) * len(slots), (0.0,) * len(slots), 0.0, 0.0,
+                    slots[0].start if slots else datetime.min)
+    quantum_s = _quantum_s(work_s, max_bins)
+    n = int(math.ceil(work_s / quantum_s - 1e-9))
+    tables = _backward(slots, n, modes, overhead_s, overhead_power_w, quantum_s)
+    if not np.isfinite(tables.values[0][state, n]):
+        return None
+    return _forward(slots, work_s, modes, overhead_s, overhead_power_w, state, tables)
+
+
+_RUN_ROWS = np.array([0, 0, 1])  # FRESH and RUNNING run without a resume, PAUSED after one
+_PAUSE_NEXT = np.array([StartState.FRESH, StartState.PAUSED, StartState.PAUSED])
+
+
+@dataclass(slots=True)
+class _Tables:
+    quantum_s: float
+    by_length: dict[float, tuple[np.ndarray, np.ndarray]]
+    values: list[np.ndarray]
+    """values[t][state, bins]: least emissions from slot t on; values[len(slots)] is terminal."""
+
+
+def _backward(
+    slots: Sequence[Slot], n: int, modes: Sequence[Mode], overhead_s: float,
+    overhead_power_w: float, quantum_s: float,
+) -> _Tables:
+    """Fill value arrays from the last slot back (choices are recovered going forward)."""
+    k_count = len(modes)
+    value = np.full((3, n + 1), np.inf)
+    value[:, 0] = 0.0
+    tables = _Tables(quantum_s, {}, [value] * (len(slots) + 1))
+    for t in range(len(slots) - 1, -1, -1):
+        slot = slots[t]
+        length_s = slot.duration_s
+        if length_s not in tables.by_length:
+            tables.by_length[length_s] = _slot_tables(length_s, overhead_s, modes, overhead_power_w, quantum_s, n)
+        joules, gather = tables.by_length[length_s]
+        run = joules * _g_per_j(slot, t) + value[StartState.RUNNING][gather]
+        best = run.reshape(2, k_count, n + 1).min(axis=1)
+        value = np.minimum(value[_PAUSE_NEXT], best[_RUN_ROWS])
+        value[:, 0] = 0.0
+        tables.values[t] = value
+    return tables
+
+
+def _g_per_j(slot: Slot, t: int) -> float:
+    return slot.intensity_g_per_kwh * (1.0 + _TIE_BREAK * t) / J_PER_KWH
+
+
+def _choose(tables: _Tables, slots: Sequence[Slot], t: int, state: StartState, index: int, k_count: int) -> int:
+    """The backward pass's choice at (t, state, index): mode row, or -1 to pause; run wins ties."""
+    joules, gather = tables.by_length[slots[t].duration_s]
+    after = tables.values[t + 1]
+    offset = k_count if state == StartState.PAUSED else 0
+    g_per_j = _g_per_j(slots[t], t)
+    rows = range(offset, offset + k_count)
+    costs = [joules[r, index] * g_per_j + after[StartState.RUNNING, gather[r, index]] for r in rows]
+    best = min(range(k_count), key=lambda k: costs[k])
+    if after[_PAUSE_NEXT[state], index] < costs[best]:
+        return -1
+    return best
+
+
+def _forward(
+    slots: Sequence[Slot], work_s: float, modes: Sequence[Mode], overhead_s: float,
+    overhead_power_w: float, state: StartState, tables: _Tables,
+) -> Plan:
+    """Follow the choices from the start, tracking exact (unrounded) remaining work."""
+    n = tables.values[0].shape[1] - 1
+    remaining_s = work_s
+    chosen: list[Mode | None] = []
+    run_list: list[float] = []
+    emissions_g = energy_j = 0.0
+    finish = slots[-1].end
+    for t, slot in enumerate(slots):
+        if remaining_s <= 1e-9:
+            chosen.append(None)
+            run_list.append(0.0)
+            continue
+        # Real progress is never below the rounded-down plan, so this index is never above it.
+        index = min(int(math.ceil(remaining_s / tables.quantum_s - 1e-9)), n)
+        k = _choose(tables, slots, t, state, index, len(modes))
+        if k < 0:
+            chosen.append(None)
+            run_list.append(0.0)
+            if state == StartState.RUNNING:
+                state = StartState.PAUSED
+            continue
+        mode = modes[k]
+        over_s = min(overhead_s, slot.duration_s) if state == StartState.PAUSED else 0.0
+        need_s = remaining_s / mode.speed if mode.speed > 0 else math.inf
+        run_s = min(slot.duration_s, over_s + need_s)
+        slot_j = overhead_power_w * over_s + mode.power_w * (run_s - over_s)
+        remaining_s -= mode.speed * (run_s - over_s)
+        energy_j += slot_j
+        emissions_g += slot_j * slot.intensity_g_per_kwh / J_PER_KWH
+        chosen.append(mode)
+        run_list.append(run_s)
+        state = StartState.RUNNING
+        if remaining_s <= 1e-9:
+            finish = slot.start + timedelta(seconds=run_s)
+    return Plan(tuple(slots), tuple(chosen), tuple(run_list), emissions_g, energy_j, finish)

@@ -1,0 +1,161 @@
+"""Simple timing policies: run now, run below a threshold, start in the best window.
+
+``run-now`` is the baseline. ``threshold`` runs while the grid is cleaner than
+a level and pauses otherwise, until the deadline forces it to run.
+``best-window`` only chooses when to *start* (what a window API offers) and
+then runs to the end; it cannot exploit a dirty spell in the middle of a job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from greentrain.clock import ensure_aware_utc
+from greentrain.errors import ConfigError
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Decision, Snapshot
+from greentrain.policies.configured import ConfiguredPolicy
+from greentrain.policies.window import (
+    capacity_after_pause_s,
+    capacity_s,
+    fastest,
+    horizon_end,
+    intensity_slots,
+    modes_of,
+    pause_decision,
+    run_decision,
+    safety_margin_s,
+)
+
+__all__ = [
+    "RunNowConfig",
+    "RunNowPolicy",
+    "ThresholdConfig",
+    "ThresholdPolicy",
+    "BestWindowConfig",
+    "BestWindowPolicy",
+]
+
+
+def _check_margin(safety_z: float, reserve_s: float) -> None:
+    if not 0 <= safety_z <= 10:
+        raise ConfigError(f"safety_z: must be in [0, 10] standard deviations, got {safety_z}")
+    if reserve_s < 0:
+        raise ConfigError(f"reserve_s: must be >= 0 seconds, got {reserve_s}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunNowConfig:
+    """run-now has no parameters."""
+
+
+class RunNowPolicy(ConfiguredPolicy):
+    """Always run, at full speed: the baseline every saving is measured against."""
+
+    name = "run-now"
+    Config = RunNowConfig
+
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        now = ensure_aware_utc(now, "now")
+        mode = fastest(modes_of(snapshot, power=False))
+        return run_decision(mode, now, max(snapshot.work_remaining_s, 0.0), "run-now: always run")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThresholdConfig:
+    """Run when intensity <= a level; otherwise pause while the deadline allows."""
+
+    threshold_g_per_kwh: float | None = None
+    """Absolute level in gCO2eq/kWh; when unset, ``percentile`` of the intensities up to the deadline is used."""
+    percentile: float = 50.0
+    """Percentile (0-100) of known/forecast intensity from now to the deadline that counts as clean."""
+    safety_z: float = 2.0
+    """Keep room for steps this many standard deviations slower than measured."""
+    reserve_s: float = 0.0
+    """Fixed time kept free before the deadline, seconds."""
+
+    def __post_init__(self) -> None:
+        if self.threshold_g_per_kwh is not None and self.threshold_g_per_kwh < 0:
+            raise ConfigError(f"threshold_g_per_kwh: must be >= 0, got {self.threshold_g_per_kwh}")
+        if not 0 <= self.percentile <= 100:
+            raise ConfigError(f"percentile: must be in [0, 100], got {self.percentile}")
+        _check_margin(self.safety_z, self.reserve_s)
+
+
+class ThresholdPolicy(ConfiguredPolicy):
+    """Run in clean intervals, pause in dirty ones; run unconditionally once the slack is gone."""
+
+    name = "threshold"
+    Config = ThresholdConfig
+
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        now = ensure_aware_utc(now, "now")
+        mode = fastest(modes_of(snapshot, power=False))
+        work_s = max(snapshot.work_remaining_s, 0.0)
+        end = horizon_end(snapshot, now)
+        slots = intensity_slots(snapshot, now, end) if end is not None else []
+        if work_s <= 0 or not slots:
+            return run_decision(mode, now, work_s, "threshold: nothing to plan (no work or no carbon signal)")
+        level = self.config.threshold_g_per_kwh
+        if level is None:
+            level = float(np.percentile([s.intensity_g_per_kwh for s in slots], self.config.percentile))
+        current = slots[0].intensity_g_per_kwh
+        if current <= level:
+            return run_decision(mode, now, work_s, f"threshold: {current:.0f} <= {level:.0f} g/kWh")
+        need_s = work_s + safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
+        if capacity_after_pause_s(snapshot, slots[0].end, end, mode.speed) < need_s:
+            return run_decision(mode, now, work_s, "threshold: pausing now would risk the deadline")
+        return pause_decision(snapshot, slots[0].end, f"threshold: {current:.0f} > {level:.0f} g/kWh")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BestWindowConfig:
+    """Delay the start to the cleanest contiguous window that ends by the deadline."""
+
+    safety_z: float = 2.0
+    """Lengthen the window for steps this many standard deviations slower than measured."""
+    reserve_s: float = 0.0
+    """Fixed time kept free before the deadline, seconds."""
+
+    def __post_init__(self) -> None:
+        _check_margin(self.safety_z, self.reserve_s)
+
+
+class BestWindowPolicy(ConfiguredPolicy):
+    """Start-only: choose the start minimising forecast emissions, then never pause."""
+
+    name = "best-window"
+    Config = BestWindowConfig
+
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        now = ensure_aware_utc(now, "now")
+        mode = fastest(modes_of(snapshot, power=False))
+        work_s = max(snapshot.work_remaining_s, 0.0)
+        if snapshot.state != JobState.WAITING or work_s <= 0:
+            return run_decision(mode, now, work_s, "best-window: started, running to the end")
+        end = horizon_end(snapshot, now)
+        slots = intensity_slots(snapshot, now, end) if end is not None else []
+        need_s = work_s + safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
+        length_s = need_s / mode.speed
+        if not slots or capacity_s(snapshot, now, end, mode.speed) <= need_s:
+            return run_decision(mode, now, work_s, "best-window: no room to delay the start")
+        best = _best_start(slots, now, length_s)
+        plan = ((best, best + timedelta(seconds=length_s)),)
+        if best <= now:
+            return run_decision(mode, now, work_s, "best-window: the best window starts now", plan=plan)
+        return pause_decision(snapshot, slots[0].end, f"best-window: cleanest start {best.isoformat()}", plan)
+
+
+def _best_start(slots: list, now: datetime, length_s: float) -> datetime:
+    """Slot start (or now) whose window of ``length_s`` has the least integrated intensity."""
+    edges = np.array([(s.start - now).total_seconds() for s in slots] + [(slots[-1].end - now).total_seconds()])
+    values = np.array([s.intensity_g_per_kwh for s in slots])
+    cumulative = np.concatenate([[0.0], np.cumsum(values * np.diff(edges))])
+    starts = edges[:-1][edges[:-1] + length_s <= edges[-1] + 1e-6]
+    costs = np.interp(starts + length_s, edges, cumulative) - np.interp(starts, edges, cumulative)
+    # Earliest among (near-)equal windows: later starts only add risk.
+    best = int(np.flatnonzero(costs <= costs.min() * (1 + 1e-9) + 1e-12)[0])
+    return now + timedelta(seconds=float(starts[best]))

@@ -1,0 +1,153 @@
+"""What planners need from a Snapshot: intensity slots up to the deadline, modes, margins.
+
+Shared by the built-in policies so they read the snapshot the same way: the
+current interval uses the measured ``carbon_now``; later intervals use the
+forecast; a gap in the forecast keeps the previous value and time past the
+forecast's end gets the mean of everything known (no information beyond it).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Action, Decision, Snapshot
+from greentrain.policies.planner import Mode, Slot, StartState
+
+__all__ = [
+    "intensity_slots",
+    "modes_of",
+    "fastest",
+    "horizon_end",
+    "safety_margin_s",
+    "capacity_s",
+    "capacity_after_pause_s",
+    "start_state",
+    "run_decision",
+    "pause_decision",
+]
+
+_HOUR = timedelta(hours=1)
+
+
+def _known_points(snapshot: Snapshot) -> list[tuple[datetime, datetime, float]]:
+    known: list[tuple[datetime, datetime, float]] = []
+    if snapshot.carbon_now is not None:
+        now_point = snapshot.carbon_now
+        known.append((now_point.start, now_point.end, now_point.intensity_g_per_kwh))
+    for point in snapshot.forecast:
+        if known and point.start < known[-1][1]:
+            continue  # the measured value (or an earlier point) already covers this time
+        known.append((point.start, point.end, point.intensity_g_per_kwh))
+    return known
+
+
+def intensity_slots(snapshot: Snapshot, now: datetime, end: datetime) -> list[Slot]:
+    """Slots of constant intensity covering [now, end); [] when no intensity is known at all."""
+    known = _known_points(snapshot)
+    if not known or end <= now:
+        return []
+    tail_g = sum(v for _, _, v in known) / len(known)
+    slots: list[Slot] = []
+    cursor, last_g, i = now, known[0][2], 0
+    while cursor < end:
+        while i < len(known) and known[i][1] <= cursor:
+            last_g = known[i][2]
+            i += 1
+        if i < len(known) and known[i][0] <= cursor:
+            start, stop, value = known[i]
+            slot_end, last_g = min(stop, end), value
+        elif i < len(known):
+            slot_end, value = min(known[i][0], end), last_g  # gap: persist the previous value
+        else:
+            # Past the forecast: hour-aligned slots at the mean of what is known.
+            next_hour = cursor.replace(minute=0, second=0, microsecond=0) + _HOUR
+            slot_end, value = min(next_hour, end), tail_g
+        slots.append(Slot(cursor, slot_end, value))
+        cursor = slot_end
+    return slots
+
+
+def modes_of(snapshot: Snapshot, *, power: bool = True) -> list[Mode]:
+    """Operating points as planner modes, fastest first, without dominated ones.
+
+    A point that is no faster yet draws no less than another is never worth
+    choosing. With ``power=False`` only the fastest point is returned. With no
+    measured points there is one mode: full speed at the measured draw.
+    """
+    points = [p for p in snapshot.operating_points if p.relative_speed > 0 and p.power_w > 0]
+    if not points:
+        return [Mode(1.0, snapshot.power_w or 1.0, snapshot.current_power_limit_w)]
+    ordered = sorted(points, key=lambda p: (-p.relative_speed, p.power_w))
+    modes: list[Mode] = []
+    for point in ordered:
+        if modes and point.power_w >= min(m.power_w for m in modes):
+            continue
+        modes.append(Mode(point.relative_speed, point.power_w, point.power_limit_w))
+        if not power:
+            break
+    return modes
+
+
+def fastest(modes: list[Mode]) -> Mode:
+    return max(modes, key=lambda m: m.speed)
+
+
+def horizon_end(snapshot: Snapshot, now: datetime) -> datetime | None:
+    """The deadline, or without one the end of what is forecast (None if nothing is)."""
+    if snapshot.deadline is not None:
+        return snapshot.deadline
+    ends = [p.end for p in snapshot.forecast]
+    if snapshot.carbon_now is not None:
+        ends.append(snapshot.carbon_now.end)
+    return max(ends) if ends else None
+
+
+def safety_margin_s(snapshot: Snapshot, safety_z: float, reserve_s: float) -> float:
+    """Extra work to plan for: ``reserve_s`` plus ``safety_z`` standard deviations of step time.
+
+    If steps could run ``z·σ/μ`` slower than measured for the rest of the job,
+    the remaining time grows by that fraction; the plan keeps room for it.
+    """
+    margin_s = reserve_s
+    if snapshot.step_time_s and snapshot.step_time_s > 0 and snapshot.step_time_std_s > 0:
+        margin_s += safety_z * snapshot.step_time_std_s / snapshot.step_time_s * snapshot.work_remaining_s
+    return margin_s
+
+
+def start_state(snapshot: Snapshot) -> StartState:
+    return {
+        JobState.WAITING: StartState.FRESH,
+        JobState.RUNNING: StartState.RUNNING,
+        JobState.PAUSED: StartState.PAUSED,
+    }[snapshot.state]
+
+
+def capacity_s(snapshot: Snapshot, now: datetime, end: datetime, speed: float) -> float:
+    """Full-speed work that fits in [now, end) running flat out from now (a resume first if paused)."""
+    overhead_s = snapshot.resume_overhead_s if snapshot.state == JobState.PAUSED else 0.0
+    return max(0.0, ((end - now).total_seconds() - overhead_s) * speed)
+
+
+def capacity_after_pause_s(snapshot: Snapshot, resume_at: datetime, end: datetime, speed: float) -> float:
+    """Work that still fits if the job pauses until ``resume_at`` (a started job then pays a resume)."""
+    overhead_s = snapshot.resume_overhead_s if snapshot.state != JobState.WAITING else 0.0
+    return max(0.0, ((end - resume_at).total_seconds() - overhead_s) * speed)
+
+
+def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,
+                 until: datetime | None = None,
+                 plan: tuple[tuple[datetime, datetime], ...] | None = None) -> Decision:
+    """RUN at ``mode``; the default plan is running flat out from ``now``."""
+    if plan is None:
+        finish = now + timedelta(seconds=work_s / mode.speed if math.isfinite(work_s) else 0.0)
+        plan = ((now, finish),)
+    return Decision(action=Action.RUN, until=until, power_limit_w=mode.power_limit_w, reason=reason, plan=plan)
+
+
+def pause_decision(snapshot: Snapshot, until: datetime, reason: str,
+                   plan: tuple[tuple[datetime, datetime], ...] = ()) -> Decision:
+    """PAUSE (or DELAY_START if never started) until ``until``, when the policy re-plans."""
+    action = Action.DELAY_START if snapshot.state == JobState.WAITING else Action.PAUSE
+    return Decision(action=action, until=until, reason=reason, plan=plan)

@@ -1,0 +1,127 @@
+"""Distributed checkpoints with ``torch.distributed.checkpoint`` (DCP).
+
+A checkpoint is a folder ``step-N`` written collectively by all ranks; each
+rank writes only its shards, and names are global (no wrapper prefixes, no
+stage numbers), so a checkpoint saved on one mesh loads on any other (DCP
+reshards on load). The folder is complete once its ``.metadata`` file exists.
+Async saves stage the state on the CPU, then write in a background thread over
+a separate gloo group while training continues.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+from greentrain.errors import ConfigError
+
+__all__ = ["Checkpointer", "latest_step"]
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+_OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+def latest_step(folder: str | Path) -> int | None:
+    """Highest step with a complete checkpoint in ``folder`` (None if there is none)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return None
+    steps = [int(m.group(1)) for p in root.iterdir()
+             if (m := _STEP_DIR.match(p.name)) and (p / ".metadata").is_file()]
+    return max(steps, default=None)
+
+
+class Checkpointer:
+    """Save/load model parts, their optimizers and a small train state, sharded."""
+
+    def __init__(self, folder: str | Path, parts: list[nn.Module], optimizers: list[torch.optim.Optimizer], *,
+                 async_save: bool = False, keep: int = 2) -> None:
+        self.folder = Path(folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--checkpoint-dir {self.folder}: cannot create ({e.strerror})") from None
+        self.parts = parts
+        self.optimizers = optimizers
+        self.async_save = async_save
+        self.keep = keep
+        self._pending: Any = None
+        self._distributed = dist.is_available() and dist.is_initialized()
+        # Background writes must not share a communicator with training collectives.
+        self._async_group = dist.new_group(backend="gloo") if async_save and self._distributed else None
+
+    # ---- state dicts ------------------------------------------------------
+    def _state(self, train_state: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[list[str], list[str]]]]:
+        model_sd: dict[str, Any] = {}
+        optim_sd: dict[str, Any] = {}
+        keys = []
+        for part, optim in zip(self.parts, self.optimizers):
+            msd = get_model_state_dict(part)
+            osd = get_optimizer_state_dict(part, optim, options=_OPTIM_OPTS)
+            model_sd.update(msd)
+            optim_sd.update(osd)
+            keys.append((list(msd), list(osd)))
+        return {"model": model_sd, "optim": optim_sd, "train": dict(train_state)}, keys
+
+    def path(self, step: int) -> Path:
+        return self.folder / f"step-{step}"
+
+    # ---- save -------------------------------------------------------------
+    def save(self, step: int, train_state: dict[str, Any]) -> None:
+        """Write ``step-<step>`` (collective: every rank calls it)."""
+        self.wait()
+        state, _ = self._state(train_state)
+        path = self.path(step)
+        if self.async_save:
+            self._pending = dcp.async_save(state, checkpoint_id=str(path), process_group=self._async_group)
+        else:
+            dcp.save(state, checkpoint_id=str(path))
+            self._prune()
+
+    def wait(self) -> None:
+        """Block until a pending async save is on disk."""
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+            self._prune()
+
+    def _prune(self) -> None:
+        if self._distributed and dist.get_rank() != 0:
+            return
+        done = sorted((int(m.group(1)), p) for p in self.folder.iterdir() if (m := _STEP_DIR.match(p.name)))
+        complete = [(s, p) for s, p in done if (p / ".metadata").is_file()]
+        for _, p in complete[:-self.keep]:
+            shutil.rmtree(p, ignore_errors=True)
+
+    # ---- load -------------------------------------------------------------
+    def load(self, step: int | None = None) -> dict[str, Any] | None:
+        """Load ``step`` (default: the latest complete one) into the parts; returns the train state."""
+        step = latest_step(self.folder) if step is None else step
+        if step is None:
+            return None
+        path = self.path(step)
+        if not (path / ".metadata").is_file():
+            raise ConfigError(f"--checkpoint-dir {self.folder}: step-{step} is missing or incomplete")
+        state, keys = self._state({"step": 0, "tokens": 0})
+        dcp.load(state, checkpoint_id=str(path))
+        for (part, optim), (mkeys, okeys) in zip(zip(self.parts, self.optimizers), keys):
+            set_model_state_dict(part, {k: state["model"][k] for k in mkeys})
+            set_optimizer_state_dict(part, optim, {k: state["optim"][k] for k in okeys}, options=_OPTIM_OPTS)
+        return state["train"]
+
+    def close(self) -> None:
+        self.wait()

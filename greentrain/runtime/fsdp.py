@@ -1,0 +1,63 @@
+"""Fully sharded data parallelism (FSDP2 ``fully_shard``): ``apply_fsdp``.
+
+Each transformer block is its own FSDP unit (its parameters are all-gathered
+just before it runs and freed after, when ``reshard_after_forward``); the
+embeddings, final norm and output form the root unit. A 2-D mesh
+(``dp_replicate × dp_shard``) gives HSDP: shard within a group, all-reduce
+across groups; with a shard size of 1 that is plain DDP.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+__all__ = ["apply_fsdp", "DTYPES", "set_fsdp_precision", "fsdp_modules"]
+
+DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "tf32": torch.float32,
+                                  "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _mp_policy(precision: str) -> MixedPrecisionPolicy:
+    # Gradients are reduced in fp32 whatever the compute dtype: sums of many
+    # low-precision shards lose too much.
+    return MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
+
+
+def apply_fsdp(model: nn.Module, dp_mesh, *, precision: str = "fp32", reshard_after_forward: bool = True,
+               cpu_offload: bool = False) -> nn.Module:
+    """Shard ``model`` in place over ``dp_mesh`` (1-D: FSDP; 2-D: HSDP) and return it."""
+    # pin_memory needs an accelerator; on a CPU-only host pinning raises.
+    offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if cpu_offload else OffloadPolicy()
+    kwargs = dict(mesh=dp_mesh, mp_policy=_mp_policy(precision), offload_policy=offload)
+    blocks = list(model.layers.values())
+    for i, block in enumerate(blocks):
+        # The last block's parameters are needed again first in backward: keep them.
+        fully_shard(block, reshard_after_forward=reshard_after_forward and i < len(blocks) - 1, **kwargs)
+    fully_shard(model, reshard_after_forward=reshard_after_forward, **kwargs)
+    return model
+
+
+def fsdp_modules(model: nn.Module) -> list[nn.Module]:
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+def set_fsdp_precision(model: nn.Module, precision: str) -> int:
+    """Switch the compute dtype of every FSDP unit in ``model`` between steps; returns units changed.
+
+    FSDP2 reads its dtypes from the parameter group at each all-gather, so
+    re-deriving them from a new policy takes effect at the next forward.
+    """
+    changed = 0
+    policy = _mp_policy(precision)
+    for module in fsdp_modules(model):
+        group = module._get_fsdp_state()._fsdp_param_group
+        if group is None:
+            continue
+        group.mp_policy = policy
+        group._init_mp_dtypes()
+        changed += 1
+    return changed

@@ -1,0 +1,119 @@
+"""Wire the trainer's step boundary to greentrain: the Session (policy engine) and the exporter.
+
+``run_training(cfg)`` is what ``greentrain train`` calls on every rank:
+
+- with a policy, a :class:`greentrain.session.Session` owns the step
+  boundary: rank 0 decides, every rank gets the same decision. A
+  checkpoint-mode pause saves a DCP checkpoint through the trainer (all ranks)
+  and stops the loop; a relaunch resumes from it with no lost step (one process
+  re-execs itself after the wait; a multi-rank job exits with
+  ``RESUME_EXIT_CODE`` so ``torchrun --max-restarts``/the scheduler restarts
+  it). A precision decision is applied to the FSDP policy/autocast on all
+  ranks before the next step.
+- without a policy, ``--metrics-port`` still serves step/token counters
+  (rank 0) from a :class:`~greentrain.jobstats.JobStats`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from greentrain.jobstats import JobState, JobStats
+from greentrain.runtime.config import JobConfig
+from greentrain.runtime.metrics import StepMetrics
+from greentrain.runtime.trainer import Trainer
+
+__all__ = ["SessionHook", "run_training"]
+
+
+class SessionHook:
+    """Adapts a Session to the trainer's ``on_step_end`` hook."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    @property
+    def should_stop(self) -> bool:
+        return bool(self.session.should_stop)
+
+    def on_step_end(self, step: int, tokens: int, loss: float) -> Any:
+        return self.session.step(tokens=tokens, loss=loss)
+
+
+def _session(cfg: JobConfig, trainer: Trainer, world_size: int) -> Any:
+    from greentrain.session import Session
+
+    g = cfg.greentrain
+
+    def save(next_step: int) -> None:
+        if next_step != trainer.step:
+            raise RuntimeError(f"session asked to save step {next_step}, trainer is at {trainer.step}")
+        trainer.save_checkpoint()
+
+    def load() -> int | None:
+        return trainer.resume() if trainer.checkpointer is not None else None
+
+    has_checkpoint = trainer.checkpointer is not None
+    return Session(
+        g.policy, zone=g.zone, provider=g.provider, deadline=g.deadline, steps_total=cfg.train.steps,
+        save=save if has_checkpoint else None, load=load if has_checkpoint else None,
+        pause_mode=g.pause_mode if has_checkpoint else "suspend",
+        metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
+        job=g.job, relaunch="exec" if world_size == 1 else "exit",
+        state_path=None if not has_checkpoint else f"{cfg.checkpoint.dir}/greentrain-state.json",
+        progress=False,
+    )
+
+
+@contextlib.contextmanager
+def _plain_metrics(cfg: JobConfig, trainer: Trainer):
+    """JobStats (+ exporter when a port is given) for a run without a policy; yields an on_step callback."""
+    stats = JobStats(job=cfg.greentrain.job, state=JobState.RUNNING)
+    server = None
+    if cfg.metrics.port is not None and trainer.rank == 0:
+        try:
+            from greentrain.exporters import MetricsServer
+        except ImportError as e:
+            from greentrain.errors import ConfigError
+
+            raise ConfigError(f"--metrics-port: the exporter is not available ({e})") from None
+        server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port)
+        server.start()
+
+    def on_step(m: StepMetrics) -> None:
+        stats.add(steps=1, tokens=m.tokens)
+        stats.update(precision=m.precision)
+
+    try:
+        yield on_step
+    finally:
+        stats.update(state=JobState.WAITING)
+        if server is not None:
+            server.stop()
+
+
+def run_training(cfg: JobConfig, *, on_step=None) -> tuple[Trainer, list[StepMetrics]]:
+    """Build the trainer for this rank and train, under the greentrain session when a policy is set."""
+    trainer = Trainer(cfg)
+    world_size = trainer.dims.world_size
+    callbacks = [on_step] if on_step is not None else []
+    if cfg.greentrain.policy is None:
+        with _plain_metrics(trainer.cfg, trainer) as count:
+            trainer.on_step = _chain(callbacks + [count])
+            return trainer, trainer.fit()
+    session = _session(trainer.cfg, trainer, world_size)
+    trainer.on_step = _chain(callbacks)
+    with session:
+        trainer.hook = SessionHook(session)
+        trainer.step = max(trainer.step, session.start_step)
+        history = trainer.fit(resume=False)
+    return trainer, history
+
+
+def _chain(callbacks):
+    def call(m: StepMetrics) -> None:
+        for cb in callbacks:
+            cb(m)
+
+    return call if callbacks else None

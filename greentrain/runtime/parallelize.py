@@ -1,0 +1,29 @@
+"""Apply the parallelisms to a (meta-device) model in the fixed order TP → AC → compile → FSDP."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from greentrain.runtime.ac import apply_ac
+from greentrain.runtime.compiling import apply_compile
+from greentrain.runtime.config import JobConfig
+from greentrain.runtime.fsdp import apply_fsdp
+from greentrain.runtime.parallel_dims import ParallelDims
+from greentrain.runtime.tp import apply_tp
+
+__all__ = ["parallelize"]
+
+
+def parallelize(model: nn.Module, dims: ParallelDims, cfg: JobConfig) -> nn.Module:
+    """Parallelize ``model`` (a Transformer or one pipeline stage of it) in place and return it."""
+    par, train = cfg.parallel, cfg.train
+    if dims.tp_enabled:
+        apply_tp(model, dims.mesh["tp"], sequence_parallel=par.sequence_parallel,
+                 loss_parallel=par.loss_parallel, n_heads=cfg.model.n_heads, n_kv_heads=cfg.model.kv_heads)
+    apply_ac(model, train.ac, every=train.ac_every)
+    if train.compile:
+        apply_compile(model, backend=train.compile_backend)
+    if dims.dp_enabled:
+        apply_fsdp(model, dims.fsdp_mesh(), precision=train.dtype,
+                   reshard_after_forward=par.reshard_after_forward, cpu_offload=par.cpu_offload)
+    return model

@@ -1,0 +1,267 @@
+"""The hybrid-parallel trainer: one optimizer step at a time, greentrain at every step boundary.
+
+``Trainer(cfg)`` builds the mesh, model parts, optimizers, data and
+checkpointer for this rank (the process group, if any, must already be
+initialised, e.g. by ``torchrun``). ``fit()`` resumes from the newest complete
+checkpoint, trains to ``train.steps``, checkpoints every ``interval`` steps and
+at the end, and after each step hands ``(step, tokens, loss)`` to an optional
+hook (the greentrain session), which may switch precision or stop the run
+after a checkpoint (pause) — a relaunch continues with no lost step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+
+from greentrain.errors import ConfigError
+from greentrain.runtime.builder import build, cross_entropy, pick_device
+from greentrain.runtime.checkpoint import Checkpointer
+from greentrain.runtime.clip import clip_grad_norm_
+from greentrain.runtime.config import PRECISIONS, JobConfig
+from greentrain.runtime.data import ByteCorpus, StepBatches, load_corpus
+from greentrain.runtime.fsdp import DTYPES, set_fsdp_precision
+from greentrain.runtime.metrics import MetricsWriter, StepMetrics, flops_per_token, peak_flops
+from greentrain.runtime.parallel_dims import ParallelDims
+from greentrain.runtime.planner import resolve_auto_mesh
+
+__all__ = ["Trainer", "StepHook"]
+
+
+class StepHook(Protocol):
+    """What the trainer calls at each step boundary (on every rank, in step)."""
+
+    should_stop: bool
+
+    def on_step_end(self, step: int, tokens: int, loss: float) -> Any | None:
+        """Return a Decision (or None); may set ``should_stop``."""
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+class Trainer:
+    """Trains the reference transformer on the configured mesh."""
+
+    def __init__(self, cfg: JobConfig, *, hook: StepHook | None = None,
+                 on_step: Callable[[StepMetrics], None] | None = None) -> None:
+        self.cfg = cfg
+        self.hook = hook
+        self.on_step = on_step
+        distributed = dist.is_available() and dist.is_initialized()
+        self.rank = dist.get_rank() if distributed else 0
+        world_size = dist.get_world_size() if distributed else 1
+        self.device = pick_device(cfg.train.device)
+        cfg, self.plan = resolve_auto_mesh(cfg, world_size, self.device.type)
+        self.cfg = cfg
+        par = cfg.parallel
+        self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, tp=par.tp, pp=par.pp,
+                                 world_size=world_size)
+        if self.dims.distributed:
+            self.dims.build_mesh(self.device.type)
+        local_batch = cfg.train.global_batch // self.dims.dp if cfg.train.global_batch % self.dims.dp == 0 else 0
+        if local_batch == 0 or local_batch % cfg.train.grad_accum:
+            raise ConfigError(f"train.global_batch={cfg.train.global_batch} must divide by data-parallel size "
+                              f"{self.dims.dp} × train.grad_accum {cfg.train.grad_accum}")
+        self.local_batch = local_batch
+        self.precision = "fp32"
+        ga = cfg.train.grad_accum
+        self.built = build(cfg, self.dims, self.device, local_batch, lambda p, y: cross_entropy(p, y) / ga)
+        self.uses_fsdp = self.dims.dp_enabled
+        self.set_precision(cfg.train.dtype)
+        corpus = ByteCorpus(load_corpus(cfg.data.source, cfg.data.max_bytes), cfg.train.seq_len, cfg.train.seed)
+        self.batches = StepBatches(corpus, cfg.train.global_batch, self.dims.dp_rank(), self.dims.dp)
+        self.checkpointer = (Checkpointer(cfg.checkpoint.dir, self.built.parts, self.built.optimizers,
+                                          async_save=cfg.checkpoint.async_save, keep=cfg.checkpoint.keep)
+                             if cfg.checkpoint.dir else None)
+        self.step = 0
+        self.tokens_total = 0
+        self._saved_step = -1
+        self._stage_times: list[tuple[float, float]] = []
+        self._flops_per_token = flops_per_token(cfg.model, cfg.train.seq_len)
+        name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+        self._device_name = name
+
+    # ---- contracts used by the engine ----------------------------------------
+    def set_precision(self, dtype_name: str) -> None:
+        """Switch compute precision at a step boundary (call on all ranks together)."""
+        if dtype_name not in PRECISIONS:
+            raise ConfigError(f"precision {dtype_name!r} is not one of {', '.join(PRECISIONS)}")
+        if self.uses_fsdp:
+            for part in self.built.parts:
+                set_fsdp_precision(part, dtype_name)
+        allow_tf32 = dtype_name == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+        self.precision = dtype_name
+
+    def stage_times_s(self) -> list[tuple[float, float]]:
+        """(forward_s, backward_s) of each local pipeline stage in the last step (one entry without PP)."""
+        return list(self._stage_times)
+
+    # ---- one step ---------------------------------------------------------
+    def _autocast(self):
+        # FSDP casts parameters itself (its mixed-precision policy); elsewhere autocast does it.
+        if self.uses_fsdp or self.precision in ("fp32", "tf32"):
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=DTYPES[self.precision])
+
+    def _loss_parallel(self):
+        if self.dims.tp_enabled and self.cfg.parallel.loss_parallel:
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            return loss_parallel()
+        return contextlib.nullcontext()
+
+    def _forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        model, ga = self.built.parts[0], self.cfg.train.grad_accum
+        total = torch.zeros((), device=self.device)
+        fwd_s = bwd_s = 0.0
+        for i, (x, y) in enumerate(zip(inputs.chunk(ga), labels.chunk(ga))):
+            if self.uses_fsdp:
+                model.set_requires_gradient_sync(i == ga - 1)  # reduce gradients once per step
+            t0 = time.perf_counter()
+            with self._loss_parallel():
+                with self._autocast():
+                    loss = cross_entropy(model(x), y) / ga
+                t1 = time.perf_counter()
+                loss.backward()
+            fwd_s, bwd_s = fwd_s + t1 - t0, bwd_s + time.perf_counter() - t1
+            total += _local(loss.detach())
+        self._stage_times = [(fwd_s, bwd_s)]
+        return total
+
+    def _pipeline_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        built, plan = self.built, self.built.plan
+        has_first, has_last = 0 in plan.local_stage_ids, plan.n_stages - 1 in plan.local_stage_ids
+        total = torch.zeros((), device=self.device)
+        for stage in built.stages:
+            stage.reset_times()
+        for x, y in zip(inputs.chunk(self.cfg.train.grad_accum), labels.chunk(self.cfg.train.grad_accum)):
+            losses: list[torch.Tensor] = []
+            target = y if has_last else None
+            with self._loss_parallel(), self._autocast():
+                if has_first:
+                    built.schedule.step(x, target=target, losses=losses)
+                else:
+                    built.schedule.step(target=target, losses=losses)
+            if has_last:
+                total += torch.stack([_local(loss.detach()) for loss in losses]).mean()
+        self._stage_times = [(s.forward_s, s.backward_s) for s in built.stages]
+        return total
+
+    def _global_loss(self, loss: torch.Tensor) -> float:
+        if self.dims.pp_enabled:
+            dist.all_reduce(loss, group=self.dims.mesh["pp"].get_group())  # only the last stage is non-zero
+        if self.dims.dp_enabled:
+            dist.all_reduce(loss, group=self.dims.dp_mesh().get_group())
+            loss = loss / self.dims.dp
+        return float(loss)
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate for 0-based step ``step``: linear warm-up, then the configured decay."""
+        t = self.cfg.train
+        if step < t.warmup_steps:
+            return t.lr * (step + 1) / t.warmup_steps
+        progress = (step - t.warmup_steps) / max(1, t.steps - t.warmup_steps)
+        progress = min(progress, 1.0)
+        if t.decay == "constant":
+            scale = 1.0
+        elif t.decay == "linear":
+            scale = 1.0 - progress
+        else:
+            scale = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return t.lr * (t.min_lr_ratio + (1.0 - t.min_lr_ratio) * scale)
+
+    def train_step(self) -> StepMetrics:
+        """Run optimizer step ``self.step`` (0-based) and advance; returns its metrics."""
+        start = time.perf_counter()
+        inputs, labels = (t.to(self.device, non_blocking=True) for t in self.batches.batch(self.step))
+        lr = self.lr_at(self.step)
+        for opt in self.built.optimizers:
+            opt.zero_grad(set_to_none=True)
+            for group in opt.param_groups:
+                group["lr"] = lr
+        local = self._pipeline_step(inputs, labels) if self.dims.pp_enabled else self._forward_backward(inputs, labels)
+        pp_group = self.dims.mesh["pp"].get_group() if self.dims.pp_enabled else None
+        norm = clip_grad_norm_(self.built.params, self.cfg.train.max_grad_norm, pp_group=pp_group)
+        for opt in self.built.optimizers:
+            opt.step()
+        loss = self._global_loss(local)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elapsed = time.perf_counter() - start
+        tokens = self.cfg.train.global_batch * self.cfg.train.seq_len
+        self.step += 1
+        self.tokens_total += tokens
+        peak = self.cfg.train.peak_flops or peak_flops(self._device_name, self.precision)
+        mfu = tokens / elapsed * self._flops_per_token / (peak * self.dims.world_size) if peak else None
+        return StepMetrics(step=self.step, loss=loss, grad_norm=float(norm), lr=lr, tokens=tokens,
+                           tokens_per_s=tokens / elapsed, step_time_s=elapsed, precision=self.precision, mfu=mfu)
+
+    # ---- checkpoints --------------------------------------------------------
+    def save_checkpoint(self) -> None:
+        """Save the state after ``self.step`` completed steps (collective)."""
+        if self.checkpointer is None:
+            raise ConfigError("a checkpoint was requested but no --checkpoint-dir / checkpoint.dir is set")
+        self.checkpointer.save(self.step, {"step": self.step, "tokens": self.tokens_total,
+                                           **self.batches.state_dict(self.step)})
+        self._saved_step = self.step
+
+    def resume(self) -> int:
+        """Load the newest complete checkpoint, if any; returns the step to continue from."""
+        if self.checkpointer is None:
+            return self.step
+        state = self.checkpointer.load()
+        if state is not None:
+            self.step, self.tokens_total = int(state["step"]), int(state["tokens"])
+            self._saved_step = self.step
+        return self.step
+
+    # ---- the loop -----------------------------------------------------------
+    def fit(self, steps: int | None = None, *, resume: bool = True) -> list[StepMetrics]:
+        """Resume (unless told not to), then train until ``steps`` (default ``train.steps``) or the hook stops us."""
+        total = self.cfg.train.steps if steps is None else steps
+        interval = self.cfg.checkpoint.interval
+        writer = MetricsWriter(self.cfg.metrics.jsonl) if self.cfg.metrics.jsonl and self.rank == 0 else None
+        history: list[StepMetrics] = []
+        if resume:
+            self.resume()
+        try:
+            while self.step < total:
+                metrics = self.train_step()
+                history.append(metrics)
+                if writer is not None:
+                    writer.write(metrics)
+                if self.on_step is not None:
+                    self.on_step(metrics)
+                stop = self._boundary(metrics)
+                due = self.step % interval == 0 or self.step == total
+                if self.checkpointer is not None and (due or stop) and self._saved_step != self.step:
+                    self.save_checkpoint()
+                if stop:
+                    break
+        finally:
+            if writer is not None:
+                writer.close()
+            if self.checkpointer is not None:
+                self.checkpointer.close()
+        return history
+
+    def _boundary(self, metrics: StepMetrics) -> bool:
+        """Give the step to the hook; apply its decision; True when the run should stop."""
+        if self.hook is None:
+            return False
+        decision = self.hook.on_step_end(metrics.step, metrics.tokens, metrics.loss)
+        precision = getattr(decision, "precision", None)
+        if precision and precision != self.precision:
+            self.set_precision(precision)
+        return bool(self.hook.should_stop)

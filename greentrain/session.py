@@ -1,0 +1,391 @@
+"""The plain-loop API: wrap an existing training loop in a few lines.
+
+```python
+with Session(policy="carbon-aware", zone="GB", deadline="+12", steps_total=1000,
+             model=model, optimizer=opt, checkpoint_dir="ckpt") as session:
+    for step in range(session.start_step, 1000):
+        loss = train_step()
+        session.step(tokens=4096, loss=loss)   # measure, decide, maybe pause
+        if session.should_stop:                # checkpoint-mode pause: leave the loop
+            break
+```
+
+``session.step`` marks a step boundary; decisions apply only there. In
+``suspend`` mode a pause waits inside ``step``; in ``checkpoint`` mode the
+session saves (your ``save(step)`` or the default model/optimizer checkpoint),
+sets ``should_stop``, and on leaving the ``with`` block waits for the planned
+time and relaunches the script (``relaunch="exec"``), exits for a scheduler to
+requeue (``"exit"``), or just returns (``"none"``; the next Session resumes).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from greentrain.clock import Clock, SystemClock, ensure_aware_utc
+from greentrain.engine import Engine
+from greentrain.errors import ConfigError
+from greentrain.events import EventLog
+from greentrain.jobstats import JobStats
+from greentrain.policies.base import Action, Decision, Policy
+from greentrain.timing.broadcast import Broadcast, TorchBroadcast, auto_broadcast
+from greentrain.timing.checkpoint import ModelCheckpoint
+from greentrain.timing.resources import build_monitor, build_signals, start_metrics
+from greentrain.timing.state import EngineState, load_state, save_state
+
+__all__ = ["Session", "RESUME_EXIT_CODE"]
+
+RESUME_EXIT_CODE = 75
+"""Exit status of ``relaunch="exit"`` after a checkpoint pause (EX_TEMPFAIL: 'try again later')."""
+
+_STATE_ENV = "GREENTRAIN_STATE_FILE"
+
+
+class Session:
+    """Context manager driving one training job's step boundaries. See the module docstring.
+
+    Args:
+        policy: preset name, TOML path or ``Policy``.
+        zone / provider: grid zone and carbon source ('csv:PATH', 'electricitymaps', ..., a SignalChain);
+            with neither, the job runs now and records energy only.
+        deadline: aware datetime, ISO string with timezone, or '+H' hours from the job's first start.
+        steps_total: steps of the whole job (needed to plan pauses).
+        save / load: your checkpoint functions (``save(next_step)``, ``load() -> next_step | None``);
+            or ``model`` + ``optimizer`` + ``checkpoint_dir`` for the default checkpoint.
+        pause_mode: 'checkpoint' or 'suspend' (default: the policy's setting, else checkpoint when a
+            checkpoint is available).
+        clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
+        job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
+        dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
+        actuators: an ``ActuatorSet`` for power/clock decisions (optional).
+        step_time_s: expected step time before one is measured (plans a delayed start before step 0).
+        relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
+            ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
+        state_path: where the job's deadline and totals survive a relaunch (default:
+            ``checkpoint_dir/greentrain-state.json``, or ``$GREENTRAIN_STATE_FILE``).
+    """
+
+    def __init__(
+        self,
+        policy: str | Path | Policy = "carbon-aware",
+        *,
+        zone: str | None = None,
+        provider: Any = None,
+        deadline: datetime | str | None = None,
+        steps_total: int | None = None,
+        save: Callable[[int], None] | None = None,
+        load: Callable[[], int | None] | None = None,
+        model: Any = None,
+        optimizer: Any = None,
+        checkpoint_dir: str | Path | None = None,
+        pause_mode: Literal["checkpoint", "suspend"] | None = None,
+        clock: Clock | None = None,
+        metrics_port: int | None = None,
+        metrics_addr: str = "127.0.0.1",
+        job: str = "greentrain",
+        jsonl: str | Path | None = None,
+        devices: Any = None,
+        dist: Any = None,
+        actuators: Any = None,
+        step_time_s: float | None = None,
+        relaunch: Literal["exec", "exit", "none"] = "exec",
+        state_path: str | Path | None = None,
+        deadline_policy: str | None = None,
+        decide_interval_s: float = 300.0,
+        progress: bool = True,
+    ) -> None:
+        if relaunch not in ("exec", "exit", "none"):
+            raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
+        if (save is None) != (load is None):
+            raise ConfigError("save/load: pass both functions, or neither (then model= and checkpoint_dir=)")
+        if model is not None and checkpoint_dir is None and save is None:
+            raise ConfigError("checkpoint_dir: required with model= (where the default checkpoint is written)")
+        self._args = dict(zone=zone, provider=provider, deadline=deadline, model=model, optimizer=optimizer,
+                          checkpoint_dir=checkpoint_dir, metrics_port=metrics_port, metrics_addr=metrics_addr,
+                          jsonl=jsonl, devices=devices, dist=dist, actuators=actuators, step_time_s=step_time_s,
+                          deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress)
+        self.policy_spec = policy
+        self.steps_total = steps_total
+        self.job = job
+        self.clock = clock or SystemClock()
+        self.relaunch = relaunch
+        self._user_save, self._user_load = save, load
+        self._pause_mode = pause_mode
+        self._state_path = Path(state_path) if state_path else _default_state_path(checkpoint_dir)
+        self.start_step = 0
+        """The step to start the loop at (restored from the checkpoint)."""
+        self.should_stop = False
+        """True after a checkpoint-mode pause: leave the training loop."""
+        self.resume_at: datetime | None = None
+        """When a checkpoint-mode pause plans to resume."""
+        self.last_decision: Decision | None = None
+        self.engine: Engine | None = None
+        self.job_stats = JobStats(job=job, steps_total=0)
+        self._closers: list[Callable[[], Any]] = []
+        self._checkpoint: ModelCheckpoint | None = None
+
+    # ---- context manager ---------------------------------------------------------------------------
+
+    def __enter__(self) -> "Session":
+        try:
+            self._open()
+        except BaseException:
+            self._close_all()
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None or not self.should_stop or self.relaunch == "none":
+            self._close_all()
+            return
+        engine = self.engine
+        assert engine is not None
+        interrupted = False
+        if self.relaunch == "exec":
+            interrupted = engine.wait_until(self.resume_at, "checkpoint pause")
+            self.resume_at = None
+        self._close_all()
+        if interrupted:
+            return
+        if self.relaunch == "exit":
+            sys.exit(RESUME_EXIT_CODE)
+        _reexec(self._state_path)
+
+    # ---- the step boundary --------------------------------------------------------------------------
+
+    @property
+    def step_index(self) -> int:
+        """Global index of the next step (start_step + steps done in this process)."""
+        return self.engine.steps_done if self.engine is not None else self.start_step
+
+    @property
+    def pause_mode(self) -> str:
+        """'checkpoint' or 'suspend', resolved at ``__enter__``."""
+        return self._pause_mode or "suspend"
+
+    def step(self, tokens: int = 0, loss: Any = None) -> Decision:
+        """End of one training step: measure, decide, and pause if the policy says so."""
+        engine = self._require_engine()
+        if self.should_stop:
+            return self.last_decision or engine.decision
+        decision = engine.step_end(tokens=tokens, loss=loss)
+        self.last_decision = decision
+        if decision.action != Action.RUN and not engine.finished:
+            if self.pause_mode == "suspend":
+                engine.wait_until(decision.until, decision.reason or "paused")
+            else:
+                self._checkpoint_pause(decision)
+                return decision
+        engine.step_begin()
+        return decision
+
+    @property
+    def finished(self) -> bool:
+        """All ``steps_total`` steps done."""
+        return self.engine is not None and self.engine.finished
+
+    # ---- internals ---------------------------------------------------------------------------------
+
+    def _require_engine(self) -> Engine:
+        if self.engine is None:
+            raise ConfigError("Session.step: use the session inside 'with Session(...) as session:'")
+        return self.engine
+
+    def _open(self) -> None:
+        args = self._args
+        policy = _load_policy(self.policy_spec)
+        settings = getattr(policy, "settings", None)
+        self._pause_mode = self._resolve_pause_mode(settings)
+        broadcast = _make_broadcast(args["dist"])
+        if self._state_path is None and self.relaunch == "exec":
+            # exec keeps the pid: the relaunched process finds this file again
+            self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
+        prior = load_state(self._state_path, self.job) if self._state_path else None
+        deadline = self._resolve_deadline(args["deadline"], prior)
+        self._setup_checkpoint(broadcast)
+        self.start_step = self._load()
+        event_log = EventLog(args["jsonl"]) if args["jsonl"] else None
+        if event_log is not None:
+            self._closers.append(event_log.close)
+        monitor, devices = build_monitor(args["devices"], event_log)
+        if monitor is not None:
+            self._closers.insert(0, monitor.stop)
+        signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
+        if args["metrics_port"] is not None:
+            server = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
+                                   addr=args["metrics_addr"], port=args["metrics_port"])
+            self._closers.insert(0, server.stop)
+        self.engine = Engine(
+            policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
+            steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
+            actuators=args["actuators"], broadcast=broadcast, steps_done=self.start_step,
+            step_time_s=args["step_time_s"] or (prior.step_time_s if prior else None),
+            deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
+            progress=args["progress"],
+        )
+        self._closers.insert(0, self._finish_engine)
+        if prior is not None:
+            _restore_totals(self.engine, prior)
+        self._begin()
+
+    def _begin(self) -> None:
+        engine = self._require_engine()
+        decision = engine.begin()
+        self.last_decision = decision
+        if decision.action != Action.RUN:
+            engine.wait_until(decision.until, decision.reason or "delayed start")
+        engine.step_begin()
+
+    def _resolve_pause_mode(self, settings: Any) -> str:
+        has_checkpoint = self._user_save is not None or self._args["model"] is not None
+        mode = self._pause_mode
+        if mode is None:  # the policy's setting, where this job can honour it
+            mode = getattr(settings, "pause_mode", None) or "checkpoint"
+            if mode == "checkpoint" and not has_checkpoint:
+                mode = "suspend"
+        if mode not in ("checkpoint", "suspend"):
+            raise ConfigError(f"pause_mode: {mode!r} is not 'checkpoint' or 'suspend'")
+        if mode == "checkpoint" and not has_checkpoint:
+            raise ConfigError("pause_mode 'checkpoint' needs save=/load= or model= with checkpoint_dir=; "
+                              "or use pause_mode='suspend'")
+        return mode
+
+    def _resolve_deadline(self, value: datetime | str | None, prior: EngineState | None) -> datetime | None:
+        relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
+        if prior is not None and prior.deadline and relative:
+            return EngineState.parse_time(prior.deadline)  # '+H' counts from the first start, not a relaunch
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            return ensure_aware_utc(value, "deadline")
+        import click
+
+        from greentrain.cli.common import parse_deadline
+
+        try:
+            return parse_deadline(str(value), self.clock.now(), param="deadline")
+        except click.BadParameter as e:
+            raise ConfigError(f"deadline: {e.message}") from None
+
+    def _setup_checkpoint(self, broadcast: Broadcast) -> None:
+        if self._user_save is not None or self._args["model"] is None:
+            return
+        barrier = _barrier_for(broadcast)
+        self._checkpoint = ModelCheckpoint(self._args["checkpoint_dir"], self._args["model"],
+                                           self._args["optimizer"], rank=broadcast.rank, barrier=barrier)
+
+    def _load(self) -> int:
+        if self._user_load is not None:
+            step = self._user_load()
+        elif self._checkpoint is not None:
+            step = self._checkpoint.load()
+        else:
+            step = None
+        if step is not None and (not isinstance(step, int) or step < 0):
+            raise ConfigError(f"load(): must return the next step (an int >= 0) or None, got {step!r}")
+        return step or 0
+
+    def _save(self, next_step: int) -> None:
+        if self._user_save is not None:
+            self._user_save(next_step)
+        elif self._checkpoint is not None:
+            self._checkpoint.save(next_step)
+
+    def _checkpoint_pause(self, decision: Decision) -> None:
+        engine = self._require_engine()
+        self._save(engine.steps_done)
+        self.should_stop = True
+        self.resume_at = decision.until
+        self._persist(finished=False)
+
+    def _persist(self, *, finished: bool) -> None:
+        engine = self.engine
+        if engine is None or self._state_path is None or not engine.is_leader:
+            return
+        stats = self.job_stats.snapshot()
+        save_state(EngineState(
+            job=self.job, deadline=engine.deadline.isoformat() if engine.deadline else None,
+            first_start=engine.first_start.isoformat() if engine.first_start else None,
+            submitted_at=engine.submitted_at.isoformat() if engine.submitted_at else None,
+            steps_done=engine.steps_done, running_s=engine.running_s, step_time_s=engine.times.mean_s,
+            energy_j=engine.ledger.energy_j, emissions_g=engine.ledger.emissions_g,
+            counterfactual_g=engine.ledger.counterfactual_g, tokens=stats.tokens_total,
+            resume_at=self.resume_at.isoformat() if self.resume_at else None, finished=finished,
+        ), self._state_path)
+
+    def _finish_engine(self) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        try:
+            self._persist(finished=engine.finished)
+        finally:
+            engine.close()
+
+    def _close_all(self) -> None:
+        closers, self._closers = self._closers, []
+        errors: list[BaseException] = []
+        for close in closers:
+            try:
+                close()
+            except Exception as e:  # close everything even if one part fails
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+
+def _load_policy(spec: str | Path | Policy) -> Policy:
+    if isinstance(spec, Policy):
+        return spec
+    try:
+        from greentrain.policies import load_policy
+    except ImportError as e:
+        raise ConfigError(f"policy {spec!r}: the policy loader is not available ({e})") from None
+    return load_policy(spec)
+
+
+def _make_broadcast(dist: Any) -> Broadcast:
+    if isinstance(dist, Broadcast):
+        return dist
+    if dist is not None:
+        return TorchBroadcast(dist)
+    return auto_broadcast()
+
+
+def _barrier_for(broadcast: Broadcast) -> Callable[[], None]:
+    if broadcast.world_size <= 1:
+        return lambda: None
+    return lambda: broadcast.share(None)  # a collective every rank joins: doubles as a barrier
+
+
+def _default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
+    if checkpoint_dir is not None:
+        return Path(checkpoint_dir) / "greentrain-state.json"
+    env = os.environ.get(_STATE_ENV)
+    return Path(env) if env else None
+
+
+def _restore_totals(engine: Engine, prior: EngineState) -> None:
+    engine.running_s = prior.running_s
+    engine.first_start = EngineState.parse_time(prior.first_start)
+    engine.submitted_at = EngineState.parse_time(prior.submitted_at)
+    engine.ledger.energy_j = prior.energy_j
+    engine.ledger.emissions_g = prior.emissions_g
+    engine.ledger.counterfactual_g = prior.counterfactual_g
+    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=prior.energy_j, emissions_g=prior.emissions_g,
+                         emissions_avoided_g=prior.counterfactual_g - prior.emissions_g)
+
+
+def _reexec(state_path: Path | None) -> None:
+    """Replace this process with a fresh run of the same command line (same pid, same environment)."""
+    if state_path is not None:
+        os.environ[_STATE_ENV] = str(state_path.resolve())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    os.execv(sys.executable, [sys.executable, *argv[1:]])

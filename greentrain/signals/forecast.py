@@ -1,0 +1,239 @@
+"""Causal carbon-intensity forecasts for providers (or plans) that give none.
+
+``Forecaster`` models the next hours as *seasonal profile + decaying anomaly*:
+
+* the profile is the mean intensity at each hour of day over recent days, with
+  exponentially decaying weights (recent days count more), plus a shrunk
+  hour-of-week correction once a few weeks of history exist (weekends differ);
+* the anomaly is how far the current hour sits from that profile (a windy
+  day, a cold snap). Grid anomalies persist for hours to days, so it is carried
+  forward scaled by ``beta_h``, the least-squares coefficient of the anomaly
+  ``h`` hours later on the anomaly now, fitted on the same recent history.
+
+Nothing is tuned to a particular grid: the two weights come from the data at
+every call, and the constants (lookback, half-lives) are generic time scales.
+Only points that start at or before the hour containing ``now`` are used, so
+the forecast made at ``now`` cannot see the future. ``SeasonalNaiveForecaster``
+(the value one day earlier) is the baseline it is measured against.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from greentrain.clock import ensure_aware_utc
+from greentrain.errors import ConfigError
+from greentrain.signals.base import IntensityPoint, Kind
+
+__all__ = ["Forecaster", "SeasonalNaiveForecaster", "floor_hour", "hourly_series"]
+
+_HOUR = timedelta(hours=1)
+
+
+def floor_hour(when: datetime) -> datetime:
+    """The start of the UTC hour containing ``when``."""
+    return ensure_aware_utc(when, "now").replace(minute=0, second=0, microsecond=0)
+
+
+def hourly_series(history: Sequence[IntensityPoint], now: datetime, hours: int) -> np.ndarray:
+    """Hourly means of ``history`` for the ``hours`` hours ending with the one containing ``now``.
+
+    Sub-hourly points (GB half-hours, WattTime 5-minute values) are averaged
+    into their hour; hours with no data are NaN. ``history`` must be in time
+    order. Points starting after the hour containing ``now`` are ignored.
+    """
+    now_h = floor_hour(now)
+    first_h = now_h - (hours - 1) * _HOUR
+    stop = bisect_right(history, now_h, key=lambda p: p.start)
+    total = np.zeros(hours)
+    count = np.zeros(hours)
+    for i in range(stop - 1, -1, -1):
+        point = history[i]
+        if point.start < first_h:
+            break
+        index = hours - 1 - int((now_h - point.start).total_seconds() // 3600)
+        total[index] += point.intensity_g_per_kwh
+        count[index] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _fill_gaps(values: np.ndarray) -> np.ndarray:
+    """Carry the last known value forward (and the first one backward) over NaN gaps."""
+    known = ~np.isnan(values)
+    if known.all():
+        return values
+    index = np.where(known, np.arange(values.size), 0)
+    np.maximum.accumulate(index, out=index)
+    filled = values[index]
+    first = int(np.argmax(known))
+    filled[:first] = values[first]
+    return filled
+
+
+def _points(
+    values: Sequence[float], now: datetime, template: IntensityPoint, provider: str | None
+) -> list[IntensityPoint]:
+    start = floor_hour(now) + _HOUR
+    return [
+        IntensityPoint(
+            start=start + i * _HOUR,
+            end=start + (i + 1) * _HOUR,
+            intensity_g_per_kwh=float(v),
+            kind=Kind.FORECAST,
+            provider=provider or template.provider,
+            zone=template.zone,
+            emission_factor=template.emission_factor,
+            estimated=True,
+        )
+        for i, v in enumerate(values)
+    ]
+
+
+def _check_horizon(horizon_h: int) -> int:
+    if not isinstance(horizon_h, int) or horizon_h < 1:
+        raise ConfigError(f"horizon_h: must be a positive whole number of hours, got {horizon_h!r}")
+    return horizon_h
+
+
+def _known_before(history: Sequence[IntensityPoint], now: datetime) -> IntensityPoint | None:
+    stop = bisect_right(history, floor_hour(now), key=lambda p: p.start)
+    return history[stop - 1] if stop else None
+
+
+class Forecaster:
+    """Seasonal profile + least-squares decaying anomaly; hourly, strictly causal."""
+
+    def __init__(
+        self,
+        *,
+        lookback_days: int = 28,
+        day_half_life_days: float = 7.0,
+        week_shrink_weeks: float = 2.0,
+        provider: str | None = None,
+    ) -> None:
+        """``lookback_days`` of history are used; day weights halve every ``day_half_life_days``.
+
+        The hour-of-week correction is scaled by n/(n + ``week_shrink_weeks``)
+        for n full weeks seen, so two weeks of data cannot fake a weekly cycle.
+        ``provider`` relabels output points (default: the history's provider).
+        """
+        if lookback_days < 2:
+            raise ConfigError(f"lookback_days: need >= 2 days of history, got {lookback_days}")
+        if day_half_life_days <= 0:
+            raise ConfigError(f"day_half_life_days: must be > 0, got {day_half_life_days}")
+        self.lookback_days = lookback_days
+        self.day_half_life_days = day_half_life_days
+        self.week_shrink_weeks = week_shrink_weeks
+        self.provider = provider
+
+    def forecast(
+        self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72
+    ) -> list[IntensityPoint]:
+        """Hourly points for the ``horizon_h`` hours after the one containing ``now``.
+
+        Uses only points with start <= floor_hour(now); ``history`` must be in
+        time order. Returns [] when there is no usable history.
+        """
+        horizon_h = _check_horizon(horizon_h)
+        template = _known_before(history, now)
+        if template is None:
+            return []
+        values = self.predict(hourly_series(history, now, self.lookback_days * 24), horizon_h)
+        if values is None:
+            return []
+        return _points(values, now, template, self.provider)
+
+    def predict(self, series: np.ndarray, horizon_h: int) -> np.ndarray | None:
+        """Forecast ``horizon_h`` values after the last element of an hourly ``series`` (NaN = gap)."""
+        known = ~np.isnan(series)
+        if not known.any():
+            return None
+        first = int(np.argmax(known))
+        y = _fill_gaps(series[first:])
+        if y.size < 48:
+            # Under two days nothing seasonal can be estimated: persist the recent level.
+            return np.full(horizon_h, float(np.mean(y[-3:])))
+        profile_past, profile_future = self._profiles(y, horizon_h)
+        anomaly = y - profile_past
+        beta = _persistence(anomaly, horizon_h)
+        forecast = profile_future + beta * anomaly[-1]
+        return np.maximum(forecast, 0.0)
+
+    def _profiles(self, y: np.ndarray, horizon_h: int) -> tuple[np.ndarray, np.ndarray]:
+        """The seasonal profile at each history hour and at each forecast hour."""
+        days = y.size // 24
+        recent = y[y.size - days * 24 :].reshape(days, 24)
+        ages_d = np.arange(days - 1, -1, -1, dtype=float)
+        weights = 0.5 ** (ages_d / self.day_half_life_days)
+        daily = weights @ recent / weights.sum()
+        # Column k of ``daily`` is the hour of day of y[-24 + k]; the hour after y[-1] is column 0.
+        past = daily[(np.arange(y.size) - y.size) % 24]
+        future = daily[np.arange(horizon_h) % 24]
+        weeks = y.size // 168
+        if weeks >= 2:
+            residual = (y - past)[y.size - weeks * 168 :].reshape(weeks, 168)
+            # Remove each week's mean so level shifts between weeks do not leak in.
+            residual = residual - residual.mean(axis=1, keepdims=True)
+            weekly = residual.mean(axis=0) * weeks / (weeks + self.week_shrink_weeks)
+            past = past + weekly[(np.arange(y.size) - y.size) % 168]
+            future = future + weekly[np.arange(horizon_h) % 168]
+        return past, future
+
+
+def _persistence(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
+    """beta_h: least-squares slope of anomaly[t + h] on anomaly[t], h = 1..horizon_h.
+
+    Estimated on the history itself (no intercept: anomalies are deviations
+    from a profile and centre on zero), clipped to [0, 1]: an anomaly never
+    grows or flips sign in expectation. Lags beyond the data decay geometrically.
+    """
+    n = anomaly.size
+    a = anomaly - anomaly.mean()
+    lags = min(horizon_h, n - 24)
+    beta = np.zeros(horizon_h)
+    if lags < 1 or not np.any(a):
+        return beta
+    full = np.correlate(a, a, mode="full")[n : n + lags]  # sum_t a[t] a[t + h]
+    # Denominator over the same t range as each numerator: sum of a[t]^2, t < n - h.
+    power = np.cumsum(a * a)[n - 1 - np.arange(1, lags + 1)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        beta[:lags] = np.where(power > 0, full / power, 0.0)
+    beta = np.clip(beta, 0.0, 1.0)
+    if lags < horizon_h and lags > 0:
+        rate = beta[lags - 1] ** (1.0 / lags) if beta[lags - 1] > 0 else 0.0
+        beta[lags:] = beta[lags - 1] * rate ** np.arange(1, horizon_h - lags + 1)
+    return beta
+
+
+class SeasonalNaiveForecaster:
+    """Baseline: each hour's value is the latest known value at the same hour of day."""
+
+    def __init__(self, *, provider: str | None = None) -> None:
+        self.provider = provider
+
+    def forecast(
+        self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72
+    ) -> list[IntensityPoint]:
+        """Value 24 h earlier (48 h, 72 h ... where that is still in the future)."""
+        horizon_h = _check_horizon(horizon_h)
+        template = _known_before(history, now)
+        if template is None:
+            return []
+        values = self.predict(hourly_series(history, now, 24), horizon_h)
+        return [] if values is None else _points(values, now, template, self.provider)
+
+    @staticmethod
+    def predict(series: np.ndarray, horizon_h: int) -> np.ndarray | None:
+        """The last 24 values of ``series`` repeated over the horizon (gaps filled)."""
+        if not (~np.isnan(series)).any():
+            return None
+        day = _fill_gaps(series[-24:])
+        if day.size < 24:
+            day = np.concatenate([np.full(24 - day.size, day[0]), day])
+        return np.resize(day, horizon_h)
+

@@ -1,0 +1,68 @@
+"""Reference schedules under the simulator's model, all with perfect knowledge of the trace.
+
+* ``run_now``: start at once, full speed, never pause.
+* ``best_window``: the best single contiguous run at full speed that ends by
+  the deadline (the most a start-time-only scheduler could get).
+* ``oracle``: the minimum-emission schedule over pause and every mode, by the
+  same DP the policies use, fed the actual intensities.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from greentrain.policies.planner import Slot, StartState, plan_schedule
+from greentrain.sim.job import SimJob
+from greentrain.sim.ledger import Ledger
+from greentrain.sim.replay import TraceIndex
+
+__all__ = ["run_now", "best_window", "oracle"]
+
+
+def run_now(trace: TraceIndex, start: datetime, job: SimJob) -> Ledger:
+    """Start at ``start`` and run flat out until done (or the trace ends)."""
+    ledger = Ledger(job)
+    for point in trace.points[trace.index(start):]:
+        if ledger.done:
+            break
+        ledger.step(point, job.full)
+    return ledger
+
+
+def best_window(trace: TraceIndex, start: datetime, job: SimJob) -> tuple[Ledger, datetime]:
+    """The contiguous full-speed run ending by the deadline with least emissions (else run-now)."""
+    first = trace.index(start)
+    deadline = start + timedelta(seconds=job.deadline_s)
+    best: tuple[Ledger, datetime] | None = None
+    for offset in range(first, len(trace.points)):
+        begin = trace.points[offset].start
+        if begin + timedelta(seconds=job.work_s / job.full.speed) > deadline:
+            break
+        ledger = Ledger(job)
+        for point in trace.points[offset:]:
+            if ledger.done:
+                break
+            ledger.step(point, job.full)
+        if ledger.finished_at is not None and ledger.finished_at <= deadline:
+            if best is None or ledger.emissions_g < best[0].emissions_g - 1e-12:
+                best = (ledger, begin)
+    return best if best is not None else (run_now(trace, start, job), start)
+
+
+def oracle(trace: TraceIndex, start: datetime, job: SimJob, max_bins: int = 4000) -> Ledger:
+    """The perfect-foresight optimum over pause and every mode (run-now if the deadline is impossible)."""
+    first = trace.index(start)
+    deadline = start + timedelta(seconds=job.deadline_s)
+    slots = []
+    for point in trace.points[first:]:
+        if point.start >= deadline:
+            break
+        slots.append(Slot(point.start, min(point.end, deadline), point.intensity_g_per_kwh))
+    plan = plan_schedule(slots, job.work_s, job.modes, overhead_s=job.resume_overhead_s,
+                         overhead_power_w=job.full.power_w, state=StartState.FRESH, max_bins=max_bins)
+    if plan is None:
+        return run_now(trace, start, job)
+    ledger = Ledger(job)
+    for point, mode in zip(trace.points[first:], plan.modes):
+        ledger.step(point, mode)
+    return ledger

@@ -1,0 +1,103 @@
+"""The simulated job: how much work, by when, and how it runs at each setting.
+
+Work is measured in seconds at full speed. Without a GPU profile the job has
+one mode (full speed at ``power_kw``). With a measured Zeus profile each
+power limit p is a mode: speed ``t_epoch(max) / t_epoch(p)``, draw
+``average_power(p) × gpus``; full speed is the profile's maximum limit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from greentrain.device.profiles import GPUProfile
+from greentrain.errors import ConfigError
+from greentrain.policies.base import OperatingPoint
+from greentrain.policies.planner import Mode
+
+__all__ = ["SimJob", "profile_modes"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimJob:
+    """One job to replay: work, deadline, modes (full speed first) and resume overhead."""
+
+    work_s: float
+    """Running time needed at full speed, seconds."""
+    deadline_s: float
+    """Time from the job's start by which it must finish, seconds."""
+    modes: tuple[Mode, ...]
+    """Ways to run; ``modes[0]`` is full speed (speed 1.0)."""
+    resume_overhead_s: float = 300.0
+    """Time at full power without progress each time the job resumes after a pause."""
+    profiled: bool = False
+    """Give the policy the modes as measured operating points (power dimension)."""
+
+    def __post_init__(self) -> None:
+        if not self.work_s > 0:
+            raise ConfigError(f"--work-hours: must be > 0, got {self.work_s / 3600:g}")
+        if not self.deadline_s > 0:
+            raise ConfigError(f"--deadline-hours: must be > 0, got {self.deadline_s / 3600:g}")
+        if not 0 <= self.resume_overhead_s < 3600:
+            raise ConfigError(
+                f"--resume-overhead-min: must be in [0, 60) minutes, got {self.resume_overhead_s / 60:g}"
+            )
+        if not self.modes or any(m.speed <= 0 or m.power_w <= 0 for m in self.modes):
+            raise ConfigError("modes: need at least one mode with speed > 0 and power > 0")
+
+    @property
+    def full(self) -> Mode:
+        return self.modes[0]
+
+    @property
+    def operating_points(self) -> tuple[OperatingPoint, ...]:
+        """What a profiler would have measured; empty for a timing-only job."""
+        if not self.profiled:
+            return ()
+        return tuple(
+            OperatingPoint(power_limit_w=m.power_limit_w, relative_speed=m.speed, power_w=m.power_w)
+            for m in self.modes
+        )
+
+    def mode_for(self, power_limit_w: float | None, current: Mode) -> Mode:
+        """The mode a Decision's power limit selects: None keeps ``current``; else the nearest limit."""
+        if power_limit_w is None or not self.profiled:
+            return current
+        return min(self.modes, key=lambda m: abs((m.power_limit_w or 0.0) - power_limit_w))
+
+    @classmethod
+    def constant_power(cls, *, work_h: float, deadline_h: float, power_kw: float = 1.0,
+                       resume_overhead_min: float = 5.0) -> SimJob:
+        """A timing-only job drawing ``power_kw`` while it runs."""
+        if not power_kw > 0:
+            raise ConfigError(f"--power-kw: must be > 0, got {power_kw}")
+        return cls(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, power_kw * 1000.0),),
+                   resume_overhead_s=resume_overhead_min * 60)
+
+    @classmethod
+    def from_profile(cls, profile: GPUProfile, workload: str, *, work_h: float, deadline_h: float,
+                     batch_size: int | None = None, gpus: int = 1, resume_overhead_min: float = 5.0) -> SimJob:
+        """A job with one mode per measured power limit of ``workload``."""
+        if gpus < 1:
+            raise ConfigError(f"--gpus: must be >= 1, got {gpus}")
+        modes = profile_modes(profile, workload, batch_size, gpus)
+        return cls(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=modes,
+                   resume_overhead_s=resume_overhead_min * 60, profiled=True)
+
+
+def profile_modes(profile: GPUProfile, workload: str, batch_size: int | None = None, gpus: int = 1) -> tuple[Mode, ...]:
+    """Modes from a measured profile, highest power limit (full speed) first.
+
+    Where a limit was measured more than once (several optimizers), time and
+    power are averaged.
+    """
+    if workload not in profile.workloads():
+        raise ConfigError(f"--workload: {workload!r} not in {profile.source}; valid: {', '.join(profile.workloads())}")
+    by_limit: dict[float, list[tuple[float, float]]] = defaultdict(list)
+    for point in profile.points(workload, batch_size):
+        by_limit[point.power_limit_w].append((point.time_per_epoch_s, point.average_power_w))
+    limits = sorted(by_limit, reverse=True)
+    mean = {w: (sum(t for t, _ in v) / len(v), sum(p for _, p in v) / len(v)) for w, v in by_limit.items()}
+    t_full = mean[limits[0]][0]
+    return tuple(Mode(t_full / mean[w][0], mean[w][1] * gpus, w) for w in limits)

@@ -1,0 +1,80 @@
+"""Execution of a schedule on a trace: the one place the simulator charges energy and emissions.
+
+Each call to ``step`` is one trace interval, run at a mode or paused. A run
+after a pause first spends the resume overhead at full power without
+progress; the job stops part-way through the interval where its work ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from greentrain.policies.planner import J_PER_KWH, Mode, StartState
+from greentrain.signals.base import IntensityPoint
+from greentrain.sim.job import SimJob
+
+__all__ = ["Ledger", "Interval"]
+
+_DONE_S = 1e-6
+
+
+@dataclass(slots=True)
+class Interval:
+    """A contiguous running interval at one power limit."""
+
+    start: datetime
+    end: datetime
+    power_limit_w: float | None = None
+
+
+@dataclass(slots=True)
+class Ledger:
+    """Running totals of one simulated job."""
+
+    job: SimJob
+    remaining_s: float = field(init=False)
+    state: StartState = StartState.FRESH
+    energy_j: float = 0.0
+    emissions_g: float = 0.0
+    resumes: int = 0
+    schedule: list[Interval] = field(default_factory=list)
+    finished_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        self.remaining_s = self.job.work_s
+
+    @property
+    def done(self) -> bool:
+        return self.remaining_s <= _DONE_S
+
+    def step(self, point: IntensityPoint, mode: Mode | None) -> None:
+        """Spend interval ``point`` running at ``mode`` (None = paused)."""
+        if self.done:
+            return
+        if mode is None:
+            if self.state == StartState.RUNNING:
+                self.state = StartState.PAUSED
+            return
+        length_s = (point.end - point.start).total_seconds()
+        over_s = min(self.job.resume_overhead_s, length_s) if self.state == StartState.PAUSED else 0.0
+        run_s = min(length_s, over_s + self.remaining_s / mode.speed)
+        slot_j = self.job.full.power_w * over_s + mode.power_w * (run_s - over_s)
+        self.remaining_s -= mode.speed * (run_s - over_s)
+        self.energy_j += slot_j
+        self.emissions_g += slot_j * point.intensity_g_per_kwh / J_PER_KWH
+        self.resumes += over_s > 0
+        self.state = StartState.RUNNING
+        end = point.start + timedelta(seconds=run_s)
+        last = self.schedule[-1] if self.schedule else None
+        if last is not None and last.end == point.start and last.power_limit_w == mode.power_limit_w:
+            last.end = end
+        else:
+            self.schedule.append(Interval(point.start, end, mode.power_limit_w))
+        if self.done:
+            self.remaining_s = 0.0
+            self.finished_at = end
+
+    @property
+    def energy_kwh(self) -> float:
+        return self.energy_j / J_PER_KWH

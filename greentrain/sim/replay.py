@@ -1,0 +1,133 @@
+"""Replay a carbon trace through a policy, one trace interval at a time.
+
+At the start of each interval the simulator builds the same ``Snapshot`` the
+live engine would: the actual intensity of this interval, a forecast made by
+the forecaster from the trace *up to and including this interval only*, the
+remaining work, the deadline, the resume overhead and (with a GPU profile)
+the measured operating points. It calls ``policy.decide(snapshot, now)``,
+the very function the engine calls, and charges the interval in the Ledger.
+A PAUSE/DELAY_START is honoured until ``Decision.until``, as the engine does.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from greentrain.clock import ensure_aware_utc
+from greentrain.errors import ConfigError
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Action, Policy, Snapshot
+from greentrain.policies.planner import StartState
+from greentrain.signals.base import IntensityPoint
+from greentrain.sim.job import SimJob
+from greentrain.sim.ledger import Ledger
+
+__all__ = ["ForecasterLike", "TraceIndex", "simulate_run"]
+
+_STATES = {StartState.FRESH: JobState.WAITING, StartState.RUNNING: JobState.RUNNING, StartState.PAUSED: JobState.PAUSED}
+
+
+class ForecasterLike(Protocol):
+    """What the simulator needs from a forecaster (``greentrain.signals.forecast.Forecaster``)."""
+
+    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
+        ...
+
+
+class TraceIndex:
+    """A trace with fast lookup of the interval starting at a given time."""
+
+    def __init__(self, points: Sequence[IntensityPoint], name: str = "trace") -> None:
+        if not points:
+            raise ConfigError(f"{name}: trace has no points")
+        self.points = list(points)
+        self.name = name
+        self._starts = [p.start for p in self.points]
+
+    def index(self, when: datetime, what: str = "--start") -> int:
+        """Index of the interval starting exactly at ``when``; ConfigError otherwise."""
+        when = ensure_aware_utc(when, what)
+        i = bisect_left(self._starts, when)
+        if i == len(self._starts) or self._starts[i] != when:
+            first, last = self._starts[0], self.points[-1].end
+            if not first <= when < last:
+                raise ConfigError(f"{what}: {_iso(when)} is outside {self.name} ({_iso(first)} to {_iso(last)})")
+            raise ConfigError(f"{what}: {_iso(when)} is not the start of a trace interval (use whole hours)")
+        return i
+
+    def require_cover(self, start: datetime, until: datetime, what: str) -> None:
+        """ConfigError unless the trace covers [start, until)."""
+        if until > self.points[-1].end:
+            raise ConfigError(
+                f"--trace: {self.name} ends {_iso(self.points[-1].end)}, too short for {what} "
+                f"({_iso(start)} + deadline = {_iso(until)})"
+            )
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class RunTrace:
+    """What happened in one simulated run (the policy's side)."""
+
+    ledger: Ledger
+    start: datetime
+    deadline: datetime
+    decisions: int
+
+
+def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy,
+                 forecaster: ForecasterLike) -> RunTrace:
+    """Run ``job`` from ``start`` under ``policy``; stops when done or at twice the deadline."""
+    first = trace.index(start)
+    deadline = start + timedelta(seconds=job.deadline_s)
+    give_up = start + timedelta(seconds=2 * max(job.deadline_s, job.work_s))
+    ledger = Ledger(job)
+    mode = job.full
+    wake: datetime | None = None
+    paused = False
+    started_at: datetime | None = None
+    decisions = 0
+    for t in range(first, len(trace.points)):
+        point = trace.points[t]
+        now = point.start
+        if ledger.done or now >= give_up:
+            break
+        if wake is None or now >= wake:
+            snapshot = _snapshot(trace, t, job, ledger, deadline, forecaster, mode, started_at)
+            decision = policy.decide(snapshot, now)
+            decisions += 1
+            paused = decision.action != Action.RUN
+            wake = decision.until if paused else None
+            if not paused:
+                mode = job.mode_for(decision.power_limit_w, mode)
+        if not paused and started_at is None:
+            started_at = now
+        ledger.step(point, None if paused else mode)
+    return RunTrace(ledger, start, deadline, decisions)
+
+
+def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: datetime,
+              forecaster: ForecasterLike, mode, started_at: datetime | None) -> Snapshot:
+    now = trace.points[t].start
+    hours_left = math.ceil((deadline - now).total_seconds() / 3600.0 - 1e-9) - 1
+    forecast = forecaster.forecast(trace.points[: t + 1], now, max(1, hours_left))
+    return Snapshot(
+        work_remaining_s=ledger.remaining_s,
+        power_w=mode.power_w,
+        carbon_now=trace.points[t],
+        forecast=tuple(forecast),
+        deadline=deadline,
+        resume_overhead_s=job.resume_overhead_s,
+        state=_STATES[ledger.state],
+        started_at=started_at,
+        operating_points=job.operating_points,
+        current_power_limit_w=mode.power_limit_w,
+    )

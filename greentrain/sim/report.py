@@ -1,0 +1,107 @@
+"""Simulate many starts and turn the results into the ``greentrain simulate --json`` object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from greentrain.policies.base import Policy
+from greentrain.sim import baselines
+from greentrain.sim.job import SimJob
+from greentrain.sim.ledger import Ledger
+from greentrain.sim.replay import ForecasterLike, TraceIndex, simulate_run
+
+__all__ = ["RunResult", "simulate", "run_to_json", "summarize", "iso"]
+
+
+def iso(when: datetime | None) -> str | None:
+    """ISO-8601 UTC with a 'Z'."""
+    return None if when is None else when.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One start: the policy's run and the three baselines."""
+
+    start: datetime
+    deadline: datetime
+    policy: Ledger
+    decisions: int
+    run_now: Ledger
+    best_window: Ledger
+    best_window_start: datetime
+    oracle: Ledger
+
+    @property
+    def deadline_met(self) -> bool:
+        return self.policy.finished_at is not None and self.policy.finished_at <= self.deadline
+
+
+def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy: Policy,
+             forecaster: ForecasterLike, *, oracle_bins: int = 4000) -> list[RunResult]:
+    """Replay ``policy`` from each start, with baselines; the trace must cover every deadline."""
+    results = []
+    for start in starts:
+        run = simulate_run(trace, start, job, policy, forecaster)
+        window, window_start = baselines.best_window(trace, start, job)
+        results.append(RunResult(
+            start=start, deadline=run.deadline, policy=run.ledger, decisions=run.decisions,
+            run_now=baselines.run_now(trace, start, job), best_window=window,
+            best_window_start=window_start, oracle=baselines.oracle(trace, start, job, oracle_bins),
+        ))
+    return results
+
+
+def _totals(ledger: Ledger) -> dict[str, Any]:
+    return {"emissions_g": round(ledger.emissions_g, 6), "energy_kwh": round(ledger.energy_kwh, 9)}
+
+
+def run_to_json(result: RunResult, *, power: bool = False) -> dict[str, Any]:
+    """One entry of ``runs`` (``power_limit_w`` per interval when ``power``)."""
+    schedule = []
+    for interval in result.policy.schedule:
+        item: dict[str, Any] = {"start": iso(interval.start), "end": iso(interval.end)}
+        if power:
+            item["power_limit_w"] = interval.power_limit_w
+        schedule.append(item)
+    return {
+        "start": iso(result.start),
+        "deadline": iso(result.deadline),
+        "schedule": schedule,
+        "finished_at": iso(result.policy.finished_at),
+        "deadline_met": result.deadline_met,
+        **_totals(result.policy),
+        "resumes": result.policy.resumes,
+        "baselines": {
+            "run_now": _totals(result.run_now),
+            "best_window": {**_totals(result.best_window), "start": iso(result.best_window_start)},
+            "oracle": {**_totals(result.oracle), "resumes": result.oracle.resumes},
+        },
+    }
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 6) if denominator > 1e-9 else None
+
+
+def summarize(results: Sequence[RunResult], policy_name: str) -> dict[str, Any]:
+    """Totals over all runs; savings are fractions of run-now's emissions."""
+    policy_g = sum(r.policy.emissions_g for r in results)
+    run_now_g = sum(r.run_now.emissions_g for r in results)
+    window_g = sum(r.best_window.emissions_g for r in results)
+    oracle_g = sum(r.oracle.emissions_g for r in results)
+    return {
+        "policy": policy_name,
+        "runs": len(results),
+        "deadlines_missed": sum(not r.deadline_met for r in results),
+        "emissions_g": round(policy_g, 6),
+        "run_now_emissions_g": round(run_now_g, 6),
+        "best_window_emissions_g": round(window_g, 6),
+        "oracle_emissions_g": round(oracle_g, 6),
+        "saving_vs_run_now": _ratio(run_now_g - policy_g, run_now_g),
+        "best_window_saving_vs_run_now": _ratio(run_now_g - window_g, run_now_g),
+        "oracle_saving_vs_run_now": _ratio(run_now_g - oracle_g, run_now_g),
+        "fraction_of_oracle_saving": _ratio(run_now_g - policy_g, run_now_g - oracle_g),
+    }

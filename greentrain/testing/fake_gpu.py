@@ -1,0 +1,243 @@
+"""A GPU double that behaves like measured hardware, for tests and simulations without a GPU.
+
+Power and speed at each power limit come from the measured Zeus profiles
+(``greentrain.device.profiles``), linearly interpolated between measured
+limits. On top sits a small deterministic ripple (two slow sinusoids, as a
+training loop's phases produce), so integration code is exercised on a
+varying signal. ``true_energy_j`` is the exact integral of that power over
+``time_fn`` time, the ground truth tests compare against.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid as uuid_mod
+from collections.abc import Callable
+
+from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
+from greentrain.device.nvml_errors import PRIVILEGE_FIX
+from greentrain.device.profiles import ProfilePoint, load_gpu_profile
+from greentrain.errors import ConfigError, NotSupportedError, PrivilegeError
+
+__all__ = ["FakeGPU", "GPU_MODELS"]
+
+# Model facts for the profiled GPUs: (marketing name, architecture, max SM clock MHz).
+GPU_MODELS = {
+    "v100": ("Tesla V100-PCIE-32GB", "volta", 1380),
+    "a40": ("NVIDIA A40", "ampere", 1740),
+    "rtx6000": ("Quadro RTX 6000", "turing", 2100),
+}
+_MIN_CLOCK_MHZ = 210
+_CLOCK_STEP_MHZ = 15
+# Ripple = amplitude x (0.6 sin(2 pi t / 2.3 s) + 0.4 sin(2 pi t / 0.9 s + 1)): slow enough to be sampled at 0.1 s.
+_HARMONICS = ((0.6, 2.3, 0.0), (0.4, 0.9, 1.0))
+
+
+def _ripple_integral(t: float) -> float:
+    """Antiderivative of the unit ripple shape at ``t``."""
+    return sum(-w * p / (2 * math.pi) * math.cos(2 * math.pi * t / p + ph) for w, p, ph in _HARMONICS)
+
+
+def _ripple(t: float) -> float:
+    return sum(w * math.sin(2 * math.pi * t / p + ph) for w, p, ph in _HARMONICS)
+
+
+def _merge_same_limit(points: list[ProfilePoint]) -> list[ProfilePoint]:
+    """One point per limit: some workloads were measured with several optimizers; average them."""
+    groups: dict[float, list[ProfilePoint]] = {}
+    for point in points:
+        groups.setdefault(point.power_limit_w, []).append(point)
+    return [
+        ProfilePoint(limit, sum(p.time_per_epoch_s for p in g) / len(g), sum(p.average_power_w for p in g) / len(g))
+        for limit, g in sorted(groups.items(), reverse=True)
+    ]
+
+
+class FakeGPU(GPU):
+    """A profiled GPU: ``FakeGPU("a40", "imagenet/resnet50")`` draws what an A40 drew training ResNet-50."""
+
+    def __init__(
+        self,
+        gpu_model: str = "a40",
+        workload: str = "imagenet/resnet50",
+        batch_size: int | None = None,
+        *,
+        index: int = 0,
+        uuid: str | None = None,
+        time_fn: Callable[[], float] = time.monotonic,
+        privileged: bool = True,
+        ripple: float = 0.05,
+        energy_counter: bool = True,
+    ) -> None:
+        profile = load_gpu_profile(gpu_model)
+        self.points: list[ProfilePoint] = _merge_same_limit(profile.points(workload, batch_size))  # highest first
+        self.gpu_model = profile.gpu
+        self.workload = workload
+        self.index = index
+        self.uuid = uuid or f"GPU-{uuid_mod.uuid5(uuid_mod.NAMESPACE_URL, f'greentrain-fake/{profile.gpu}/{index}')}"
+        self.name, self.architecture, self._max_clock_mhz = GPU_MODELS.get(profile.gpu, (profile.gpu, "unknown", 1800))
+        self.privileged = privileged
+        self.ripple = ripple
+        self._energy_counter = energy_counter
+        self._time_fn = time_fn
+        self._lock = threading.Lock()
+        self._limit_w = self.points[0].power_limit_w
+        self._locked_mhz: tuple[int, int] | None = None
+        self._segment_t = time_fn()
+        self._energy_before_j = 0.0
+        self._failure: Exception | None = None
+        self.set_calls: list[tuple[str, object]] = []
+        """Every set/lock/reset call, in order: ('set_power_limit_w', 250.0), ('lock_sm_clocks_mhz', (a, b))."""
+
+    # --- simulation helpers -------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def fail(self, exc: Exception) -> None:
+        """Make every later call raise ``exc`` (e.g. ``DeviceLostError``), as a lost GPU does."""
+        self._failure = exc
+
+    def reset_failure(self) -> None:
+        self._failure = None
+
+    def _interpolate(self, limit_w: float) -> tuple[float, float]:
+        """(average power W, time per epoch s) at ``limit_w``, linear between measured limits."""
+        pts = self.points
+        if limit_w >= pts[0].power_limit_w:
+            return pts[0].average_power_w, pts[0].time_per_epoch_s
+        for hi, lo in zip(pts, pts[1:]):
+            if lo.power_limit_w <= limit_w <= hi.power_limit_w:
+                f = (limit_w - lo.power_limit_w) / (hi.power_limit_w - lo.power_limit_w)
+                return (
+                    lo.average_power_w + f * (hi.average_power_w - lo.average_power_w),
+                    lo.time_per_epoch_s + f * (hi.time_per_epoch_s - lo.time_per_epoch_s),
+                )
+        return pts[-1].average_power_w, pts[-1].time_per_epoch_s
+
+    def base_power_w(self) -> float:
+        """Profile power at the current limit, without ripple."""
+        return self._interpolate(self._limit_w)[0]
+
+    def relative_speed(self) -> float:
+        """t_epoch(max limit) / t_epoch(current limit): 1.0 at full power, < 1 when capped."""
+        return self.points[0].time_per_epoch_s / self._interpolate(self._limit_w)[1]
+
+    def step_time_s(self, base_step_s: float) -> float:
+        """How long a step that takes ``base_step_s`` at full power takes at the current limit."""
+        return base_step_s / self.relative_speed()
+
+    def _segment_energy_j(self, t0: float, t1: float) -> float:
+        base_w = self.base_power_w()
+        return base_w * ((t1 - t0) + self.ripple * (_ripple_integral(t1) - _ripple_integral(t0)))
+
+    def true_energy_j(self) -> float:
+        """Exact integral of ``power_w`` since construction (ground truth, even without a counter)."""
+        with self._lock:
+            return self._energy_before_j + self._segment_energy_j(self._segment_t, self._time_fn())
+
+    # --- GPU interface ------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> GPUCapabilities:
+        return GPUCapabilities(
+            energy_counter=self._energy_counter,
+            power_reading=True,
+            power_limit_control=True,
+            clock_control=True,
+            power_limit_permitted=self.privileged,
+            clock_control_permitted=self.privileged,
+        )
+
+    def total_energy_j(self) -> float:
+        self._check()
+        if not self._energy_counter:
+            raise NotSupportedError(f"GPU {self.index} ({self.uuid}): no total-energy counter; integrate power_w()")
+        return self.true_energy_j()
+
+    def power_w(self) -> float:
+        self._check()
+        return self.base_power_w() * (1.0 + self.ripple * _ripple(self._time_fn()))
+
+    def power_limit_w(self) -> float:
+        self._check()
+        return self._limit_w
+
+    def power_limit_constraints(self) -> PowerLimitConstraints:
+        self._check()
+        top = self.points[0].power_limit_w
+        return PowerLimitConstraints(min_w=self.points[-1].power_limit_w, max_w=top, default_w=top)
+
+    def set_power_limit_w(self, power_limit_w: float) -> None:
+        self._check()
+        limits = self.power_limit_constraints()
+        if not limits.min_w <= power_limit_w <= limits.max_w:
+            raise ConfigError(
+                f"GPU {self.index}: power limit {power_limit_w:g} W is outside the allowed range "
+                f"{limits.min_w:g}-{limits.max_w:g} W"
+            )
+        if not self.privileged:
+            raise PrivilegeError(f"GPU {self.index}: set_power_limit_w needs root privileges; {PRIVILEGE_FIX}")
+        with self._lock:
+            now = self._time_fn()  # close the energy segment at the old limit
+            self._energy_before_j += self._segment_energy_j(self._segment_t, now)
+            self._segment_t = now
+            self._limit_w = float(power_limit_w)
+        self.set_calls.append(("set_power_limit_w", float(power_limit_w)))
+
+    def supported_sm_clocks_mhz(self) -> list[int]:
+        self._check()
+        return list(range(self._max_clock_mhz, _MIN_CLOCK_MHZ - 1, -_CLOCK_STEP_MHZ))
+
+    def sm_clock_mhz(self) -> int:
+        self._check()
+        # A power cap lowers the clock roughly with speed; a lock caps it.
+        natural = int(self._max_clock_mhz * self.relative_speed())
+        return min(natural, self._locked_mhz[1]) if self._locked_mhz else natural
+
+    def locked_sm_clocks_mhz(self) -> tuple[int, int] | None:
+        """The current lock, or None."""
+        return self._locked_mhz
+
+    def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> None:
+        self._check()
+        clocks = self.supported_sm_clocks_mhz()
+        if not min(clocks) <= min_mhz <= max_mhz <= max(clocks):
+            raise ConfigError(
+                f"GPU {self.index}: SM clock range {min_mhz}-{max_mhz} MHz is invalid; "
+                f"need min <= max within {min(clocks)}-{max(clocks)} MHz"
+            )
+        if not self.privileged:
+            raise PrivilegeError(f"GPU {self.index}: lock_sm_clocks_mhz needs root privileges; {PRIVILEGE_FIX}")
+        self._locked_mhz = (int(min_mhz), int(max_mhz))
+        self.set_calls.append(("lock_sm_clocks_mhz", self._locked_mhz))
+
+    def reset_sm_clocks(self) -> None:
+        self._check()
+        if not self.privileged:
+            raise PrivilegeError(f"GPU {self.index}: reset_sm_clocks needs root privileges; {PRIVILEGE_FIX}")
+        self._locked_mhz = None
+        self.set_calls.append(("reset_sm_clocks", None))
+
+    def utilization_pct(self) -> float:
+        self._check()
+        return 100.0
+
+    def temperature_c(self) -> float:
+        self._check()
+        return round(30.0 + 0.15 * self.power_w(), 1)
+
+    def throttle_reasons(self) -> list[str]:
+        self._check()
+        reasons = []
+        if self._limit_w < self.points[0].power_limit_w:
+            reasons.append("sw_power_cap")
+        if self._locked_mhz is not None:
+            reasons.append("applications_clocks_setting")
+        return reasons
+
+    def __repr__(self) -> str:
+        return f"FakeGPU({self.gpu_model!r}, {self.workload!r}, index={self.index}, power_limit_w={self._limit_w:g})"

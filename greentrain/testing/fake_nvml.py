@@ -1,0 +1,268 @@
+"""A pynvml-level double: the functions ``greentrain.device.nvml`` calls, answered from fake GPUs.
+
+It raises the *real* ``pynvml.NVMLError`` subclasses and returns the real
+ctypes structures (field values, utilisation), so the translation and parsing
+code under test is the production code. Physics (power, energy, limits,
+clocks) comes from a ``FakeGPU`` per device, i.e. from measured profiles.
+Needs nvidia-ml-py installed (it is in the ``dev`` and ``nvidia`` extras).
+
+    nvml = FakeNVML([FakeNVMLDevice("a40"), FakeNVMLDevice("v100", energy_counter=False)])
+    nvml.inject_error("nvmlDeviceGetPowerUsage", nvml.NVML_ERROR_GPU_IS_LOST, index=1)
+    devices = greentrain.device.discover(None, nvml=nvml, rapl_root=None)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pynvml
+
+from greentrain.testing.fake_gpu import FakeGPU
+
+__all__ = ["FakeNVML", "FakeNVMLDevice"]
+
+_ARCH_CODES = {"volta": pynvml.NVML_DEVICE_ARCH_VOLTA, "turing": pynvml.NVML_DEVICE_ARCH_TURING,
+               "ampere": pynvml.NVML_DEVICE_ARCH_AMPERE, "pascal": pynvml.NVML_DEVICE_ARCH_PASCAL}  # fmt: skip
+_MEMORY_CLOCKS_MHZ = [7001, 5001, 810, 405]
+
+
+class FakeNVMLDevice:
+    """One physical GPU behind the fake NVML: what it supports and how it draws power."""
+
+    def __init__(
+        self,
+        gpu_model: str = "a40",
+        workload: str = "imagenet/resnet50",
+        *,
+        uuid: str | None = None,
+        architecture: str | None = None,
+        energy_counter: bool = True,
+        power_fields: bool = True,
+        mig: bool = False,
+        privileged: bool = True,
+        time_fn: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.gpu_model, self.workload, self.uuid = gpu_model, workload, uuid
+        self.architecture = architecture
+        self.energy_counter = energy_counter
+        self.power_fields = power_fields
+        self.mig = mig
+        self.privileged = privileged
+        self.time_fn = time_fn
+        self.gpu: FakeGPU | None = None  # built by FakeNVML with the device's index
+
+    def build(self, index: int) -> FakeGPU:
+        self.gpu = FakeGPU(self.gpu_model, self.workload, index=index, uuid=self.uuid, time_fn=self.time_fn)
+        if self.architecture is not None:
+            self.gpu.architecture = self.architecture
+        return self.gpu
+
+
+@dataclass(frozen=True)
+class _Handle:
+    index: int
+
+
+@dataclass
+class _Injection:
+    function: str
+    code: int
+    index: int | None
+    times: int | None
+
+
+class FakeNVML:
+    """Stands in for the ``pynvml`` module; constants and error classes are pynvml's own."""
+
+    def __init__(
+        self,
+        devices: Sequence[FakeNVMLDevice] = (),
+        *,
+        init_error: int | None = None,
+        driver_version: str = "550.54.15",
+    ) -> None:
+        self.devices = list(devices)
+        self.gpus = [d.build(i) for i, d in enumerate(self.devices)]
+        self.init_error = init_error
+        self.driver_version = driver_version
+        self.initialised = 0
+        self.calls: list[tuple[str, int | None, tuple[Any, ...]]] = []
+        """Every call: (function name, device index or None, extra arguments)."""
+        self._injections: list[_Injection] = []
+        self._lost: set[int] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "c_nvml")):
+            return getattr(pynvml, name)
+        raise AttributeError(name)
+
+    # --- fault injection ------------------------------------------------------------------------
+
+    def inject_error(self, function: str, code: int, *, index: int | None = None, times: int | None = None) -> None:
+        """Make ``function`` (on device ``index``, or any) raise NVMLError(code), ``times`` times or forever."""
+        self._injections.append(_Injection(function, code, index, times))
+
+    def lose_gpu(self, index: int) -> None:
+        """Every later call on device ``index`` raises NVML_ERROR_GPU_IS_LOST."""
+        self._lost.add(index)
+
+    def _enter(self, function: str, handle: _Handle | None = None, *args: Any) -> FakeGPU | None:
+        index = handle.index if handle is not None else None
+        self.calls.append((function, index, args))
+        if function not in ("nvmlInit", "nvmlShutdown") and not self.initialised:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
+        if index is not None and index in self._lost:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        for inj in self._injections:
+            if inj.function == function and inj.index in (None, index) and inj.times != 0:
+                if inj.times is not None:
+                    inj.times -= 1
+                raise pynvml.NVMLError(inj.code)
+        return self.gpus[index] if index is not None else None
+
+    # --- library ----------------------------------------------------------------------------------
+
+    def nvmlInit(self) -> None:
+        self._enter("nvmlInit")
+        if self.init_error is not None:
+            raise pynvml.NVMLError(self.init_error)
+        self.initialised += 1
+
+    def nvmlShutdown(self) -> None:
+        self._enter("nvmlShutdown")
+        if not self.initialised:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
+        self.initialised -= 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._enter("nvmlSystemGetDriverVersion")
+        return self.driver_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._enter("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:
+        self._enter("nvmlDeviceGetHandleByIndex", None, index)
+        if not 0 <= index < len(self.gpus):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return _Handle(index)
+
+    # --- identity ---------------------------------------------------------------------------------
+
+    def nvmlDeviceGetName(self, handle: _Handle) -> str:
+        return self._enter("nvmlDeviceGetName", handle).name  # type: ignore[union-attr]
+
+    def nvmlDeviceGetUUID(self, handle: _Handle) -> str:
+        return self._enter("nvmlDeviceGetUUID", handle).uuid  # type: ignore[union-attr]
+
+    def nvmlDeviceGetArchitecture(self, handle: _Handle) -> int:
+        gpu = self._enter("nvmlDeviceGetArchitecture", handle)
+        return _ARCH_CODES.get(gpu.architecture, pynvml.NVML_DEVICE_ARCH_UNKNOWN)  # type: ignore[union-attr]
+
+    def nvmlDeviceGetMigMode(self, handle: _Handle) -> list[int]:
+        gpu = self._enter("nvmlDeviceGetMigMode", handle)
+        if gpu.architecture in ("volta", "turing", "pascal"):  # type: ignore[union-attr]
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if self.devices[handle.index].mig else pynvml.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    # --- power and energy -------------------------------------------------------------------------
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: _Handle) -> int:
+        gpu = self._enter("nvmlDeviceGetTotalEnergyConsumption", handle)
+        if not self.devices[handle.index].energy_counter:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(gpu.true_energy_j() * 1000)  # type: ignore[union-attr]
+
+    def nvmlDeviceGetPowerUsage(self, handle: _Handle) -> int:
+        return int(self._enter("nvmlDeviceGetPowerUsage", handle).power_w() * 1000)  # type: ignore[union-attr]
+
+    def nvmlDeviceGetFieldValues(self, handle: _Handle, field_ids: Sequence[int]) -> Any:
+        gpu = self._enter("nvmlDeviceGetFieldValues", handle, tuple(field_ids))
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        power_ids = (pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE)
+        for slot, field_id in zip(values, field_ids):
+            slot.fieldId = field_id
+            if field_id in power_ids and self.devices[handle.index].power_fields:
+                slot.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                slot.value.uiVal = int(gpu.power_w() * 1000)  # type: ignore[union-attr]
+                slot.nvmlReturn = pynvml.NVML_SUCCESS
+            else:
+                slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: _Handle) -> int:
+        return int(self._enter("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_w() * 1000)  # type: ignore[union-attr]
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: _Handle) -> int:
+        return int(self._enter("nvmlDeviceGetPowerManagementLimit", handle).power_limit_w() * 1000)  # type: ignore[union-attr]
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: _Handle) -> list[int]:
+        limits = self._enter("nvmlDeviceGetPowerManagementLimitConstraints", handle).power_limit_constraints()  # type: ignore[union-attr]
+        return [int(limits.min_w * 1000), int(limits.max_w * 1000)]
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: _Handle) -> int:
+        limits = self._enter("nvmlDeviceGetPowerManagementDefaultLimit", handle).power_limit_constraints()  # type: ignore[union-attr]
+        return int(limits.default_w * 1000)
+
+    def nvmlDeviceSetPowerManagementLimit(self, handle: _Handle, limit_mw: int) -> None:
+        gpu = self._enter("nvmlDeviceSetPowerManagementLimit", handle, limit_mw)
+        if not self.devices[handle.index].privileged:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+        limits = gpu.power_limit_constraints()  # type: ignore[union-attr]
+        if not limits.min_w * 1000 <= limit_mw <= limits.max_w * 1000:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        gpu.set_power_limit_w(limit_mw / 1000)  # type: ignore[union-attr]
+
+    # --- clocks -----------------------------------------------------------------------------------
+
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: _Handle) -> list[int]:
+        self._enter("nvmlDeviceGetSupportedMemoryClocks", handle)
+        return list(_MEMORY_CLOCKS_MHZ)
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: _Handle, memory_mhz: int) -> list[int]:
+        gpu = self._enter("nvmlDeviceGetSupportedGraphicsClocks", handle, memory_mhz)
+        if memory_mhz not in _MEMORY_CLOCKS_MHZ:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        clocks = gpu.supported_sm_clocks_mhz()  # type: ignore[union-attr]
+        return clocks if memory_mhz == max(_MEMORY_CLOCKS_MHZ) else clocks[len(clocks) // 2 :]
+
+    def nvmlDeviceGetClockInfo(self, handle: _Handle, clock_type: int) -> int:
+        gpu = self._enter("nvmlDeviceGetClockInfo", handle, clock_type)
+        if clock_type == pynvml.NVML_CLOCK_MEM:
+            return max(_MEMORY_CLOCKS_MHZ)
+        return gpu.sm_clock_mhz()  # type: ignore[union-attr]
+
+    def nvmlDeviceSetGpuLockedClocks(self, handle: _Handle, min_mhz: int, max_mhz: int) -> None:
+        gpu = self._enter("nvmlDeviceSetGpuLockedClocks", handle, min_mhz, max_mhz)
+        if not self.devices[handle.index].privileged:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+        gpu.lock_sm_clocks_mhz(min_mhz, max_mhz)  # type: ignore[union-attr]
+
+    def nvmlDeviceResetGpuLockedClocks(self, handle: _Handle) -> None:
+        gpu = self._enter("nvmlDeviceResetGpuLockedClocks", handle)
+        if not self.devices[handle.index].privileged:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+        gpu.reset_sm_clocks()  # type: ignore[union-attr]
+
+    # --- health -----------------------------------------------------------------------------------
+
+    def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> Any:
+        gpu = self._enter("nvmlDeviceGetUtilizationRates", handle)
+        return pynvml.c_nvmlUtilization_t(gpu=int(gpu.utilization_pct()), memory=40)  # type: ignore[union-attr]
+
+    def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:
+        return int(self._enter("nvmlDeviceGetTemperature", handle, sensor).temperature_c())  # type: ignore[union-attr]
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:
+        gpu = self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        bits = {"sw_power_cap": 0x4, "applications_clocks_setting": 0x2}
+        return sum(bits[r] for r in gpu.throttle_reasons())  # type: ignore[union-attr]
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: _Handle) -> int:
+        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+        return self.nvmlDeviceGetCurrentClocksEventReasons(handle)

@@ -1,0 +1,77 @@
+"""Rank 0 decides, every rank acts: the decision travels by a collective.
+
+A multi-rank job must pause, resume or change settings at the same step on
+every rank, or the next collective deadlocks. The engine on rank 0 computes
+the decision and hands it to ``Broadcast.share``; every other rank passes
+``None`` and receives rank 0's value. ``TorchBroadcast`` uses
+``torch.distributed.broadcast_object_list`` (gloo or NCCL); ``LocalBroadcast``
+is the single-process identity.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+__all__ = ["Broadcast", "LocalBroadcast", "TorchBroadcast", "auto_broadcast"]
+
+
+class Broadcast(ABC):
+    """Share one picklable value from rank 0 with all ranks."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_leader(self) -> bool:
+        """True on the rank that decides (rank 0)."""
+        return self.rank == 0
+
+    @abstractmethod
+    def share(self, value: Any) -> Any:
+        """Collective: rank 0's ``value`` is returned on every rank (others pass anything, e.g. None)."""
+
+
+class LocalBroadcast(Broadcast):
+    """One process: the value is returned as is."""
+
+    def share(self, value: Any) -> Any:
+        return value
+
+
+class TorchBroadcast(Broadcast):
+    """Broadcast through ``torch.distributed`` from global rank ``src`` of ``group``."""
+
+    def __init__(self, group: Any = None, src: int = 0) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            from greentrain.errors import ConfigError
+
+            raise ConfigError("dist: torch.distributed is not initialised; call init_process_group first")
+        self._dist = dist
+        self._group = group
+        self._src = src
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self._is_src = dist.get_rank() == src
+
+    @property
+    def is_leader(self) -> bool:
+        return self._is_src
+
+    def share(self, value: Any) -> Any:
+        box = [value if self._is_src else None]
+        self._dist.broadcast_object_list(box, src=self._src, group=self._group)
+        return box[0]
+
+
+def auto_broadcast(dist_group: Any = None) -> Broadcast:
+    """TorchBroadcast when torch.distributed is initialised with > 1 rank, else LocalBroadcast."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # torch without distributed support
+        return LocalBroadcast()
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size(dist_group) > 1:
+        return TorchBroadcast(dist_group)
+    return LocalBroadcast()

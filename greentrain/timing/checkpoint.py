@@ -1,0 +1,85 @@
+"""Default checkpoint for the plain-loop Session: model + optimizer + step + RNG.
+
+Used when the user passes ``model=``/``optimizer=``/``checkpoint_dir=``
+instead of their own save/load functions. Writes are atomic (temporary file,
+then ``os.replace``) so a kill mid-save leaves the previous checkpoint intact.
+RNG states (torch, Python) are saved per rank so a resumed run draws the same
+numbers as an uninterrupted one. In a multi-rank job rank 0 writes the
+(replicated, DDP-style) model and optimizer; sharded models (FSDP) need the
+user's own save/load (e.g. torch.distributed.checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+
+__all__ = ["ModelCheckpoint"]
+
+_MODEL_FILE = "checkpoint.pt"
+
+
+class ModelCheckpoint:
+    """save(step) / load() -> step | None over a directory."""
+
+    def __init__(self, directory: str | Path, model: Any, optimizer: Any = None, *, rank: int = 0,
+                 barrier: Any = None) -> None:
+        self.directory = Path(directory)
+        self.model = model
+        self.optimizer = optimizer
+        self.rank = rank
+        self._barrier = barrier or (lambda: None)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"checkpoint_dir {self.directory}: cannot create ({e.strerror})") from None
+
+    @property
+    def path(self) -> Path:
+        return self.directory / _MODEL_FILE
+
+    def _rng_path(self) -> Path:
+        return self.directory / f"rng-rank{self.rank}.pt"
+
+    def save(self, step: int) -> None:
+        """Save everything needed to continue at ``step`` (the next step to run)."""
+        import torch
+
+        if self.rank == 0:
+            state = {"step": int(step), "model": self.model.state_dict()}
+            if self.optimizer is not None:
+                state["optimizer"] = self.optimizer.state_dict()
+            _atomic_save(state, self.path)
+        _atomic_save({"torch": torch.get_rng_state(), "python": random.getstate()}, self._rng_path())
+        self._barrier()
+
+    def load(self) -> int | None:
+        """Restore model, optimizer and RNG; the step to resume at, or None if there is no checkpoint."""
+        import torch
+
+        if not self.path.exists():
+            return None
+        try:
+            state = torch.load(self.path, map_location="cpu", weights_only=False)
+            self.model.load_state_dict(state["model"])
+            if self.optimizer is not None and "optimizer" in state:
+                self.optimizer.load_state_dict(state["optimizer"])
+            if self._rng_path().exists():
+                rng = torch.load(self._rng_path(), weights_only=False)
+                torch.set_rng_state(rng["torch"])
+                random.setstate(rng["python"])
+        except (OSError, KeyError, RuntimeError) as e:
+            raise ConfigError(f"{self.path}: cannot restore checkpoint ({type(e).__name__}: {e})") from None
+        return int(state["step"])
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    import torch
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)

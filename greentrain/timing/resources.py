@@ -1,0 +1,95 @@
+"""Build the collaborators a Session or ``greentrain run`` needs from user-level arguments.
+
+Each builder imports its package lazily (monitor, signals, exporters are
+written as separate packages) and turns a missing or failing piece into a
+clear ``ConfigError`` (bad input) or a logged degradation (measurement is
+optional: training goes on without it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from greentrain.clock import Clock, SystemClock
+from greentrain.errors import ConfigError
+from greentrain.signals.base import CarbonIntensityProvider
+
+__all__ = ["build_signals", "build_monitor", "start_metrics"]
+
+log = logging.getLogger("greentrain.session")
+
+
+def build_signals(zone: str | None, provider: Any, clock: Clock) -> Any:
+    """A SignalChain-like object (``latest()``, ``forecast(horizon_h=)``, ``status()``), or None for no signal."""
+    if provider is None and zone is None:
+        return None
+    if provider is not None and not isinstance(provider, (str, CarbonIntensityProvider)):
+        if not callable(getattr(provider, "latest", None)):
+            raise ConfigError(f"provider: {type(provider).__name__} has no latest(); pass a spec or a SignalChain")
+        return provider  # already a chain
+    try:
+        from greentrain.signals import make_provider
+        from greentrain.signals.chain import SignalChain
+    except ImportError as e:
+        raise ConfigError(f"provider: the signals package is not available ({e})") from None
+    if isinstance(provider, CarbonIntensityProvider):
+        providers = [provider]
+    elif provider is not None:
+        providers = [_make(make_provider, provider, clock)]
+    else:
+        providers = _default_providers(make_provider, clock)
+    return SignalChain(providers, zone=zone or _zone_of(providers[0]), clock=clock)
+
+
+def _make(make_provider: Any, spec: str, clock: Clock) -> Any:
+    options: dict[str, Any] = {}
+    if spec.startswith("csv:") and not isinstance(clock, SystemClock):
+        options["replay_start"] = clock.now()  # replay the trace from the clock's origin
+    return make_provider(spec, clock=clock, **options)
+
+
+def _default_providers(make_provider: Any, clock: Clock) -> list[Any]:
+    providers: list[Any] = []
+    live = make_provider("electricitymaps", clock=clock)
+    if live.configured():
+        providers.append(live)
+    providers.append(make_provider("static", clock=clock))
+    return providers
+
+
+def _zone_of(provider: Any) -> str:
+    return str(getattr(provider, "zone", "") or "")
+
+
+def build_monitor(devices: Any, event_log: Any) -> tuple[Any, Any]:
+    """Start a Monitor over ``devices`` (default: discovered); ``devices=False`` disables measurement."""
+    if devices is False:
+        return None, None
+    try:
+        from greentrain.monitor import Monitor
+
+        if devices is None:
+            from greentrain.device import discover
+
+            devices = discover()
+        monitor = Monitor(list(getattr(devices, "gpus", [])), list(getattr(devices, "cpus", [])),
+                          event_log=event_log)
+        monitor.start()
+    except ConfigError:
+        raise
+    except Exception as e:  # measurement is optional; training is not
+        log.warning("greentrain: energy monitor unavailable (%s: %s); steps are not measured", type(e).__name__, e)
+        return None, devices
+    return monitor, devices
+
+
+def start_metrics(**kwargs: Any) -> Any:
+    """Start ``greentrain.exporters.MetricsServer(**kwargs)`` (imported only when metrics are asked for)."""
+    try:
+        from greentrain.exporters import MetricsServer
+    except ImportError as e:
+        raise ConfigError(f"--metrics-port: the exporter is not available ({e})") from None
+    server = MetricsServer(**kwargs)
+    server.start()
+    return server

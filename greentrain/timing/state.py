@@ -1,0 +1,78 @@
+"""Engine state that must survive a checkpoint-mode relaunch.
+
+A relaunched process must keep the *original* deadline (``+12`` means twelve
+hours from the first start, not from each relaunch), the measured step time
+(so its first decision can plan), the time already spent running and the
+emissions totals. One small JSON file, written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+
+__all__ = ["EngineState", "load_state", "save_state"]
+
+_VERSION = 1
+
+
+@dataclass(slots=True, kw_only=True)
+class EngineState:
+    """What a relaunch needs from the previous run of the same job."""
+
+    job: str
+    deadline: str | None = None
+    first_start: str | None = None
+    submitted_at: str | None = None
+    steps_done: int = 0
+    running_s: float = 0.0
+    step_time_s: float | None = None
+    energy_j: float = 0.0
+    emissions_g: float = 0.0
+    counterfactual_g: float = 0.0
+    tokens: int = 0
+    resume_at: str | None = None
+    finished: bool = False
+
+    @staticmethod
+    def parse_time(value: str | None) -> datetime | None:
+        return datetime.fromisoformat(value) if value else None
+
+
+def save_state(state: EngineState, path: str | Path) -> None:
+    """Write ``state`` atomically."""
+    path = Path(path)
+    payload = {"version": _VERSION, **asdict(state)}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise ConfigError(f"state file {path}: cannot write ({e.strerror})") from None
+
+
+def load_state(path: str | Path, job: str) -> EngineState | None:
+    """Read the state of ``job``; None when absent, finished, or of another job."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        payload: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"state file {path}: unreadable ({e}); delete it to start the job afresh") from None
+    if payload.pop("version", None) != _VERSION:
+        raise ConfigError(f"state file {path}: unknown version; delete it to start the job afresh")
+    try:
+        state = EngineState(**payload)
+    except TypeError as e:
+        raise ConfigError(f"state file {path}: {e}; delete it to start the job afresh") from None
+    if state.job != job or state.finished:
+        return None
+    return state

@@ -1,0 +1,114 @@
+"""The loop behind ``greentrain run``: an unmodified command under a timing policy.
+
+The command has no step boundaries we can see, so the supervisor makes its
+own: every ``poll_s`` of real time is one pseudo-step of the engine, and the
+work is the user's ``--estimate-hours`` of running. A delayed start waits
+before the first launch. A pause either stops the whole process group
+(``suspend``: SIGSTOP, then SIGCONT) or sends the checkpoint signal the
+program handles, waits for it to exit, and relaunches it at the planned time
+(``checkpoint``). SIGINT/SIGTERM to ``greentrain run`` reach the command and
+end any wait; a suspended command is never left stopped.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from greentrain.engine import Engine
+from greentrain.policies.base import Action
+from greentrain.timing.process import ChildProcess, exit_status
+
+__all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
+
+RESUMABLE_EXIT_CODES = (0, 75)
+"""After the checkpoint signal, these exit codes (and death by that signal) mean 'saved, relaunch me'."""
+
+
+class Supervisor:
+    """Runs ``child`` under ``engine``; ``run()`` returns the command's final exit status."""
+
+    def __init__(self, engine: Engine, child: ChildProcess, *, pause_mode: str = "suspend",
+                 checkpoint_signal: int = signal.SIGUSR1, checkpoint_timeout_s: float = 600.0,
+                 poll_s: float = 1.0) -> None:
+        self.engine = engine
+        self.child = child
+        self.pause_mode = pause_mode
+        self.checkpoint_signal = checkpoint_signal
+        self.checkpoint_timeout_s = checkpoint_timeout_s
+        self.poll_s = poll_s
+        self.pauses = 0
+        self._terminating: int | None = None
+
+    def run(self) -> int:
+        """Delay, launch, supervise, pause/resume, relaunch; the final exit status of the command."""
+        previous = self._install_handlers()
+        try:
+            decision = self.engine.begin()
+            if decision.action != Action.RUN and self.engine.wait_until(decision.until, decision.reason):
+                return 128 + (self._terminating or signal.SIGINT)
+            return self._supervise()
+        finally:
+            if self.child.suspended:
+                self.child.resume()
+            self._restore_handlers(previous)
+
+    def _supervise(self) -> int:
+        self._launch()
+        while True:
+            rc = self.child.wait(self.poll_s)
+            if rc is not None:
+                self.engine.step_end()
+                return exit_status(rc)
+            decision = self.engine.step_end()
+            if decision.action != Action.RUN and not self.engine.finished and self._terminating is None:
+                rc = self._pause(decision)
+                if rc is not None:
+                    return rc
+            self.engine.step_begin()
+
+    def _pause(self, decision: Any) -> int | None:
+        """Pause per mode; a final exit status if the command ended instead of pausing."""
+        self.pauses += 1
+        if self.pause_mode == "suspend":
+            self.child.suspend()
+            self.engine.wait_until(decision.until, decision.reason or "paused")
+            self.child.resume()
+            return None
+        self.child.send(self.checkpoint_signal)
+        rc = self.child.wait(self.checkpoint_timeout_s)
+        if rc is None:  # it did not save and exit in time: do not wait forever, but do not lose it either
+            self.engine._note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint "
+                              "signal; it keeps running")
+            return None
+        if not (rc in RESUMABLE_EXIT_CODES or rc == -self.checkpoint_signal):
+            return exit_status(rc)  # a real failure: pass it through rather than relaunch a crash loop
+        if self.engine.wait_until(decision.until, decision.reason or "paused (checkpoint)"):
+            return 128 + (self._terminating or signal.SIGINT)
+        self._launch()
+        return None
+
+    def _launch(self) -> None:
+        self.child.start({"GREENTRAIN_RUN": "1", "GREENTRAIN_RESTARTS": str(self.child.launches),
+                          "GREENTRAIN_CHECKPOINT_SIGNAL": signal.Signals(self.checkpoint_signal).name})
+        self.engine.step_begin()
+
+    # ---- signals ----------------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._terminating = signum
+        self.engine.interrupt()
+        if self.child.suspended:
+            self.child.resume()
+        self.child.send(signum)
+
+    def _install_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    @staticmethod
+    def _restore_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

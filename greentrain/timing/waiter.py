@@ -1,0 +1,274 @@
+"""Blocking waits for a delayed start or a pause, with APScheduler wake-ups and re-plans.
+
+Rank 0 owns an APScheduler ``BackgroundScheduler`` with two jobs: a one-shot
+wake-up at the planned resume time and a periodic re-plan that reads fresh
+carbon data, asks the policy again and moves the resume time (earlier when
+the forecast improved or the deadline guard demands it). Times are on the job
+clock and converted to wall time through ``clock.speedup``, so a
+``ReplayClock`` trace plays through a day of pauses in seconds.
+
+Every rank loops in bounded chunks and, after each chunk, takes part in one
+broadcast of rank 0's (target, done) pair, so all ranks leave the wait at
+the same iteration — never a rank stepping into a collective alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from greentrain.jobstats import JobState
+
+if TYPE_CHECKING:
+    from greentrain.engine import Engine
+
+__all__ = ["Waiter"]
+
+log = logging.getLogger("greentrain.waiter")
+
+_MIN_REPLAN_REAL_S = 0.05
+
+
+class Waiter:
+    """Waits on behalf of an Engine; one instance per engine, one wait at a time."""
+
+    def __init__(self, engine: "Engine", *, progress: bool = True, sync_real_s: float = 30.0,
+                 tick_real_s: float = 0.25) -> None:
+        self.engine = engine
+        self.progress = progress
+        self.sync_real_s = sync_real_s
+        """Longest real time between rank agreements (keeps collectives far from their timeouts)."""
+        self.tick_real_s = tick_real_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._target: datetime | None = None
+        self._scheduler: Any = None
+        self.replans = 0
+        """Number of re-plans that moved the resume time (for tests and the log)."""
+
+    # ---- public -----------------------------------------------------------------------------------
+
+    def wait(self, when: datetime | None, reason: str = "") -> bool:
+        """Block until it is time to run; True if interrupted. Collective on multi-rank jobs."""
+        engine, clock = self.engine, self.engine.clock
+        started = clock.now()
+        energy_before_j = self._energy_j()
+        self._stop.clear()
+        leader = engine.is_leader
+        if leader:
+            with self._lock:
+                self._target = self._clamp(when, started)
+            self._schedule()
+            self._announce(reason)
+        interrupted = False
+        try:
+            with _Countdown(self, reason, enabled=leader and self.progress) as countdown:
+                interrupted = self._loop(countdown)
+        finally:
+            self._unschedule()
+        self._account_idle(started, energy_before_j)
+        engine.mark_running(clock.now())
+        return interrupted
+
+    def interrupt(self) -> None:
+        """Make the current wait return at once (thread- and signal-handler-safe)."""
+        self._stop.set()
+        self._wake.set()
+
+    @property
+    def target(self) -> datetime | None:
+        """The resume time currently planned (rank 0)."""
+        with self._lock:
+            return self._target
+
+    def shutdown(self) -> None:
+        """Stop the scheduler thread (engine.close)."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+
+    # ---- loop -------------------------------------------------------------------------------------
+
+    def _loop(self, countdown: "_Countdown") -> bool:
+        engine, clock = self.engine, self.engine.clock
+        if engine.broadcast.world_size > 1:
+            chunk_real_s = self.sync_real_s
+        else:  # one process: wake-ups cut the sleep short, chunks only refresh the countdown
+            chunk_real_s = self.tick_real_s if countdown.enabled else float("inf")
+        while True:
+            self._wake.clear()  # before reading the target: a re-plan after this point still wakes us
+            payload = None
+            if engine.is_leader:
+                target = self.target
+                payload = (target, self._stop.is_set() or clock.now() >= target, self._stop.is_set())
+            target, done, interrupted = engine.broadcast.share(payload)
+            if done:
+                return bool(interrupted)
+            remaining_s = (target - clock.now()).total_seconds()
+            clock.sleep(max(0.0, min(remaining_s, chunk_real_s * clock.speedup)), stop=self._wake)
+            countdown.update()
+
+    def _clamp(self, when: datetime | None, now: datetime) -> datetime:
+        """The requested time, moved up to the deadline guard's latest safe resume."""
+        target = when or now + timedelta(seconds=self.engine.decide_interval_s)
+        latest = self.engine.latest_safe_resume()
+        if latest is not None and latest < target:
+            target = max(now, latest)
+            self.engine.guard_engaged = True
+        return target
+
+    # ---- APScheduler jobs (rank 0) ----------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        if self._scheduler is None:
+            self._scheduler = BackgroundScheduler(timezone=UTC, daemon=True)
+            self._scheduler.start()
+        replan_real_s = max(_MIN_REPLAN_REAL_S, self.engine.decide_interval_s / self.engine.clock.speedup)
+        self._scheduler.add_job(self._replan, IntervalTrigger(seconds=replan_real_s, timezone=UTC),
+                                id="greentrain-replan", replace_existing=True, max_instances=1, coalesce=True)
+        self._schedule_wake()
+
+    def _schedule_wake(self) -> None:
+        from apscheduler.triggers.date import DateTrigger
+
+        target = self.target
+        if self._scheduler is None or target is None:
+            return
+        clock = self.engine.clock
+        delay_real_s = max(0.0, (target - clock.now()).total_seconds() / clock.speedup)
+        run_at = datetime.now(UTC) + timedelta(seconds=min(delay_real_s, 10 * 365 * 86400.0))
+        self._scheduler.add_job(self._wake.set, DateTrigger(run_date=run_at, timezone=UTC),
+                                id="greentrain-wake", replace_existing=True, misfire_grace_time=None)
+
+    def _unschedule(self) -> None:
+        if self._scheduler is None:
+            return
+        for job_id in ("greentrain-replan", "greentrain-wake"):
+            try:
+                self._scheduler.remove_job(job_id)
+            except Exception:  # JobLookupError: already fired
+                pass
+
+    def _replan(self) -> None:
+        """Re-decide with fresh data; move the resume time if the plan changed."""
+        engine = self.engine
+        now = engine.clock.now()
+        try:
+            new_target = engine.replan_paused(now)
+        except Exception as e:  # never let the scheduler thread die silently
+            engine._note(f"re-plan failed ({type(e).__name__}: {e}); keeping the current plan")
+            return
+        candidates = [t for t in (new_target, engine.latest_safe_resume()) if t is not None]
+        if not candidates:
+            return
+        latest = engine.latest_safe_resume()
+        if latest is not None and new_target is not None and latest < new_target:
+            engine.guard_engaged = True
+        new_target = max(now, min(candidates))
+        with self._lock:
+            old = self._target
+            if old is None or abs((new_target - old).total_seconds()) < 1e-6:
+                return
+            self._target = new_target
+        self.replans += 1
+        engine._event("action", action="replan", reason="re-planned during the pause", until=new_target,
+                      previous_until=old)
+        self._schedule_wake()
+        if new_target < old:
+            self._wake.set()
+
+    # ---- accounting and display -------------------------------------------------------------------
+
+    def _energy_j(self) -> float | None:
+        monitor = self.engine.monitor
+        if monitor is None or not hasattr(monitor, "total_energy_j"):
+            return None
+        try:
+            return float(monitor.total_energy_j())
+        except Exception:
+            return None
+
+    def _account_idle(self, started: datetime, energy_before_j: float | None) -> None:
+        """Idle draw during the wait is real: price it, and run-now would not have spent it."""
+        energy_after_j = self._energy_j()
+        if energy_before_j is None or energy_after_j is None:
+            return
+        engine = self.engine
+        idle_j = max(0.0, energy_after_j - energy_before_j)
+        now = engine.clock.now()
+        entry = engine.ledger.record(idle_j, started + (now - started) / 2, None)
+        engine.job_stats.add(energy_j=entry.energy_j, emissions_g=entry.emissions_g,
+                             emissions_avoided_g=entry.avoided_g)
+
+    def _announce(self, reason: str) -> None:
+        engine = self.engine
+        target = self.target
+        what = "delaying start" if engine.state == JobState.WAITING else "paused"
+        deadline = f"; deadline {_fmt(engine.deadline)}" if engine.deadline else ""
+        message = f"greentrain: {what} until {_fmt(target)}{f' ({reason})' if reason else ''}{deadline}"
+        log.info(message)
+        if not (self.progress and sys.stderr.isatty()):  # on a terminal the countdown says it
+            print(message, file=sys.stderr, flush=True)
+
+
+class _Countdown:
+    """A rich progress bar showing the planned window; a no-op when disabled or not on a terminal."""
+
+    def __init__(self, waiter: Waiter, reason: str, *, enabled: bool) -> None:
+        self.waiter = waiter
+        self.reason = reason
+        self.enabled = enabled and sys.stderr.isatty()
+        self._progress: Any = None
+        self._task: Any = None
+        self._start = waiter.engine.clock.now()
+
+    def __enter__(self) -> "_Countdown":
+        if not self.enabled:
+            return self
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[left]}"),
+                                  console=Console(stderr=True), transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task(self._describe(), total=1.0, left="")
+        return self
+
+    def update(self) -> None:
+        if self._progress is None:
+            return
+        clock = self.waiter.engine.clock
+        target = self.waiter.target or clock.now()
+        total_s = max(1e-9, (target - self._start).total_seconds())
+        left_s = max(0.0, (target - clock.now()).total_seconds())
+        self._progress.update(self._task, completed=1.0 - left_s / total_s, description=self._describe(),
+                              left=f"{_hms(left_s)} left")
+
+    def _describe(self) -> str:
+        target = self.waiter.target
+        window = f"run from {_fmt(target)}"
+        deadline = self.waiter.engine.deadline
+        if deadline is not None:
+            window += f" to finish by {_fmt(deadline)}"
+        return f"waiting: {window}" + (f" — {self.reason}" if self.reason else "")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def _fmt(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "-"
+
+
+def _hms(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s"

@@ -1,0 +1,52 @@
+"""Child process for the exit-path tests: changes a file-backed GPU's knobs, then exits as told.
+
+usage: child_actuate.py STATE_DIR GPU_FILE MODE SEED
+MODE: normal | exception | sigint | sigterm | atexit | sigkill-loop | chained-sigterm
+Prints 'ready' once a setting is applied, waits for a line on stdin, then behaves per MODE.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sys
+import time
+
+from greentrain.actuators import ActuatorSet, FileBackedGPU
+from greentrain.policies.base import Decision
+
+
+def main() -> None:
+    state_dir, gpu_file, mode, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    rng = random.Random(seed)
+    gpu = FileBackedGPU(gpu_file, "a40")
+    if mode == "chained-sigterm":
+        signal.signal(signal.SIGTERM, lambda s, f: (print("host-handler", flush=True), sys.exit(7)))
+    acts = ActuatorSet([gpu], state_dir=state_dir, job=f"child-{mode}")
+    acts.recover()
+    if mode == "atexit":  # no context manager: only the atexit hook can restore
+        acts.apply(Decision(power_limit_w=150.0, sm_clocks_mhz=(900, 1200)))
+        print("ready", flush=True)
+        sys.stdin.readline()
+        sys.exit(0)
+    if mode == "sigkill-loop":
+        print("ready", flush=True)
+        while True:  # the parent kills us at a random instant
+            limit = rng.choice([100.0, 125.0, 150.0, 175.0, 200.0, 250.0, 300.0])
+            clocks = rng.choice([None, (600, 900), (1200, 1500)])
+            acts.apply(Decision(power_limit_w=limit, sm_clocks_mhz=clocks))
+            if rng.random() < 0.2:
+                acts.restore_all()
+    with acts:
+        acts.apply(Decision(power_limit_w=175.0, sm_clocks_mhz=(1200, 1500)))
+        print("ready", flush=True)
+        sys.stdin.readline()  # the parent checks the GPU changed, then says go
+        if mode == "exception":
+            raise RuntimeError("planted failure in the training step")
+        if mode in ("sigint", "sigterm", "chained-sigterm"):
+            time.sleep(60)  # the parent signals us
+    print("clean-exit", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Multi-rank: rank 0 decides, every rank pauses at the same step (gloo, forked processes, 127.0.0.1)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import sys
+import traceback
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gt_engine_doubles import RunNowPolicy, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+
+T0 = datetime(2022, 1, 10, 0, tzinfo=UTC)
+WORLD = 3
+STEPS = 150
+STEP_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, port: int, out: "mp.Queue") -> None:
+    try:
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from greentrain.clock import FrozenClock
+        from greentrain.engine import Engine
+        from greentrain.policies.base import Action
+        from greentrain.timing.broadcast import TorchBroadcast
+
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+                                timeout=timedelta(seconds=60))
+        torch.manual_seed(0)
+        model = DDP(torch.nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        clock = FrozenClock(T0)
+        if rank == 0:  # only rank 0 reads the carbon signal and runs the policy
+            policy, signals = ThresholdPolicy(200), TraceSignals(hourly(T0, [100, 500, 500, 100, 100, 100]), clock)
+        else:  # others would never pause on their own
+            policy, signals = RunNowPolicy(), None
+        engine = Engine(policy, signals=signals, clock=clock, steps_total=STEPS, step_time_s=STEP_S,
+                        deadline=T0 + timedelta(hours=8), broadcast=TorchBroadcast(), progress=False,
+                        decide_interval_s=120)
+        pauses = []
+        engine.begin()
+        gen = torch.Generator().manual_seed(rank)
+        while not engine.finished:
+            engine.step_begin()
+            x = torch.randn(16, 8, generator=gen)
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()  # DDP all-reduce: deadlocks if ranks disagree on pausing
+            opt.step()
+            clock.advance(STEP_S)
+            decision = engine.step_end(loss=loss.detach())
+            if decision.action != Action.RUN and not engine.finished:
+                pauses.append((engine.steps_done, decision.until.isoformat()))
+                engine.wait_until(decision.until, decision.reason)
+        engine.close()
+        weights = [p.detach().clone() for p in model.parameters()]
+        out.put((rank, pauses, engine.steps_done, [w.tolist() for w in weights], clock.now().isoformat()))
+        dist.destroy_process_group()
+    except BaseException:
+        out.put((rank, "error", traceback.format_exc()))
+
+
+@pytest.mark.timeout(90)
+def test_all_ranks_pause_at_the_same_step() -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_rank_main, args=(r, port, out), daemon=True) for r in range(WORLD)]
+    for p in procs:
+        p.start()
+    results = {}
+    try:
+        for _ in range(WORLD):
+            item = out.get(timeout=75)
+            assert item[1] != "error", item[2]
+            results[item[0]] = item
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+    assert sorted(results) == list(range(WORLD))
+    pauses = {r: results[r][1] for r in results}
+    assert pauses[0], "rank 0 paused for the dirty hours"
+    assert pauses[0][0][0] == 60 and pauses[0][0][1].startswith("2022-01-10T03:00")
+    assert all(pauses[r] == pauses[0] for r in pauses)
+    assert all(results[r][2] == STEPS for r in results)
+    assert all(results[r][3] == results[0][3] for r in results), "replicas diverged"
+    assert len({results[r][4] for r in results}) == 1

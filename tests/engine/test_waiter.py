@@ -1,0 +1,95 @@
+"""Waits: APScheduler re-plans on a ReplayClock, early wake-ups, interrupts, idle energy."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, WindowPolicy, hourly  # noqa: E402
+
+from greentrain.clock import FrozenClock, ReplayClock
+from greentrain.engine import Engine
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Action
+
+T0 = datetime(2022, 6, 1, 0, tzinfo=UTC)
+SPEEDUP = 36_000.0  # one trace hour = 0.1 s
+
+
+@pytest.mark.timeout(20)
+def test_forecast_change_during_a_pause_wakes_early() -> None:
+    clock = ReplayClock(T0, speedup=SPEEDUP)
+    points = hourly(T0, [500] * 8 + [100] * 4)
+    signals = TraceSignals(points, clock)
+    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, steps_total=50, step_time_s=60,
+                    deadline=T0 + timedelta(hours=12), progress=False, decide_interval_s=600)
+    decision = engine.begin()
+    assert decision.action == Action.DELAY_START and decision.until == T0 + timedelta(hours=8)
+
+    def cleaner_grid() -> None:  # the grid turns clean from hour 2 (a new forecast arrives)
+        signals.points = hourly(T0, [500, 500] + [100] * 10)
+
+    timer = threading.Timer(0.05, cleaner_grid)
+    timer.start()
+    try:
+        interrupted = engine.wait_until(decision.until, decision.reason)
+    finally:
+        timer.cancel()
+        engine.close()
+    assert not interrupted
+    woke = clock.now()
+    assert T0 + timedelta(hours=2) <= woke < T0 + timedelta(hours=4), woke
+    assert engine.waiter.replans >= 1
+    assert engine.state == JobState.RUNNING
+
+
+@pytest.mark.timeout(20)
+def test_wait_is_interruptible() -> None:
+    clock = ReplayClock(T0, speedup=3600.0)
+    signals = TraceSignals(hourly(T0, [500] * 24), clock)
+    policy = WindowPolicy(T0, T0 + timedelta(days=30))
+    engine = Engine(policy, signals=signals, clock=clock, steps_total=10, step_time_s=1, progress=False)
+    threading.Timer(0.1, engine.interrupt).start()
+    interrupted = engine.wait_until(T0 + timedelta(days=30), "long pause")
+    engine.close()
+    assert interrupted
+    assert clock.now() < T0 + timedelta(hours=2)
+
+
+@pytest.mark.timeout(20)
+def test_guard_cuts_a_wait_short_and_idle_energy_counts_against_avoided() -> None:
+    clock = FrozenClock(T0)
+    signals = TraceSignals(hourly(T0, [300] * 24), clock)
+    monitor = ClockMonitor(clock, power_w=200.0, idle_w=50.0)
+    deadline = T0 + timedelta(hours=3)
+    engine = Engine(ThresholdPolicy(200), signals=signals, monitor=monitor, clock=clock, steps_total=60,
+                    step_time_s=60, deadline=deadline, progress=False)
+    engine.begin()
+    engine.wait_until(T0 + timedelta(hours=10), "asked for too long")
+    # 60 one-minute steps: resume no later than deadline - 60 min (minus the guard's margin).
+    resumed = clock.now()
+    assert deadline - timedelta(hours=1, minutes=10) < resumed <= deadline - timedelta(hours=1)
+    assert engine.guard_engaged
+    idle_j = (resumed - T0).total_seconds() * 50.0
+    assert engine.ledger.energy_j == pytest.approx(idle_j)
+    assert engine.ledger.avoided_g == pytest.approx(-idle_j / 3.6e6 * 300)
+    engine.close()
+
+
+@pytest.mark.timeout(20)
+def test_replan_never_extends_past_the_guard() -> None:
+    clock = ReplayClock(T0, speedup=SPEEDUP)
+    signals = TraceSignals(hourly(T0, [500] * 24), clock)
+    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, steps_total=120, step_time_s=60,
+                    deadline=T0 + timedelta(hours=4), progress=False, decide_interval_s=600)
+    decision = engine.begin()
+    assert decision.action == Action.RUN  # nothing clean ahead: run
+    engine.wait_until(T0 + timedelta(hours=20), "test")
+    assert clock.now() <= T0 + timedelta(hours=2, minutes=1)
+    engine.close()

@@ -1,0 +1,121 @@
+"""One real Prometheus (and Pushgateway) per test session, scraping greentrain every second.
+
+Targets: a two-rank job endpoint (rank 1 aggregated through the multiprocess
+dir), a node endpoint (no job), the recorded dcgm-exporter sample, and the
+Pushgateway. A background 'training loop' advances the job counters while the
+tests query Prometheus's HTTP API.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gt_promstack import (  # noqa: E402
+    DCGM_UUIDS, Prometheus, Pushgateway, ReadingsMonitor, StaticText, TraceSignals,
+)
+
+from greentrain.clock import ReplayClock  # noqa: E402
+from greentrain.errors import DeviceLostError  # noqa: E402
+from greentrain.exporters import MetricsServer  # noqa: E402
+from greentrain.jobstats import JobState, JobStats  # noqa: E402
+from greentrain.testing import FakeCPUDomain, FakeGPU  # noqa: E402
+
+JOB = "llm-test"
+REPLAY_ORIGIN = datetime(2022, 6, 1, 12, 30, tzinfo=UTC)
+
+needs_prometheus = pytest.mark.skipif(
+    not (shutil.which("prometheus") or Path("/usr/bin/prometheus").exists()), reason="prometheus not installed")
+
+
+@dataclass
+class Stack:
+    prometheus: Prometheus
+    pushgateway: Pushgateway
+    job_server: MetricsServer
+    node_server: MetricsServer
+    stats0: JobStats
+    stats1: JobStats
+    gpus: list[FakeGPU]
+    signals: TraceSignals
+    clock: ReplayClock
+
+    @property
+    def job_instance(self) -> str:
+        return f"127.0.0.1:{self.job_server.port}"
+
+
+def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:
+    """Advance the counters as a training loop would: 10 steps/s, actions and one refused cap per second."""
+    tick = 0
+    while not stop.wait(0.1):
+        tick += 1
+        for s in stats:
+            s.add(steps=1, tokens=512, energy_j=21.0, emissions_g=0.002, emissions_avoided_g=0.0008)
+        if tick % 10 == 0:
+            stats[0].count_action("set_power_limit")
+            stats[0].update(power_cap_refused_total=stats[0].power_cap_refused_total + 1)
+        if tick % 25 == 0:
+            stats[0].count_action("pause")
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Iterator[Stack]:
+    if not Path("/usr/bin/prometheus").exists() or not Path("/usr/bin/prometheus-pushgateway").exists():
+        pytest.skip("prometheus / prometheus-pushgateway binaries not installed")
+    tmp = tmp_path_factory.mktemp("promstack")
+    clock = ReplayClock(REPLAY_ORIGIN)
+    gpus = [FakeGPU("a40", index=0, uuid=DCGM_UUIDS[0]), FakeGPU("a40", index=1, uuid=DCGM_UUIDS[1]),
+            FakeGPU("v100", index=2)]
+    gpus[1].set_power_limit_w(200.0)
+    gpus[2].fail(DeviceLostError("GPU 2: GPU_IS_LOST"))
+    package = FakeCPUDomain("package-0", 65.0)
+    now = datetime.now(UTC)
+    stats0 = JobStats(job=JOB, state=JobState.RUNNING, precision="bf16", power_limit_w=250.0,
+                      deadline=now + timedelta(hours=2), projected_finish=now + timedelta(hours=3),
+                      settings_unrestored=1)
+    stats1 = JobStats(job=JOB, state=JobState.RUNNING)
+    signals = TraceSignals(shared_data / "carbon" / "GB_2022_hourly.csv", clock, stale=True, age_s=9000.0)
+    rank_dir = tmp / "ranks"
+    rank1 = MetricsServer(job=JOB, monitor=ReadingsMonitor([gpus[1]], [package]), job_stats=stats1,
+                          multiprocess_dir=rank_dir, local_rank=1).start()
+    job_server = MetricsServer(job=JOB, monitor=ReadingsMonitor([gpus[0], gpus[2]], [package]), signals=signals,
+                               job_stats=stats0, clock=clock, multiprocess_dir=rank_dir, local_rank=0).start()
+    node_signals = TraceSignals(shared_data / "carbon" / "US-CAL-CISO_2022_hourly.csv", clock)
+    node_server = MetricsServer(job="node", monitor=ReadingsMonitor([FakeGPU("rtx6000", index=0)], []),
+                                signals=node_signals, clock=clock).start()
+    dcgm = StaticText((shared_data / "api-responses" / "dcgm-exporter_metrics_sample.prom").read_text())
+    pushgateway = Pushgateway(tmp)
+    stop = threading.Event()
+    trainer = threading.Thread(target=_trainer, args=(stop, [stats0, stats1]), daemon=True)
+    trainer.start()
+    scrape = [
+        {"job_name": "greentrain", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{job_server.port}"]}]},
+        {"job_name": "greentrain-node", "static_configs": [{"targets": [f"127.0.0.1:{node_server.port}"]}]},
+        {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{dcgm.port}"]}]},
+        {"job_name": "pushgateway", "honor_labels": True,
+         "static_configs": [{"targets": [f"127.0.0.1:{pushgateway.port}"]}]},
+    ]
+    prometheus = None
+    try:
+        prometheus = Prometheus(tmp, scrape)
+        prometheus.wait_for("count(up == 1) == 4", timeout_s=30)
+        yield Stack(prometheus, pushgateway, job_server, node_server, stats0, stats1, gpus, signals, clock)
+    finally:
+        stop.set()
+        trainer.join(timeout=5)
+        if prometheus is not None:
+            prometheus.process.stop()
+        pushgateway.process.stop()
+        dcgm.stop()
+        for server in (rank1, job_server, node_server):
+            server.stop()
