@@ -25,9 +25,11 @@ from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.errors import DeadlineError
 from greentrain.events import EventLog
 from greentrain.jobstats import JobState, JobStats
-from greentrain.policies.base import Action, Decision, Policy, Snapshot
+from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
+from greentrain.timing import decider
 from greentrain.timing.broadcast import Broadcast, LocalBroadcast
-from greentrain.timing.guard import check_deadline, latest_safe_resume, must_run_now
+from greentrain.timing.decider import RUN
+from greentrain.timing.guard import latest_safe_resume
 from greentrain.timing.ledger import CarbonLedger
 from greentrain.timing.signalview import SignalView
 from greentrain.timing.stats import StepTimes
@@ -37,8 +39,6 @@ __all__ = ["Engine", "RUN"]
 
 log = logging.getLogger("greentrain.engine")
 
-RUN = Decision(action=Action.RUN, reason="")
-"""The decision returned between re-plans: keep running, change nothing."""
 
 
 class Engine:
@@ -60,6 +60,7 @@ class Engine:
         resume_overhead_s / deadline_policy: override the policy's settings ('strict' or 'best-effort').
         decide_interval_s: re-plan at least this often (job-clock seconds) while running.
         progress: show a rich countdown while waiting.
+        operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
     """
 
     def __init__(
@@ -83,8 +84,10 @@ class Engine:
         decide_interval_s: float = 300.0,
         forecast_horizon_h: float = 72.0,
         progress: bool = True,
+        operating_points: tuple[OperatingPoint, ...] = (),
     ) -> None:
         self.policy = _resolve_policy(policy)
+        self.operating_points = tuple(operating_points)
         settings = getattr(self.policy, "settings", None)
         self.clock = clock or SystemClock()
         self.deadline = ensure_aware_utc(deadline, "deadline") if deadline is not None else None
@@ -127,6 +130,8 @@ class Engine:
         self._step_started: datetime | None = None
         self._next_decide_at: datetime | None = None
         self._closed = False
+        self._logged: tuple[Action, str] = (Action.RUN, "")
+        self._shared_version = 0
         self.job_stats.update(deadline=self.deadline)
 
     # ---- public loop API -------------------------------------------------------------------------
@@ -141,12 +146,13 @@ class Engine:
         now = self.clock.now()
         if self.submitted_at is None:
             self.submitted_at = now
-        payload: tuple[Decision, str | None] | None = None
+        payload: tuple[Decision, str | None, Any] | None = None
         if self.is_leader:
             error = self._check_deadline(now)
-            decision = RUN if error else self._decide(now, JobState.WAITING)
-            payload = (decision, error)
-        decision, error = self.broadcast.share(payload)
+            decision = self._decide(now, JobState.WAITING) if not error else RUN
+            payload = (decision, error, self._point_to_share())
+        decision, error, point = self.broadcast.share(payload)
+        self._observe_shared(point)
         if error is not None:
             raise DeadlineError(error)
         if decision.action == Action.PAUSE:  # before the first step a pause is a delayed start
@@ -184,10 +190,22 @@ class Engine:
         self.job_stats.add(steps=1, tokens=int(tokens), energy_j=entry.energy_j,
                            emissions_g=entry.emissions_g, emissions_avoided_g=entry.avoided_g)
         self._log_step(now, duration_s, entry, tokens, loss)
-        decision = self._maybe_decide(now) if self.is_leader else None
-        decision = self.broadcast.share(decision)
+        payload = (self._maybe_decide(now), self._point_to_share()) if self.is_leader else None
+        decision, point = self.broadcast.share(payload)
+        self._observe_shared(point)
         self._adopt(decision, now)
         return decision
+
+    def _point_to_share(self) -> Any:
+        """Leader: carbon points other ranks have not seen yet (they price their own steps with them)."""
+        if self.broadcast.world_size == 1 or self.signals.version == self._shared_version:
+            return None
+        self._shared_version = self.signals.version
+        return self.signals.known_points()
+
+    def _observe_shared(self, points: Any) -> None:
+        if points and not self.is_leader:
+            self.ledger.observe_many(points)
 
     def wait_until(self, when: datetime | None, reason: str = "") -> bool:
         """Block until ``when`` (rank 0 may wake earlier: forecast change or deadline guard); all ranks.
@@ -250,80 +268,20 @@ class Engine:
         margin_s = self.times.pessimistic_s or 0.0
         return latest_safe_resume(self.deadline, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s)
 
-    # ---- deciding ---------------------------------------------------------------------------------
+    # ---- deciding (greentrain.timing.decider) -------------------------------------------------------
 
     def _check_deadline(self, now: datetime) -> str | None:
-        if self.deadline is None:
-            return None
-        try:
-            check_deadline(self.deadline, now, self.work_remaining_s())
-        except DeadlineError as e:
-            if self.deadline_policy != "best-effort":
-                return str(e)
-            self.best_effort = True
-            self._note(f"deadline cannot be met ({e}); best-effort: running now")
-        return None
+        return decider.check_deadline(self, now)
 
     def _maybe_decide(self, now: datetime) -> Decision:
-        if self._next_decide_at is not None and now < self._next_decide_at and self.steps_done > 1:
-            return RUN
-        return self._decide(now, JobState.RUNNING)
+        return decider.maybe_decide(self, now)
 
     def _decide(self, now: datetime, state: JobState) -> Decision:
-        """Leader only: ask the policy (or degrade) and apply the deadline guard."""
-        self._next_decide_at = now + timedelta(seconds=self.decide_interval_s)
-        if self.finished:
-            return RUN
-        if self.best_effort:
-            return replace(RUN, reason="best-effort: deadline cannot be met, running now")
-        work_s = self.work_remaining_s()
-        if work_s is None:
-            return replace(RUN, reason="step time not measured yet")
-        carbon_now = self.signals.latest(now, self.ledger)
-        if carbon_now is None:
-            return replace(RUN, reason="no carbon signal: running now")
-        snapshot = Snapshot(
-            steps_done=self.steps_done, steps_total=self.steps_total, work_remaining_s=work_s,
-            step_time_s=self.times.mean_s, step_time_std_s=self.times.std_s, power_w=self._power_w(),
-            carbon_now=carbon_now, forecast=self.signals.forecast(now, self.ledger), deadline=self.deadline,
-            resume_overhead_s=self.resume_overhead_s, state=state, started_at=self.first_start,
-            current_power_limit_w=self.job_stats.power_limit_w, precision=self.job_stats.precision,
-        )
-        try:
-            decision = self.policy.decide(snapshot, now)
-        except Exception as e:  # a policy bug must not stop training
-            self._note(f"policy {type(self.policy).__name__} failed ({type(e).__name__}: {e}); running now")
-            return replace(RUN, reason="policy error: running now")
-        return self._guard(decision, now)
-
-    def _guard(self, decision: Decision, now: datetime) -> Decision:
-        """Clamp pauses to the latest safe resume; refuse a pause the deadline cannot afford."""
-        if decision.action == Action.RUN:
-            if decision.until is not None and decision.until > now:
-                self._next_decide_at = min(self._next_decide_at or decision.until, decision.until)
-            return decision
-        latest = self.latest_safe_resume()
-        until = decision.until or (now + timedelta(seconds=self.decide_interval_s))
-        if latest is not None:
-            if self.guard_engaged or must_run_now(now, latest, self.times.pessimistic_s or 0.0):
-                self.guard_engaged = True
-                return replace(decision, action=Action.RUN, until=None,
-                               reason=f"deadline guard: must run to finish by {_iso(self.deadline)}")
-            if until > latest:
-                until = latest
-                decision = replace(decision, reason=f"{decision.reason} (resume moved up by the deadline guard)")
-        return replace(decision, until=until)
+        return decider.decide(self, now, state)
 
     def replan_paused(self, now: datetime) -> datetime | None:
         """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now)."""
-        if self.best_effort or self.finished:
-            return now
-        state = JobState.WAITING if self.first_start is None else JobState.PAUSED
-        self.signals.invalidate()
-        decision = self._decide(now, state)
-        if decision.action == Action.RUN:
-            return now
-        return decision.until
+        return decider.replan_paused(self, now)
 
     # ---- applying ---------------------------------------------------------------------------------
 
@@ -345,17 +303,40 @@ class Engine:
             self.job_stats.update(**changes)
         for name in applied:
             self.job_stats.count_action(name)
+        if self.actuators is not None:
+            self._sync_actuator_stats()
         if decision.action != Action.RUN:
             self.job_stats.count_action(decision.action.value)
             self._set_state(JobState.PAUSED if decision.action == Action.PAUSE else JobState.WAITING, now,
                             until=decision.until)
-        if self.event_log is not None and (decision.action != Action.RUN or applied or decision.reason):
+        logged = (decision.action, decision.reason)
+        if self.event_log is not None and (decision.action != Action.RUN or applied or logged != self._logged):
+            self._logged = logged  # repeated identical RUN decisions would only add noise to the log
             self.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
                                  until=decision.until, power_limit_w=decision.power_limit_w,
                                  precision=decision.precision, applied=applied)
         work_s = self.work_remaining_s()
         if work_s is not None:
             self.job_stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
+
+    def _sync_actuator_stats(self) -> None:
+        """Mirror refusals and unrestored settings into JobStats for the exporter's alerts."""
+        refused = getattr(self.actuators, "refused_total", None)
+        unrestored = getattr(self.actuators, "unrestored_count", None)
+        changes: dict[str, Any] = {}
+        if refused is not None:
+            changes["power_cap_refused_total"] = int(sum(dict(refused).values()))
+        if callable(unrestored):
+            count = self._guarded("actuators.unrestored_count", unrestored)
+            if isinstance(count, int):
+                changes["settings_unrestored"] = count
+        if changes:
+            self.job_stats.update(**changes)
+
+    def set_operating_points(self, points: tuple[OperatingPoint, ...]) -> None:
+        """Measured profile (from the profiler after warm-up): policies may then choose power limits."""
+        self.operating_points = tuple(points)
+        self._next_decide_at = None  # re-plan at the next step with the new options
 
     def _set_state(self, state: JobState, now: datetime, until: datetime | None = None) -> None:
         if state == self.state and until is None:
@@ -424,10 +405,6 @@ def _resolve_policy(policy: Policy | str) -> Policy:
 def _rel_std(times: StepTimes) -> float:
     mean = times.mean_s
     return times.std_s / mean if mean else 0.0
-
-
-def _iso(value: datetime | None) -> str:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else "-"
 
 
 def _config(name: str, reason: str) -> Exception:

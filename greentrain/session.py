@@ -36,7 +36,7 @@ from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, TorchBroadcast, auto_broadcast
 from greentrain.timing.checkpoint import ModelCheckpoint
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
-from greentrain.timing.state import EngineState, load_state, save_state
+from greentrain.timing.state import EngineState, load_state, restore_into, save_state, state_of
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]
 
@@ -126,6 +126,8 @@ class Session:
         self.last_decision: Decision | None = None
         self.engine: Engine | None = None
         self.job_stats = JobStats(job=job, steps_total=0)
+        self.metrics: Any = None
+        """The running ``MetricsServer`` when ``metrics_port`` was given (its bound port in ``.port``)."""
         self._closers: list[Callable[[], Any]] = []
         self._checkpoint: ModelCheckpoint | None = None
 
@@ -217,9 +219,13 @@ class Session:
             self._closers.insert(0, monitor.stop)
         signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
         if args["metrics_port"] is not None:
-            server = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
-                                   addr=args["metrics_addr"], port=args["metrics_port"])
-            self._closers.insert(0, server.stop)
+            extra: dict[str, Any] = {}
+            if broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
+                extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{self.job}"
+            self.metrics = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
+                                         addr=args["metrics_addr"], port=args["metrics_port"], clock=self.clock,
+                                         **extra)
+            self._closers.insert(0, self.metrics.stop)
         self.engine = Engine(
             policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
             steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
@@ -229,8 +235,11 @@ class Session:
             progress=args["progress"],
         )
         self._closers.insert(0, self._finish_engine)
+        recover = getattr(args["actuators"], "recover", None)
+        if callable(recover):  # restore what a killed predecessor left on the GPUs
+            self.engine._guarded("actuators.recover", recover)
         if prior is not None:
-            _restore_totals(self.engine, prior)
+            restore_into(self.engine, prior)
         self._begin()
 
     def _begin(self) -> None:
@@ -307,16 +316,7 @@ class Session:
         engine = self.engine
         if engine is None or self._state_path is None or not engine.is_leader:
             return
-        stats = self.job_stats.snapshot()
-        save_state(EngineState(
-            job=self.job, deadline=engine.deadline.isoformat() if engine.deadline else None,
-            first_start=engine.first_start.isoformat() if engine.first_start else None,
-            submitted_at=engine.submitted_at.isoformat() if engine.submitted_at else None,
-            steps_done=engine.steps_done, running_s=engine.running_s, step_time_s=engine.times.mean_s,
-            energy_j=engine.ledger.energy_j, emissions_g=engine.ledger.emissions_g,
-            counterfactual_g=engine.ledger.counterfactual_g, tokens=stats.tokens_total,
-            resume_at=self.resume_at.isoformat() if self.resume_at else None, finished=finished,
-        ), self._state_path)
+        save_state(state_of(engine, self.job, resume_at=self.resume_at, finished=finished), self._state_path)
 
     def _finish_engine(self) -> None:
         engine = self.engine
@@ -368,17 +368,6 @@ def _default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
         return Path(checkpoint_dir) / "greentrain-state.json"
     env = os.environ.get(_STATE_ENV)
     return Path(env) if env else None
-
-
-def _restore_totals(engine: Engine, prior: EngineState) -> None:
-    engine.running_s = prior.running_s
-    engine.first_start = EngineState.parse_time(prior.first_start)
-    engine.submitted_at = EngineState.parse_time(prior.submitted_at)
-    engine.ledger.energy_j = prior.energy_j
-    engine.ledger.emissions_g = prior.emissions_g
-    engine.ledger.counterfactual_g = prior.counterfactual_g
-    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=prior.energy_j, emissions_g=prior.emissions_g,
-                         emissions_avoided_g=prior.counterfactual_g - prior.emissions_g)
 
 
 def _reexec(state_path: Path | None) -> None:

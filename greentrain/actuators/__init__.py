@@ -5,8 +5,16 @@ journaled change for one GPU (also used by ``greentrain daemon``);
 ``FileBackedGPU`` is a test double whose settings survive a killed process.
 """
 
-from greentrain.actuators.actuator_set import PRIVILEGE_FIX, ActuatorSet, PrecisionTarget
-from greentrain.actuators.controller import KnobController, validate_power_limit, validate_sm_clocks
+from greentrain.actuators.actuator_set import (
+    PRIVILEGE_FIX,
+    ActuatorSet,
+    PrecisionTarget,
+)
+from greentrain.actuators.controller import (
+    KnobController,
+    validate_power_limit,
+    validate_sm_clocks,
+)
 from greentrain.actuators.exithooks import ExitHooks
 from greentrain.actuators.fake import FileBackedGPU
 from greentrain.actuators.journal import Journal, JournalEntry, Knob, default_state_dir

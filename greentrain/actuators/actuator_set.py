@@ -225,7 +225,7 @@ class ActuatorSet:
                 self._client = None
             self._hooks.uninstall()
 
-    def __enter__(self) -> "ActuatorSet":
+    def __enter__(self) -> ActuatorSet:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,7 +16,13 @@ from pathlib import Path
 from greentrain.actuators.journal import Journal, Knob
 from greentrain.actuators.lock import DeviceLock
 from greentrain.device.base import GPU
-from greentrain.errors import ActuationError, ConfigError, DeviceError, DeviceLostError, NotSupportedError
+from greentrain.errors import (
+    ActuationError,
+    ConfigError,
+    DeviceError,
+    DeviceLostError,
+    NotSupportedError,
+)
 
 __all__ = ["KnobController", "validate_power_limit", "validate_sm_clocks"]
 
@@ -25,6 +31,8 @@ log = logging.getLogger(__name__)
 
 def validate_power_limit(gpu: GPU, power_limit_w: float) -> float:
     """The limit as float if within the GPU's constraints, else ConfigError naming the range."""
+    if not gpu.capabilities.power_limit_control:
+        raise NotSupportedError(f"GPU {gpu.uuid} ({gpu.name}): the power limit cannot be changed on this device")
     c = gpu.power_limit_constraints()
     value = float(power_limit_w)
     if not (c.min_w <= value <= c.max_w):
@@ -37,6 +45,8 @@ def validate_power_limit(gpu: GPU, power_limit_w: float) -> float:
 
 def validate_sm_clocks(gpu: GPU, min_mhz: int, max_mhz: int) -> tuple[int, int]:
     """The range if the GPU supports it, else ConfigError naming the supported range."""
+    if not gpu.capabilities.clock_control:
+        raise NotSupportedError(f"GPU {gpu.uuid} ({gpu.name}): SM clocks cannot be locked on this device")
     supported = gpu.supported_sm_clocks_mhz()
     if not supported:
         raise NotSupportedError(f"GPU {gpu.uuid}: reports no supported SM clocks; clock locking unavailable")

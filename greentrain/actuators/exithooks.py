@@ -34,6 +34,7 @@ class ExitHooks:
         self._previous: dict[int, Any] = {}
         self._installed = False
         self._running = False
+        self._pid = os.getpid()
 
     def install(self) -> None:
         """Register atexit; signal handlers only from the main thread (Python's rule)."""
@@ -66,6 +67,8 @@ class ExitHooks:
     def _run(self) -> None:
         if self._running:  # a second signal while restoring: let the first finish
             return
+        if os.getpid() != self._pid:  # a forked child (e.g. a data-loader worker) must not undo the parent's settings
+            return
         self._running = True
         try:
             self._callback()
@@ -75,7 +78,7 @@ class ExitHooks:
             self._running = False
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._run()
+        self._run()  # a forked child skips the restore but still gets the previous handler's behaviour
         previous = self._previous.get(signum, signal.SIG_DFL)
         if callable(previous):
             previous(signum, frame)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from dataclasses import replace
@@ -78,6 +79,8 @@ def daemon(config_path: Path | None, socket: Path | None, group: str | None, sta
     from greentrain.daemon.nodepolicy import NodePolicyRunner, build_intensity_fn
     from greentrain.daemon.server import DaemonServer
 
+    if os.geteuid() != 0 and not fake_gpus:
+        click.echo("greentrain daemon: warning: not running as root; the driver will refuse GPU changes", err=True)
     server = DaemonServer(_gpus(fake_gpus, config.state_dir), config)
     runner = None
     if config.node_policy is not None:

@@ -33,7 +33,7 @@ def _render(report: dict[str, Any]) -> None:
     if report["gpus"]:
         table = Table(title="GPUs")
         for column in ("GPU", "name", "UUID", "arch", "energy", "power limit (permitted)", "clocks (permitted)"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold", no_wrap=column == "UUID")
         for g in report["gpus"]:
             if "error" in g:
                 table.add_row(str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", "")
@@ -57,8 +57,8 @@ def _render(report: dict[str, Any]) -> None:
     else:
         console.print("RAPL: none")
     est = report["cpu_estimate"]
-    used = "used for CPU energy" if report["estimate_used_for_cpu"] else "not needed (RAPL readable)"
-    console.print(f"CPU estimate ({used}): {est['cpu_model']!r}, TDP {est['tdp_w']:g} W from {est['tdp_source']}")
+    used = "used for CPU energy" if report["estimate_used_for_cpu"] else "not used, RAPL is readable"
+    console.print(f"CPU estimate ({used}): {est['cpu_model']!r}, TDP {est['tdp_w']:g} W from {est['tdp_source']}", markup=False)
     for note in report["notes"]:
         console.print(f"note: {note}", markup=False)
     versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,6 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     from greentrain.timing.process import ChildProcess, parse_signal
     from greentrain.timing.supervisor import Supervisor
 
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
     _check_numbers(opts)
     clock = _make_clock(opts["replay_speedup"], opts["replay_start"])
     deadline = parse_deadline(opts["deadline"], clock.now()) if opts["deadline"] else None
@@ -68,12 +69,29 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     checkpoint_signal = parse_signal(opts["checkpoint_signal"])
     child = ChildProcess(list(command))
     job = opts["job"] or Path(command[0]).name
-    with _Resources(opts, clock, job) as res:
+    with _notes_to_stderr(), _Resources(opts, clock, job) as res:
         engine = _make_engine(policy, opts, clock, deadline, res)
         res.engine = engine
         status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
                             checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
-    sys.exit(status)  # SystemExit passes through click's non-standalone main unchanged
+    sys.exit(status)
+
+
+@contextmanager
+def _notes_to_stderr() -> Iterator[None]:
+    """greentrain's warnings and notes go to stderr, one line each, whatever the root logger does."""
+    logger = logging.getLogger("greentrain")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    previous, logger.propagate = logger.propagate, False
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = previous  # SystemExit passes through click's non-standalone main unchanged
 
 
 def _check_numbers(opts: dict[str, Any]) -> None:

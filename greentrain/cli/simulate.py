@@ -141,14 +141,16 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"policy {summary['policy']} on {summary['trace']}")
-    for name in ("start", "finished", "met", "policy g", "run-now g", "best-window g", "oracle g", "resumes"):
-        table.add_column(name, justify="right")
+    for name in ("start", "finished", "met", "policy g", "run-now g", "window g", "oracle g", "resumes"):
+        table.add_column(name, justify="right", no_wrap=True)
     for r in results:
-        finished = r.policy.finished_at.strftime("%Y-%m-%d %H:%M") if r.policy.finished_at else "-"
-        table.add_row(r.start.strftime("%Y-%m-%d %H:%M"), finished, "yes" if r.deadline_met else "NO",
+        finished = r.policy.finished_at.strftime("%m-%d %H:%M") if r.policy.finished_at else "-"
+        table.add_row(r.start.strftime("%m-%d %H:%M"), finished, "yes" if r.deadline_met else "NO",
                       f"{r.policy.emissions_g:.1f}", f"{r.run_now.emissions_g:.1f}",
                       f"{r.best_window.emissions_g:.1f}", f"{r.oracle.emissions_g:.1f}", str(r.policy.resumes))
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)  # piped output: do not squeeze the table into 80 columns
     console.print(table)
     frac = summary["fraction_of_oracle_saving"]
     console.print(

@@ -15,7 +15,13 @@ from typing import Any
 
 from greentrain.actuators.lock import DeviceBusyError
 from greentrain.daemon.protocol import ErrorCode, encode
-from greentrain.errors import ActuationError, ConfigError, DeviceError, NotSupportedError, PrivilegeError
+from greentrain.errors import (
+    ActuationError,
+    ConfigError,
+    DeviceError,
+    NotSupportedError,
+    PrivilegeError,
+)
 
 __all__ = ["DaemonClient", "DaemonUnavailableError", "DEFAULT_SOCKET_ENV"]
 
@@ -144,7 +150,7 @@ class DaemonClient:
         with self._lock:
             self._drop()
 
-    def __enter__(self) -> "DaemonClient":
+    def __enter__(self) -> DaemonClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

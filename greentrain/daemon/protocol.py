@@ -75,7 +75,7 @@ def parse_request(line: bytes) -> Request:
     unknown = set(raw) - set(required) - set(optional)
     if unknown:
         raise ProtocolError(f"{op}: unknown field(s) {sorted(unknown)}")
-    for name, kind in required.items():
+    for name in required:
         if name not in raw:
             raise ProtocolError(f"{op}: missing field {name!r}")
     for name, value in raw.items():

@@ -24,11 +24,28 @@ from greentrain import __version__
 from greentrain.actuators.controller import KnobController
 from greentrain.actuators.journal import Knob
 from greentrain.actuators.lock import DeviceBusyError
-from greentrain.daemon.auth import PeerCredentials, authorize, peer_credentials, prepare_socket_file
+from greentrain.daemon.auth import (
+    PeerCredentials,
+    authorize,
+    peer_credentials,
+    prepare_socket_file,
+)
 from greentrain.daemon.config import DaemonConfig, GPULimits
-from greentrain.daemon.protocol import MAX_LINE_BYTES, ErrorCode, ProtocolError, encode, error_reply, parse_request
+from greentrain.daemon.protocol import (
+    MAX_LINE_BYTES,
+    ErrorCode,
+    ProtocolError,
+    encode,
+    error_reply,
+    parse_request,
+)
 from greentrain.device.base import GPU
-from greentrain.errors import ConfigError, DeviceError, GreentrainError, NotSupportedError
+from greentrain.errors import (
+    ConfigError,
+    GreentrainError,
+    NotSupportedError,
+    PrivilegeError,
+)
 
 __all__ = ["DaemonServer", "RequestError"]
 
@@ -67,6 +84,8 @@ def _translate(e: Exception) -> RequestError:
         return RequestError(ErrorCode.BUSY, str(e))
     if isinstance(e, ConfigError):
         return RequestError(ErrorCode.OUT_OF_RANGE, str(e))
+    if isinstance(e, PrivilegeError):
+        return RequestError(ErrorCode.FORBIDDEN, f"{e} (the daemon itself lacks the privilege: run it as root)")
     if isinstance(e, NotSupportedError):
         return RequestError(ErrorCode.NOT_SUPPORTED, str(e))
     return RequestError(ErrorCode.DEVICE_ERROR, str(e))
@@ -86,6 +105,7 @@ class DaemonServer:
         self._lock = threading.RLock()
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._thread: threading.Thread | None = None
+        self._closed = False
         self.cap_w: float | None = None
         """Node-policy power cap in force (None: grid clean or no policy)."""
         self.node_status: dict[str, Any] = {}
@@ -139,6 +159,7 @@ class DaemonServer:
             self._server.server_close()
             self._server = None
         with self._lock:
+            self._closed, self.cap_w = True, None  # late disconnects and policy ticks change nothing now
             for client in list(self._clients.values()):
                 if client.sock is not None:
                     try:
@@ -163,6 +184,8 @@ class DaemonServer:
         """The client went away (closed, crashed, killed): restore what it held."""
         with self._lock:
             self._clients.pop(client.conn_id, None)
+            if self._closed:
+                return
             owned = [s for s in self._gpus.values() if s.owner == client.conn_id]
             for state in owned:
                 self._release(state, None)
@@ -177,6 +200,8 @@ class DaemonServer:
             return error_reply(ErrorCode.BAD_REQUEST, str(e))
         try:
             with self._lock:
+                if self._closed:
+                    return error_reply(ErrorCode.DEVICE_ERROR, "greentrain daemon is shutting down")
                 return getattr(self, f"_op_{request.op}")(client, **request.fields)
         except RequestError as e:
             return error_reply(e.code, str(e))
@@ -273,6 +298,8 @@ class DaemonServer:
     def set_node_cap(self, cap_w: float | None, status: dict[str, Any] | None = None) -> None:
         """Cap (or uncap) every GPU's power limit; clients keep any lower limit they asked for."""
         with self._lock:
+            if self._closed:
+                return
             if status is not None:
                 self.node_status = status
             if cap_w == self.cap_w:

@@ -32,7 +32,8 @@ def _safe(read: Any) -> Any:
 
 def _gpu_entry(gpu: GPU) -> dict[str, Any]:
     try:
-        caps = gpu.capabilities
+        probe = getattr(gpu, "probe_privileges", None)
+        caps = probe() if callable(probe) else gpu.capabilities
     except DeviceError as e:
         return {"index": gpu.index, "uuid": gpu.uuid, "name": gpu.name, "error": str(e)}
     limits = _safe(gpu.power_limit_constraints) if caps.power_limit_control else None

@@ -11,7 +11,9 @@ goes through ``NVMLGPU._call``, which translates it with
 
 from __future__ import annotations
 
+import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
@@ -35,6 +37,11 @@ THROTTLE_REASONS = {
 }  # fmt: skip
 
 _VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _is_root() -> bool:
+    geteuid = getattr(os, "geteuid", None)
+    return geteuid is None or geteuid() == 0  # no euid (Windows): let the probe decide
 
 
 def load_pynvml() -> Any:
@@ -122,7 +129,7 @@ class NVMLGPU(GPU):
         return "usage" if self._supports("nvmlDeviceGetPowerUsage") else None
 
     def _probe_power_limit_permission(self) -> bool | None:
-        """Re-apply the current limit (a no-op change): the only reliable privilege test NVML offers."""
+        """Re-apply the current limit (a change to the same value): the only reliable privilege test NVML offers."""
         try:
             current_mw = self._call("nvmlDeviceGetPowerManagementLimit")
             self._call("nvmlDeviceSetPowerManagementLimit", current_mw)
@@ -132,6 +139,21 @@ class NVMLGPU(GPU):
             return None
         return True
 
+    def probe_privileges(self) -> GPUCapabilities:
+        """Settle ``*_permitted`` by a same-value power-limit write (``doctor`` does; the monitor never writes)."""
+        caps = self.capabilities
+        if not caps.power_limit_control:
+            return caps
+        permitted = self._probe_power_limit_permission()
+        with self._lock:
+            self._caps = replace(
+                caps,
+                power_limit_permitted=permitted,
+                # Locking clocks needs the same privilege (root) as setting the power limit.
+                clock_control_permitted=permitted if caps.clock_control else None,
+            )
+            return self._caps
+
     @property
     def capabilities(self) -> GPUCapabilities:
         with self._lock:
@@ -140,19 +162,20 @@ class NVMLGPU(GPU):
             return self._caps
 
     def _probe_capabilities(self) -> GPUCapabilities:
+        """Read-only probes. NVML setters need root, so a non-root process is 'not permitted';
+        as root the answer stays None (unknown) until ``probe_privileges`` tries."""
         # The energy counter and locked clocks exist from Volta on; unknown (newer) names are probed.
         volta_plus = self.architecture not in _PRE_VOLTA
         energy = volta_plus and self._supports("nvmlDeviceGetTotalEnergyConsumption")
         limit_control = self._supports("nvmlDeviceGetPowerManagementLimitConstraints")
         clock_control = volta_plus and self._supports("nvmlDeviceGetSupportedMemoryClocks")
-        permitted = self._probe_power_limit_permission() if limit_control else None
+        permitted = None if _is_root() else False
         return GPUCapabilities(
             energy_counter=energy,
             power_reading=self.power_field is not None,
             power_limit_control=limit_control,
             clock_control=clock_control,
-            power_limit_permitted=permitted,
-            # Locking clocks needs the same privilege (root) as setting the power limit.
+            power_limit_permitted=permitted if limit_control else None,
             clock_control_permitted=permitted if clock_control else None,
         )
 

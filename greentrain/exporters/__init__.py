@@ -10,4 +10,4 @@ from greentrain.exporters.collector import GreentrainCollector
 from greentrain.exporters.push import PushgatewayConfig
 from greentrain.exporters.server import MetricsServer
 
-__all__ = ["MetricsServer", "GreentrainCollector", "PushgatewayConfig"]
+__all__ = ["GreentrainCollector", "MetricsServer", "PushgatewayConfig"]

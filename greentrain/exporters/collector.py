@@ -25,7 +25,7 @@ from greentrain.exporters import names as n
 from greentrain.exporters.signalview import SignalView
 from greentrain.jobstats import JobState
 
-__all__ = ["Sample", "GreentrainCollector", "families"]
+__all__ = ["GreentrainCollector", "Sample", "families"]
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class GreentrainCollector(Collector):
             if getattr(r, "kind", "gpu") == "cpu":
                 yield _sample(n.CPU_ENERGY, r.energy_j, r.name, r.source)
                 continue
-            gpu, uuid = str(r.index), r.uuid or ""
+            gpu, uuid = (str(r.index) if r.index is not None else r.name), r.uuid or ""
             yield _sample(n.GPU_READING_OK, 0 if getattr(r, "failed", False) else 1, gpu, uuid)
             yield _sample(n.GPU_ENERGY, r.energy_j, gpu, uuid, r.source)
             yield _sample(n.GPU_POWER, r.power_w, gpu, uuid)

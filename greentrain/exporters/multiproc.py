@@ -33,9 +33,12 @@ from greentrain.errors import ConfigError
 from greentrain.exporters import names as n
 from greentrain.exporters.collector import Sample, families
 
-__all__ = ["RankFiles", "RankWriter", "NodeCollector", "merge"]
+__all__ = ["NodeCollector", "RankFiles", "RankWriter", "merge"]
 
 log = logging.getLogger(__name__)
+
+STALE_GRACE_S = 30.0
+"""A follower file last written this long before the leader started belongs to an earlier run."""
 
 
 def merge(per_rank: list[list[Sample]]) -> list[Sample]:
@@ -80,14 +83,18 @@ class RankFiles:
         tmp.write_text(json.dumps(body), encoding="utf-8")
         os.replace(tmp, target)
 
-    def read_others(self, own_rank: int) -> list[tuple[int, list[Sample]]]:
-        """Samples of every other rank of this job and run, by rank; unreadable files are skipped."""
+    def read_others(self, own_rank: int, not_before: float = 0.0) -> list[tuple[int, list[Sample]]]:
+        """Samples of every other rank of this job and run, by rank; unreadable files are skipped.
+
+        Files last written before ``not_before`` (Unix s) are left over from an earlier run and ignored.
+        """
         found: list[tuple[int, list[Sample]]] = []
         for path in self.directory.glob(f"{self._stem}*.json"):
             try:
                 body = json.loads(path.read_text(encoding="utf-8"))
                 rank = int(body["rank"])
-                if body.get("job") != self.job or body.get("run_id", "") != self.run_id or rank == own_rank:
+                if body.get("job") != self.job or body.get("run_id", "") != self.run_id or rank == own_rank \
+                        or float(body.get("written_at", 0.0)) < not_before:
                     continue
                 samples = [(str(s[0]), tuple((str(k), str(v)) for k, v in s[1]), float(s[2])) for s in body["samples"]]
             except (OSError, ValueError, KeyError, TypeError, IndexError):
@@ -128,11 +135,15 @@ class RankWriter:
 class NodeCollector(Collector):
     """The leader's collector: its own live samples merged with the other local ranks' files."""
 
-    def __init__(self, own: Callable[[], list[Sample]], files: RankFiles, own_rank: int = 0) -> None:
+    def __init__(self, own: Callable[[], list[Sample]], files: RankFiles, own_rank: int = 0,
+                 stale_before_s: float = STALE_GRACE_S) -> None:
         self._own, self._files, self._own_rank = own, files, own_rank
+        # Live followers rewrite their file every second; one untouched since well before we started is a
+        # leftover of an earlier run in the same directory and must not add its counters to ours.
+        self._not_before = time.time() - stale_before_s
 
     def samples(self) -> list[Sample]:
-        others = self._files.read_others(self._own_rank)
+        others = self._files.read_others(self._own_rank, self._not_before)
         merged = merge([self._own()] + [s for _, s in others])
         merged.append((n.EXPORTER_RANKS.name, (("job", self._files.job),), float(1 + len(others))))
         return merged

@@ -20,7 +20,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from greentrain.errors import ConfigError
 
-__all__ = ["PushgatewayConfig", "Pusher"]
+__all__ = ["Pusher", "PushgatewayConfig"]
 
 log = logging.getLogger(__name__)
 

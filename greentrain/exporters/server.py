@@ -51,12 +51,13 @@ def is_loopback(addr: str) -> bool:
 
 
 class _SilentHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are not worth a log line each."""
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    request_queue_size = 256  # listen backlog: a fleet of scrapers connecting at once must not be refused
 
 
 class _ThreadingServer6(_ThreadingServer):
@@ -136,7 +137,7 @@ class MetricsServer:
         host = f"[{self.addr}]" if ":" in self.addr else self.addr
         return f"http://{host}:{self.port}/metrics"
 
-    def start(self) -> "MetricsServer":
+    def start(self) -> MetricsServer:
         """Bind and serve in a daemon thread; start pushing if configured."""
         if self._writer is not None:
             self._writer.start()
@@ -178,7 +179,7 @@ class MetricsServer:
             self._thread.join(timeout=5.0)
         self.collector.close()
 
-    def __enter__(self) -> "MetricsServer":
+    def __enter__(self) -> MetricsServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -1,11 +1,12 @@
 """One channel per device: turns raw reads into cumulative energy since the monitor started.
 
-A GPU with an energy counter and a RAPL zone are ``measured``: the counter is
-the truth and reads are cheap, so ``energy_at`` reads it fresh. A GPU without
-a counter is ``integrated``: the sampler integrates power with the trapezoid
-rule, and ``energy_at`` extrapolates from the last sample with the last power
-(no device call on the training thread). The estimate is interpolated the
-same way. ``energy_at`` never goes backwards and never raises.
+A GPU with an energy counter and a RAPL zone are ``measured``: the sampler
+reads the counter. A GPU without a counter is ``integrated``: the sampler
+integrates power with the trapezoid rule. Between samples ``energy_at``
+extends the last sample with the last power, so step attribution makes no
+device call on the training thread (with ``fresh=True`` it reads counters
+directly instead: exact per step, one vendor call per device per boundary).
+``energy_at`` never goes backwards and never raises.
 """
 
 from __future__ import annotations
@@ -63,20 +64,21 @@ class Channel:
                 self._power_w = power_w
             self._floor_j = max(self._floor_j, energy_j)
 
-    def energy_at(self, t: float) -> float:
-        """Cumulative energy at monitor time ``t``; cheap and monotonic, never raises."""
-        fresh = None
-        if not (self.failed or self.stopped):
+    def energy_at(self, t: float, fresh: bool = False) -> float:
+        """Cumulative energy at monitor time ``t``; monotonic, never raises; ``fresh`` reads counters."""
+        if fresh and not (self.failed or self.stopped):
             try:
-                fresh = self.fresh_energy_j()
+                direct_j = self.fresh_energy_j()
             except Exception:  # the sampler will notice and report it; attribution goes on
-                fresh = None
+                direct_j = None
+        else:
+            direct_j = None
         with self._lock:
-            if fresh is None:
-                fresh = self._energy_j
+            if direct_j is None:
+                direct_j = self._energy_j
                 if not (self.failed or self.stopped) and self._power_w is not None:
-                    fresh += self._power_w * max(0.0, t - self._t)
-            self._floor_j = max(self._floor_j, fresh)
+                    direct_j += self._power_w * max(0.0, t - self._t)
+            self._floor_j = max(self._floor_j, direct_j)
             return self._floor_j
 
     def power_w(self) -> float | None:
@@ -167,7 +169,9 @@ class CPUChannel(Channel):
 
     def open(self, t: float) -> None:
         self._baseline_j = self.domain.energy_j()
-        self._store(t, 0.0, None)
+        # Estimates and fakes know their power up front; a RAPL counter's is known after one interval.
+        power = getattr(self.domain, "power_w", None)
+        self._store(t, 0.0, float(power()) if callable(power) else None)
 
     def fresh_energy_j(self) -> float | None:
         # Counters are cheap to read; an estimate reads /proc/stat, so it is interpolated instead.

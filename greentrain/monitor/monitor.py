@@ -50,7 +50,19 @@ def validate_interval_s(value: Any, name: str = "interval_s") -> float:
 
 
 class Monitor:
-    """Samples GPUs and CPU domains at ``interval_s``; energy windows, per-step attribution, cumulative counters."""
+    """Samples GPUs and CPU domains at ``interval_s``; energy windows, per-step attribution, cumulative counters.
+
+    Args:
+        gpus, cpus: devices to measure (e.g. from ``greentrain.device.discover()``).
+        interval_s: sampling interval of the background thread.
+        event_log: where to append ``sample`` events (one per device per pass).
+        time_fn: monotonic seconds; inject a fake for tests and simulations.
+        wall_clock: timestamps of events (default: system time).
+        event_interval_s: write sample events at most this often (default: every pass).
+        fresh_step_reads: read counters directly at step/window boundaries (exact
+            per-step energy; one vendor call per device per boundary) instead of
+            extending the last sample with its power (no device call, the default).
+    """
 
     def __init__(
         self,
@@ -62,6 +74,7 @@ class Monitor:
         time_fn: Callable[[], float] = time.monotonic,
         wall_clock: Clock | None = None,
         event_interval_s: float | None = None,
+        fresh_step_reads: bool = False,
     ) -> None:
         self.interval_s = validate_interval_s(interval_s)
         self.event_interval_s = None if event_interval_s is None else validate_interval_s(event_interval_s, "event_interval_s")
@@ -70,10 +83,12 @@ class Monitor:
         duplicates = sorted({k for k in keys if keys.count(k) > 1})
         if duplicates:
             raise ConfigError(f"devices: {', '.join(duplicates)} given more than once; pass each device once")
+        self.fresh_step_reads = fresh_step_reads
         self._event_log = event_log
         self._time_fn = time_fn
         self._wall_clock = wall_clock or SystemClock()
         self._lock = threading.Lock()
+        self._sample_lock = threading.Lock()  # one pass at a time: trapezoid state is read-modify-write
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = False
@@ -163,17 +178,18 @@ class Monitor:
 
     def sample(self) -> None:
         """One sampling pass over all devices (the thread calls this; tests may too). Never raises."""
-        t = self._time_fn()
-        for channel in self._channels:
-            if channel.failed or channel.stopped:
-                continue
-            try:
-                channel.sample(t)
-            except Exception as e:
-                self._fail(channel, e)
-        due = self.event_interval_s is None or self._last_event_t is None or t - self._last_event_t >= self.event_interval_s
-        if due:
-            self._log_events(t, [c for c in self._channels if not c.failed])
+        with self._sample_lock:
+            t = self._time_fn()
+            for channel in self._channels:
+                if channel.failed or channel.stopped:
+                    continue
+                try:
+                    channel.sample(t)
+                except Exception as e:
+                    self._fail(channel, e)
+            last = self._last_event_t
+            if self.event_interval_s is None or last is None or t - last >= self.event_interval_s:
+                self._log_events(t, [c for c in self._channels if not c.failed])
 
     def _log_events(self, t: float, channels: list[Channel], force: bool = False) -> None:
         if self._event_log is None or not channels:
@@ -201,7 +217,7 @@ class Monitor:
         if not self._started:
             raise ConfigError("Monitor is not started: call start() or use `with Monitor(...) as monitor:`")
         t = self._now()
-        return t, {c.key: c.energy_at(t) for c in self._channels}
+        return t, {c.key: c.energy_at(t, self.fresh_step_reads) for c in self._channels}
 
     def _source(self) -> Source:
         return weakest_source(c.source for c in self._channels)

@@ -69,6 +69,8 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         work_s = max(snapshot.work_remaining_s, 0.0)
         end = horizon_end(snapshot, now)
         slots = intensity_slots(snapshot, now, end) if end is not None else []
+        if end is not None and end <= now:
+            return run_decision(top, now, work_s, f"{self.name}: deadline reached; running flat out")
         if work_s <= 0 or not slots:
             return run_decision(top, now, work_s, f"{self.name}: nothing to plan (no work or no carbon signal)")
         room_s = capacity_s(snapshot, now, end, top.speed)
@@ -83,6 +85,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
             overhead_power_w=top.power_w,
             state=start_state(snapshot),
             max_bins=self.config.max_bins,
+            memo=self.__dict__.setdefault("_memo", {}),  # a cache only: output depends on inputs alone
         )
         if plan is None:
             return run_decision(top, now, work_s, f"{self.name}: no slack left; running flat out")

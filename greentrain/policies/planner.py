@@ -132,26 +132,56 @@ def plan_schedule(
     overhead_power_w: float | None = None,
     state: StartState = StartState.FRESH,
     max_bins: int = 2000,
+    memo: dict | None = None,
 ) -> Plan | None:
     """The minimum-emission plan finishing ``work_s`` within ``slots``; None if impossible.
 
     ``modes`` must be non-empty; ties prefer earlier running and the first
     (list it fastest first) mode. ``overhead_power_w`` defaults to the power of
-    the fastest mode.
+    the fastest mode. ``memo`` (a dict the caller keeps) caches the backward
+    pass over all but the first slot, so repeated calls within one interval
+    cost little; results are identical with or without it.
     """
     if not modes:
         raise ValueError("plan_schedule: at least one mode is required")
     if overhead_power_w is None:
         overhead_power_w = max(modes, key=lambda m: m.speed).power_w
-    if work_s <= 0:
-        return Plan(tuple(slots), (None,) * len(slots), (0.0,) * len(slots), 0.0, 0.0,
-                    slots[0].start if slots else datetime.min)
+    if work_s <= 0 or not slots:
+        return None if work_s > 0 else Plan(tuple(slots), (None,) * len(slots), (0.0,) * len(slots), 0.0, 0.0,
+                                            slots[0].start if slots else datetime.max)
     quantum_s = _quantum_s(work_s, max_bins)
-    n = int(math.ceil(work_s / quantum_s - 1e-9))
-    tables = _backward(slots, n, modes, overhead_s, overhead_power_w, quantum_s)
-    if not np.isfinite(tables.values[0][state, n]):
+    n = max_bins if memo is not None else int(math.ceil(work_s / quantum_s - 1e-9))
+    args = (modes, overhead_s, overhead_power_w)
+    if memo is None:
+        tables = _Tables(quantum_s, {}, _terminal(len(slots), n))
+        _fill(tables, slots, *args, low=0)
+    else:
+        tables = _with_cached_tail(memo, slots, n, quantum_s, args)
+    if not np.isfinite(tables.values[0][state, min(n, int(math.ceil(work_s / quantum_s - 1e-9)))]):
         return None
     return _forward(slots, work_s, modes, overhead_s, overhead_power_w, state, tables)
+
+
+def _terminal(count: int, n: int) -> list[np.ndarray]:
+    value = np.full((3, n + 1), np.inf)
+    value[:, 0] = 0.0
+    return [value] * (count + 1)
+
+
+def _with_cached_tail(memo: dict, slots: Sequence[Slot], n: int, quantum_s: float, args: tuple) -> _Tables:
+    """Reuse the backward pass over slots[1:] between calls within one interval (the engine
+    decides at every step; only the current, shrinking slot and the remaining work change)."""
+    key = (tuple(slots[1:]), tuple(args[0]), args[1], args[2], quantum_s, n)
+    tail = memo.get(key)
+    if tail is None:
+        tail = _Tables(quantum_s, {}, _terminal(len(slots), n))
+        _fill(tail, slots, *args, low=1)
+        if len(memo) >= 4:
+            memo.pop(next(iter(memo)))
+        memo[key] = tail
+    tables = _Tables(quantum_s, dict(tail.by_length), list(tail.values))
+    _fill(tables, slots, *args, low=0, high=1)
+    return tables
 
 
 _RUN_ROWS = np.array([0, 0, 1])  # FRESH and RUNNING run without a resume, PAUSED after one
@@ -166,27 +196,28 @@ class _Tables:
     """values[t][state, bins]: least emissions from slot t on; values[len(slots)] is terminal."""
 
 
-def _backward(
-    slots: Sequence[Slot], n: int, modes: Sequence[Mode], overhead_s: float,
-    overhead_power_w: float, quantum_s: float,
-) -> _Tables:
-    """Fill value arrays from the last slot back (choices are recovered going forward)."""
+def _fill(
+    tables: _Tables, slots: Sequence[Slot], modes: Sequence[Mode], overhead_s: float,
+    overhead_power_w: float, *, low: int, high: int | None = None,
+) -> None:
+    """Fill ``tables.values[t]`` for t = high-1 down to low from ``values[high]`` (choices are
+    recovered going forward)."""
+    high = len(slots) if high is None else high
     k_count = len(modes)
-    value = np.full((3, n + 1), np.inf)
-    value[:, 0] = 0.0
-    tables = _Tables(quantum_s, {}, [value] * (len(slots) + 1))
-    for t in range(len(slots) - 1, -1, -1):
+    value = tables.values[high]
+    n = value.shape[1] - 1
+    for t in range(high - 1, low - 1, -1):
         slot = slots[t]
         length_s = slot.duration_s
         if length_s not in tables.by_length:
-            tables.by_length[length_s] = _slot_tables(length_s, overhead_s, modes, overhead_power_w, quantum_s, n)
+            tables.by_length[length_s] = _slot_tables(length_s, overhead_s, modes, overhead_power_w,
+                                                      tables.quantum_s, n)
         joules, gather = tables.by_length[length_s]
         run = joules * _g_per_j(slot, t) + value[StartState.RUNNING][gather]
         best = run.reshape(2, k_count, n + 1).min(axis=1)
         value = np.minimum(value[_PAUSE_NEXT], best[_RUN_ROWS])
         value[:, 0] = 0.0
         tables.values[t] = value
-    return tables
 
 
 def _g_per_j(slot: Slot, t: int) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
+from greentrain.clock import ensure_aware_utc
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.planner import Mode, Slot, StartState
@@ -97,7 +98,7 @@ def fastest(modes: list[Mode]) -> Mode:
 def horizon_end(snapshot: Snapshot, now: datetime) -> datetime | None:
     """The deadline, or without one the end of what is forecast (None if nothing is)."""
     if snapshot.deadline is not None:
-        return snapshot.deadline
+        return ensure_aware_utc(snapshot.deadline, "snapshot.deadline")
     ends = [p.end for p in snapshot.forecast]
     if snapshot.carbon_now is not None:
         ends.append(snapshot.carbon_now.end)

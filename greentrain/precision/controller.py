@@ -149,6 +149,9 @@ class PrecisionController:
             raise ConfigError(f"precision {precision!r} was reverted by the loss guard and stays off")
         if precision == self.current:
             return False
+        if self.phase is Phase.TRIAL:
+            log.info("precision %r requested during the measured trial; the trial decides first", precision)
+            return False
         self._pending = precision
         return True
 
@@ -209,7 +212,7 @@ class PrecisionController:
         window, self._window = self._window, []
         mean = sum(window) / len(window)
         finite = all(math.isfinite(v) for v in window)
-        if self._fallback is None or self._reference_loss is None:
+        if self._fallback in (None, self.current) or self._reference_loss is None:
             if finite:  # the reference precision sets the level; nothing to revert to
                 self._reference_loss = mean if self._reference_loss is None else min(self._reference_loss, mean)
             return False

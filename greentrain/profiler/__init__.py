@@ -5,8 +5,17 @@ from ``Snapshot.operating_points``; ``ProfileCache`` lets recurring jobs skip
 the sweep; ``Collective`` makes every rank agree.
 """
 
-from greentrain.profiler.cache import ProfileCache, default_cache_dir, workload_fingerprint
-from greentrain.profiler.collective import Collective, LocalCollective, TorchCollective, default_collective
+from greentrain.profiler.cache import (
+    ProfileCache,
+    default_cache_dir,
+    workload_fingerprint,
+)
+from greentrain.profiler.collective import (
+    Collective,
+    LocalCollective,
+    TorchCollective,
+    default_collective,
+)
 from greentrain.profiler.profiler import (
     OperatingPointProfiler,
     ProfilerConfig,

@@ -14,7 +14,7 @@ from greentrain.errors import ConfigError
 from greentrain.report.html import render_html
 from greentrain.report.model import RunData, counterfactual_run_now, load_run
 
-__all__ = ["build_report", "load_run", "RunData", "counterfactual_run_now"]
+__all__ = ["RunData", "build_report", "counterfactual_run_now", "load_run"]
 
 
 def build_report(log_path: str | Path, out_dir: str | Path) -> Path:

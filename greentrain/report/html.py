@@ -8,7 +8,7 @@ from typing import Any
 
 from greentrain.report.model import J_PER_KWH, RunData, counterfactual_run_now
 
-__all__ = ["summary_rows", "render_html"]
+__all__ = ["render_html", "summary_rows"]
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .7em;text-align:left}
@@ -38,9 +38,20 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
                      f"{float(run.summary['emissions_avoided_g']):,.2f} gCO2eq"))
     if run.zone:
         rows.append(("Grid zone", str(run.zone)))
-    pauses = sum(1 for _, state in run.states if state == "paused")
+    # Transitions into 'paused' (a re-plan during a pause logs 'paused' again; that is the same pause).
+    pauses = sum(1 for i, (_, state) in enumerate(run.states)
+                 if state == "paused" and (i == 0 or run.states[i - 1][1] != "paused"))
     rows.append(("Pauses", str(pauses)))
     return rows
+
+
+def _cell(value: Any) -> str:
+    """A log value for a table cell: nothing for null, lists joined."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -53,10 +64,12 @@ def render_html(run: RunData, images: list[str]) -> str:
     """The whole page; every string from the log is HTML-escaped."""
     summary = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in summary_rows(run))
     figures = "\n".join(f'<img src="{escape(name)}" alt="{escape(name.removesuffix(".png"))}">' for name in images)
-    actions = [[_fmt_time(a["t"]), a.get("action", ""), a.get("reason", ""),
-                a.get("power_limit_w", ""), a.get("precision", ""), a.get("until", "")] for a in run.actions]
-    actions_html = _table(["time", "action", "reason", "power limit (W)", "precision", "until"], actions) \
-        if actions else "<p>No policy actions.</p>"
+    actions = [[_fmt_time(a["t"]), _cell(a.get("action")), _cell(a.get("reason")), _cell(a.get("power_limit_w")),
+                _cell(a.get("precision")), _cell(a.get("until")), _cell(a.get("applied"))] for a in run.actions]
+    actions_html = _table(["time", "action", "reason", "power limit (W)", "precision", "until", "applied"],
+                          actions) if actions else "<p>No policy actions.</p>"
+    notes_html = ("<h2>Notes</h2>" + _table(["time", "note"], [[_fmt_time(t), m] for t, m in run.notes])) \
+        if run.notes else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>greentrain run report</title><style>{_STYLE}</style></head>
 <body>
@@ -67,5 +80,6 @@ counterfactual replays the same steps, with the same energy, back to back from t
 {figures}
 <h2>Policy actions</h2>
 {actions_html}
+{notes_html}
 </body></html>
 """

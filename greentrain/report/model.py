@@ -1,7 +1,8 @@
 """Turn a run's JSONL event log into time series for the report.
 
 Reads the events ``greentrain.events`` documents (``sample``, ``step``,
-``carbon``, ``forecast``, ``state``, ``action``, ``summary``); unknown events
+``carbon``, ``forecast``, ``state``, ``action``, ``summary``) and the
+engine's ``note``; unknown events
 are skipped so newer logs still render. A field of the wrong type is an error
 naming the line's event number and the field.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from greentrain.errors import ConfigError
 from greentrain.events import read_events
 
-__all__ = ["StepRecord", "RunData", "load_run", "counterfactual_run_now"]
+__all__ = ["RunData", "StepRecord", "counterfactual_run_now", "load_run"]
 
 J_PER_KWH = 3.6e6
 
@@ -47,6 +48,8 @@ class RunData:
     states: list[tuple[datetime, str]] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    notes: list[tuple[datetime, str]] = field(default_factory=list)
+    """Engine ``note`` events: what failed or degraded during the run."""
     zone: str | None = None
     start: datetime | None = None
     end: datetime | None = None
@@ -116,6 +119,8 @@ def _add(run: RunData, event: dict[str, Any], t: datetime, where: str) -> None:
         run.states.append((t, str(event.get("state", "running"))))
     elif kind == "action":
         run.actions.append({"t": t, **{k: v for k, v in event.items() if k not in ("t", "event")}})
+    elif kind == "note":
+        run.notes.append((t, str(event.get("message", ""))))
     elif kind == "summary":
         run.summary.update({k: v for k, v in event.items() if k not in ("t", "event")})
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
-from greentrain.report.model import RunData, counterfactual_run_now  # noqa: E402
+from greentrain.report.model import RunData, counterfactual_run_now
 
 __all__ = ["PLOTS", "draw_all"]
 
@@ -88,8 +88,6 @@ def states(run: RunData) -> Figure:
         ax.axvline(action["t"], color="black", lw=0.8, alpha=0.6)
     if seen:
         ax.legend(loc="upper right", fontsize="small", ncols=3)
-    if run.start and run.end and run.end > run.start:
-        ax.set_xlim(run.start, run.end)
     if not seen and not run.actions:
         _empty(ax, "state changes")
     return fig
@@ -98,7 +96,9 @@ def states(run: RunData) -> Figure:
 def emissions(run: RunData) -> Figure:
     fig, ax = _figure("Cumulative emissions vs the run-now counterfactual", "gCO2eq")
     total, xs, ys = 0.0, [run.start], [0.0]
-    for step in run.steps:
+    for step in run.steps:  # flat while not stepping (paused), rising during each step
+        xs.append(step.t - timedelta(seconds=step.duration_s))
+        ys.append(total)
         total += run.step_emissions_g(step) or 0.0
         xs.append(step.t)
         ys.append(total)
@@ -123,6 +123,9 @@ def draw_all(run: RunData, out_dir: Path) -> list[Path]:
     paths = []
     for filename, build in PLOTS.items():
         fig = build(run)
+        if run.start and run.end and run.end > run.start:  # one time axis for every plot
+            for ax in fig.axes:
+                ax.set_xlim(run.start, run.end)
         fig.autofmt_xdate()
         fig.tight_layout()
         path = out_dir / filename

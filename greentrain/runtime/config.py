@@ -253,10 +253,15 @@ class GreentrainConfig:
     """``checkpoint`` (save and exit; relaunch resumes) or ``suspend`` (wait in-process)."""
     job: str = "greentrain"
     """Job name used in metrics."""
+    relaunch: str = "auto"
+    """After a checkpoint pause: ``exec`` (wait, re-exec), ``exit`` (exit 75 for torchrun/scheduler to
+    restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
 
     def __post_init__(self) -> None:
         _need(self.pause_mode in ("checkpoint", "suspend"), "greentrain.pause_mode",
               f"{self.pause_mode!r} is not checkpoint or suspend")
+        _need(self.relaunch in ("auto", "exec", "exit", "none"), "greentrain.relaunch",
+              f"{self.relaunch!r} is not auto, exec, exit or none")
 
 
 _SECTIONS: dict[str, type] = {

@@ -49,15 +49,24 @@ def set_fsdp_precision(model: nn.Module, precision: str) -> int:
     """Switch the compute dtype of every FSDP unit in ``model`` between steps; returns units changed.
 
     FSDP2 reads its dtypes from the parameter group at each all-gather, so
-    re-deriving them from a new policy takes effect at the next forward.
+    re-deriving them from a new policy takes effect at the next forward. The
+    all-gather buffers and unsharded views were allocated in the old dtype: drop
+    them (between steps every unit is resharded) so the next all-gather
+    allocates them again.
     """
     changed = 0
     policy = _mp_policy(precision)
     for module in fsdp_modules(model):
-        group = module._get_fsdp_state()._fsdp_param_group
+        state = module._get_fsdp_state()
+        state._mp_policy = policy  # the forward-input cast reads the state's copy
+        group = state._fsdp_param_group
         if group is None:
             continue
         group.mp_policy = policy
         group._init_mp_dtypes()
+        for fsdp_param in group.fsdp_params:
+            fsdp_param.all_gather_outputs = []
+            if hasattr(fsdp_param, "_unsharded_param"):
+                del fsdp_param._unsharded_param
         changed += 1
     return changed

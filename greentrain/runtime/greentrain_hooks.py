@@ -41,7 +41,7 @@ class SessionHook:
         return self.session.step(tokens=tokens, loss=loss)
 
 
-def _session(cfg: JobConfig, trainer: Trainer, world_size: int) -> Any:
+def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str, Any]) -> Any:
     from greentrain.session import Session
 
     g = cfg.greentrain
@@ -55,15 +55,19 @@ def _session(cfg: JobConfig, trainer: Trainer, world_size: int) -> Any:
         return trainer.resume() if trainer.checkpointer is not None else None
 
     has_checkpoint = trainer.checkpointer is not None
-    return Session(
-        g.policy, zone=g.zone, provider=g.provider, deadline=g.deadline, steps_total=cfg.train.steps,
+    relaunch = g.relaunch if g.relaunch != "auto" else ("exec" if world_size == 1 else "exit")
+    kwargs: dict[str, Any] = dict(
+        zone=g.zone, provider=g.provider, deadline=g.deadline, steps_total=cfg.train.steps,
         save=save if has_checkpoint else None, load=load if has_checkpoint else None,
         pause_mode=g.pause_mode if has_checkpoint else "suspend",
         metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
-        job=g.job, relaunch="exec" if world_size == 1 else "exit",
+        job=g.job, relaunch=relaunch,
         state_path=None if not has_checkpoint else f"{cfg.checkpoint.dir}/greentrain-state.json",
         progress=False,
     )
+    policy = extra.pop("policy", g.policy)
+    kwargs.update(extra)
+    return Session(policy, **kwargs)
 
 
 @contextlib.contextmanager
@@ -93,20 +97,28 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
             server.stop()
 
 
-def run_training(cfg: JobConfig, *, on_step=None) -> tuple[Trainer, list[StepMetrics]]:
-    """Build the trainer for this rank and train, under the greentrain session when a policy is set."""
+def run_training(cfg: JobConfig, *, on_step=None, session_kwargs: dict[str, Any] | None = None,
+                 ) -> tuple[Trainer, list[StepMetrics]]:
+    """Build the trainer for this rank and train, under the greentrain session when a policy is set.
+
+    ``session_kwargs`` go to ``Session`` as they are (e.g. ``clock``, ``policy`` as an object).
+    """
     trainer = Trainer(cfg)
     world_size = trainer.dims.world_size
     callbacks = [on_step] if on_step is not None else []
-    if cfg.greentrain.policy is None:
+    extra = dict(session_kwargs or {})
+    if cfg.greentrain.policy is None and "policy" not in extra:
         with _plain_metrics(trainer.cfg, trainer) as count:
             trainer.on_step = _chain(callbacks + [count])
             return trainer, trainer.fit()
-    session = _session(trainer.cfg, trainer, world_size)
+    session = _session(trainer.cfg, trainer, world_size, extra)
     trainer.on_step = _chain(callbacks)
     with session:
         trainer.hook = SessionHook(session)
         trainer.step = max(trainer.step, session.start_step)
+        first = getattr(session.last_decision, "precision", None)  # decided before step 0
+        if first and first != trainer.precision:
+            trainer.set_precision(first)
         history = trainer.fit(resume=False)
     return trainer, history
 

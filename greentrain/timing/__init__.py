@@ -11,7 +11,7 @@ process control for ``greentrain run`` (``process``).
 from __future__ import annotations
 
 from greentrain.timing.broadcast import Broadcast, LocalBroadcast, TorchBroadcast
-from greentrain.timing.guard import latest_safe_resume, check_deadline
+from greentrain.timing.guard import check_deadline, latest_safe_resume
 from greentrain.timing.stats import StepTimes
 
 __all__ = [

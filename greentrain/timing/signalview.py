@@ -40,6 +40,17 @@ class SignalView:
         self._latest_at: datetime | None = None
         self._forecast: tuple[IntensityPoint, ...] = ()
         self._forecast_at: datetime | None = None
+        self.version = 0
+        """Incremented whenever a fresh value arrives (rank 0 shares new points with the other ranks)."""
+
+    @property
+    def last(self) -> IntensityPoint | None:
+        """The most recent point read (no I/O)."""
+        return self._latest
+
+    def known_points(self) -> tuple[IntensityPoint, ...]:
+        """The latest point and the forecast in hand (no I/O), for other ranks' ledgers."""
+        return ((self._latest,) if self._latest is not None else ()) + self._forecast
 
     def invalidate(self) -> None:
         """Force a fresh read next time (a re-plan during a pause)."""
@@ -59,6 +70,7 @@ class SignalView:
             self._latest_at = now
             return self._latest
         self._latest, self._latest_at = point, now
+        self.version += 1
         if ledger is not None:
             ledger.observe(point)
         self._on_event("carbon", intensity_g_per_kwh=point.intensity_g_per_kwh, kind=point.kind.value,
@@ -78,6 +90,7 @@ class SignalView:
             self._forecast_at = now
             return tuple(p for p in self._forecast if p.end > now)
         self._forecast, self._forecast_at = points, now
+        self.version += 1
         if ledger is not None:
             ledger.observe_many(points)
         if points:

@@ -13,11 +13,14 @@ import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from greentrain.errors import ConfigError
 
-__all__ = ["EngineState", "load_state", "save_state"]
+if TYPE_CHECKING:
+    from greentrain.engine import Engine
+
+__all__ = ["EngineState", "load_state", "save_state", "state_of", "restore_into"]
 
 _VERSION = 1
 
@@ -76,3 +79,31 @@ def load_state(path: str | Path, job: str) -> EngineState | None:
     if state.job != job or state.finished:
         return None
     return state
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def state_of(engine: "Engine", job: str, *, resume_at: datetime | None, finished: bool) -> EngineState:
+    """Capture what a relaunch of ``job`` needs from ``engine``."""
+    stats = engine.job_stats.snapshot()
+    return EngineState(
+        job=job, deadline=_iso(engine.deadline), first_start=_iso(engine.first_start),
+        submitted_at=_iso(engine.submitted_at), steps_done=engine.steps_done, running_s=engine.running_s,
+        step_time_s=engine.times.mean_s, energy_j=engine.ledger.energy_j, emissions_g=engine.ledger.emissions_g,
+        counterfactual_g=engine.ledger.counterfactual_g, tokens=stats.tokens_total, resume_at=_iso(resume_at),
+        finished=finished,
+    )
+
+
+def restore_into(engine: "Engine", prior: EngineState) -> None:
+    """Carry totals and the time axis of the previous run into a freshly built engine."""
+    engine.running_s = prior.running_s
+    engine.first_start = EngineState.parse_time(prior.first_start)
+    engine.submitted_at = EngineState.parse_time(prior.submitted_at)
+    engine.ledger.energy_j = prior.energy_j
+    engine.ledger.emissions_g = prior.emissions_g
+    engine.ledger.counterfactual_g = prior.counterfactual_g
+    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=prior.energy_j,
+                         emissions_g=prior.emissions_g, emissions_avoided_g=prior.counterfactual_g - prior.emissions_g)

@@ -45,6 +45,7 @@ class Waiter:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._replan_lock = threading.Lock()
         self._target: datetime | None = None
         self._scheduler: Any = None
         self.replans = 0
@@ -103,8 +104,11 @@ class Waiter:
             self._wake.clear()  # before reading the target: a re-plan after this point still wakes us
             payload = None
             if engine.is_leader:
+                now, stopped = clock.now(), self._stop.is_set()
+                if not stopped and now >= self.target:
+                    self._replan(at_wake=True)  # the planned time is a re-plan point: still paused?
                 target = self.target
-                payload = (target, self._stop.is_set() or clock.now() >= target, self._stop.is_set())
+                payload = (target, stopped or clock.now() >= target, stopped)
             target, done, interrupted = engine.broadcast.share(payload)
             if done:
                 return bool(interrupted)
@@ -156,30 +160,37 @@ class Waiter:
             except Exception:  # JobLookupError: already fired
                 pass
 
-    def _replan(self) -> None:
-        """Re-decide with fresh data; move the resume time if the plan changed."""
+    def _replan(self, at_wake: bool = False) -> None:
+        """Re-decide with fresh data; move the resume time if the plan changed.
+
+        On the scheduler's ticks (forecast changes) and at the planned time
+        itself (``at_wake``): policies that re-plan per interval return a pause
+        that ends at the interval's end, and waking then must not cost a step.
+        """
         engine = self.engine
-        now = engine.clock.now()
-        try:
-            new_target = engine.replan_paused(now)
-        except Exception as e:  # never let the scheduler thread die silently
-            engine._note(f"re-plan failed ({type(e).__name__}: {e}); keeping the current plan")
-            return
-        candidates = [t for t in (new_target, engine.latest_safe_resume()) if t is not None]
-        if not candidates:
-            return
-        latest = engine.latest_safe_resume()
-        if latest is not None and new_target is not None and latest < new_target:
-            engine.guard_engaged = True
-        new_target = max(now, min(candidates))
-        with self._lock:
-            old = self._target
-            if old is None or abs((new_target - old).total_seconds()) < 1e-6:
+        with self._replan_lock:
+            now = engine.clock.now()
+            try:
+                new_target = engine.replan_paused(now)
+            except Exception as e:  # never let the scheduler thread die silently
+                engine._note(f"re-plan failed ({type(e).__name__}: {e}); keeping the current plan")
                 return
-            self._target = new_target
-        self.replans += 1
-        engine._event("action", action="replan", reason="re-planned during the pause", until=new_target,
-                      previous_until=old)
+            latest = engine.latest_safe_resume()
+            if latest is not None and new_target is not None and latest < new_target:
+                engine.guard_engaged = True
+            candidates = [t for t in (new_target, latest) if t is not None]
+            if not candidates:
+                return
+            new_target = max(now, min(candidates))
+            with self._lock:
+                old = self._target
+                if old is None or abs((new_target - old).total_seconds()) < 1e-6:
+                    return
+                self._target = new_target
+        if not at_wake or new_target > now:
+            self.replans += 1
+            engine._event("action", action="replan", reason="re-planned during the pause", until=new_target,
+                          previous_until=old)
         self._schedule_wake()
         if new_target < old:
             self._wake.set()
@@ -213,7 +224,7 @@ class Waiter:
         what = "delaying start" if engine.state == JobState.WAITING else "paused"
         deadline = f"; deadline {_fmt(engine.deadline)}" if engine.deadline else ""
         message = f"greentrain: {what} until {_fmt(target)}{f' ({reason})' if reason else ''}{deadline}"
-        log.info(message)
+        log.debug(message)
         if not (self.progress and sys.stderr.isatty()):  # on a terminal the countdown says it
             print(message, file=sys.stderr, flush=True)
 

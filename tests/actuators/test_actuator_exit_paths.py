@@ -84,3 +84,24 @@ def test_sigkill_at_random_points_then_restart_leaks_nothing(tmp_path: Path) -> 
             assert acts.unrestored_count() == 0
         assert Journal(tmp_path / "state", gpu.uuid).entries() == {}
     assert killed_while_changed >= iterations // 4, "kills should mostly land while settings were changed"
+
+
+@pytest.mark.timeout(20)
+def test_forked_child_signal_does_not_undo_parent_settings(tmp_path: Path) -> None:
+    from greentrain.policies.base import Decision
+
+    gpu = _gpu(tmp_path)
+    acts = ActuatorSet([gpu], state_dir=tmp_path / "state")  # hooks installed, as in a real job
+    try:
+        acts.apply(Decision(power_limit_w=150.0))
+        pid = os.fork()
+        if pid == 0:  # e.g. a data-loader worker that gets SIGTERM
+            os.kill(os.getpid(), signal.SIGTERM)
+            os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+        assert gpu.power_limit_w() == 150.0, "the child restored the parent's setting"
+    finally:
+        acts.close()
+    assert gpu.is_default()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # our handler removed again

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.actuators import ActuatorSet, DeviceBusyError, FileBackedGPU, Journal, KnobController, Knob
+from greentrain.actuators import (
+    ActuatorSet,
+    DeviceBusyError,
+    FileBackedGPU,
+    Journal,
+    Knob,
+    KnobController,
+)
 from greentrain.errors import ActuationError, DeviceLostError
 from greentrain.policies.base import Decision
 
@@ -84,7 +91,7 @@ def test_two_jobs_on_one_gpu_second_is_refused(tmp_path: Path, caplog: pytest.Lo
             second.recover()
             assert second.apply(Decision(power_limit_w=150.0)) == []
             assert second.refused_total["lock"] == 1 and second.refused_total["power_limit"] == 1
-            assert f"held by pid" in caplog.text
+            assert "held by pid" in caplog.text
             assert second.unrestored_count() == 0
         # the second job's exit must not undo the first job's setting
         assert first_gpu.power_limit_w() == 200.0

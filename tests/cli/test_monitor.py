@@ -100,3 +100,27 @@ def test_gpu_selection_and_lost_gpu_reported(
     assert gpu1["failed"] and "GPU is lost" in gpu1["error"]
     assert cpu["device"] == "cpu-estimate"
     assert any("gpu1 failed" in n for n in report["notes"])
+
+
+def test_until_ctrl_c_then_report(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    log = tmp_path / "run.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "greentrain", "monitor", "--interval-s", "0.02", "--jsonl", str(log), "--json"],
+        env=bare_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 40
+        while not (log.exists() and '"sample"' in log.read_text()):  # wait until it is measuring
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["duration_s"] > 0 and report["devices"][0]["energy_j"] > 0 and "exit_code" not in report

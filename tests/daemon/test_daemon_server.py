@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from greentrain.actuators import ActuatorSet, FileBackedGPU, Journal
+from greentrain.actuators.lock import DeviceBusyError
 from greentrain.daemon.auth import PeerCredentials, authorize
 from greentrain.daemon.client import DaemonClient, DaemonUnavailableError
 from greentrain.daemon.config import DaemonConfig, GPULimits
 from greentrain.daemon.server import DaemonServer
 from greentrain.errors import ConfigError, DeviceError, PrivilegeError
 from greentrain.policies.base import Decision
-from greentrain.actuators.lock import DeviceBusyError
 
 pytestmark = pytest.mark.timeout(30)
 NOBODY = 65534
@@ -300,3 +300,44 @@ def test_daemon_down_means_refusal_not_crash(tmp_path: Path, sockdir: Path) -> N
         assert acts.refused_total["power_limit"] == 1
     with pytest.raises(DaemonUnavailableError, match="start it with `sudo greentrain daemon`"):
         DaemonClient(sockdir / "none.sock").status()
+
+
+def test_daemon_killed_then_restarted_restores_from_journal(tmp_path: Path, sockdir: Path) -> None:
+    sock = sockdir / "d.sock"
+
+    def crashed_daemon(write_fd: int) -> None:  # a daemon that gets SIGKILLed while a job holds settings
+        gpus = _gpus(tmp_path)
+        server = DaemonServer(gpus, DaemonConfig(socket=sock, state_dir=tmp_path / "state"))
+        server.start()
+        client = DaemonClient(sock)  # kept open: closing it would make the daemon restore
+        client.set_power_limit_w(gpus[0].uuid, 125)
+        os.write(write_fd, b"ready\n")
+        time.sleep(60)
+
+    pid, fd = _fork(crashed_daemon)
+    assert _read_line(fd) == "ready"
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    gpus = _gpus(tmp_path)
+    assert gpus[0].power_limit_w() == 125  # left behind by the dead daemon
+    server = DaemonServer(gpus, DaemonConfig(socket=sock, state_dir=tmp_path / "state"))
+    server.start()  # the stale socket is replaced, the journal restored
+    try:
+        assert gpus[0].is_default()
+        with DaemonClient(sock) as client:
+            assert client.status()["ok"]
+    finally:
+        server.shutdown()
+
+
+def test_daemon_without_privilege_says_so(tmp_path: Path, sockdir: Path) -> None:
+    gpus = _gpus(tmp_path, privileged=False)
+    server = DaemonServer(gpus, DaemonConfig(socket=sockdir / "d.sock", state_dir=tmp_path / "state"))
+    server.start()
+    try:
+        with DaemonClient(server.config.socket) as client:
+            with pytest.raises(PrivilegeError, match="the daemon itself lacks the privilege"):
+                client.set_power_limit_w(gpus[0].uuid, 200)
+        assert Journal(tmp_path / "state", gpus[0].uuid).entries() == {}
+    finally:
+        server.shutdown()

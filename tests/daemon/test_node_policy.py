@@ -9,7 +9,11 @@ import pytest
 
 from greentrain.clock import FrozenClock
 from greentrain.daemon.config import NodePolicyConfig
-from greentrain.daemon.nodepolicy import NodePolicyRunner, dirty_grid_cap, trace_intensity_fn
+from greentrain.daemon.nodepolicy import (
+    NodePolicyRunner,
+    dirty_grid_cap,
+    trace_intensity_fn,
+)
 from greentrain.errors import SignalError
 from greentrain.signals.trace import load_trace
 

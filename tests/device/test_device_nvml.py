@@ -40,7 +40,9 @@ def test_identity_and_capabilities_of_a_volta_plus_gpu() -> None:
     assert gpu.uuid.startswith("GPU-")
     caps = gpu.capabilities
     assert caps.energy_counter and caps.power_reading and caps.power_limit_control and caps.clock_control
+    caps = gpu.probe_privileges()
     assert caps.power_limit_permitted is True and caps.clock_control_permitted is True
+    assert gpu.capabilities == caps
     assert gpu.power_field == "instant"
 
 
@@ -67,6 +69,15 @@ def test_pre_volta_gpu_does_not_claim_counter_or_clock_control() -> None:
     assert caps.energy_counter is False and caps.clock_control is False and caps.power_reading is True
 
 
+def test_capabilities_never_write_and_non_root_is_not_permitted(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml, (gpu,) = _gpus(FakeNVMLDevice("a40"))
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    caps = gpu.capabilities
+    assert caps.power_limit_permitted is False and caps.clock_control_permitted is False
+    assert not any(name.startswith("nvmlDeviceSet") for name, _i, _a in nvml.calls)
+    assert nvml.gpus[0].set_calls == []
+
+
 def test_power_prefers_instant_field_else_power_usage() -> None:
     nvml, (fields, usage) = _gpus(FakeNVMLDevice("a40"), FakeNVMLDevice("a40", power_fields=False))
     assert fields.power_field == "instant" and usage.power_field == "usage"
@@ -90,9 +101,9 @@ def test_power_limit_get_set_and_range_check() -> None:
 
 
 def test_unprivileged_process_is_told_how_to_fix_it() -> None:
-    _, (gpu,) = _gpus(FakeNVMLDevice("a40", privileged=False))
-    assert gpu.capabilities.power_limit_permitted is False
-    assert gpu.capabilities.clock_control_permitted is False
+    nvml, (gpu,) = _gpus(FakeNVMLDevice("a40", privileged=False))
+    caps = gpu.probe_privileges()
+    assert caps.power_limit_permitted is False and caps.clock_control_permitted is False
     with pytest.raises(PrivilegeError, match="run as root.*greentrain daemon"):
         gpu.set_power_limit_w(200)
     with pytest.raises(PrivilegeError):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import RunNowPolicy, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, RunNowPolicy, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
 
 T0 = datetime(2022, 1, 10, 0, tzinfo=UTC)
 WORLD = 3
@@ -50,6 +50,7 @@ def _rank_main(rank: int, port: int, out: "mp.Queue") -> None:
         else:  # others would never pause on their own
             policy, signals = RunNowPolicy(), None
         engine = Engine(policy, signals=signals, clock=clock, steps_total=STEPS, step_time_s=STEP_S,
+                        monitor=ClockMonitor(clock, power_w=100.0),
                         deadline=T0 + timedelta(hours=8), broadcast=TorchBroadcast(), progress=False,
                         decide_interval_s=120)
         pauses = []
@@ -69,7 +70,8 @@ def _rank_main(rank: int, port: int, out: "mp.Queue") -> None:
                 engine.wait_until(decision.until, decision.reason)
         engine.close()
         weights = [p.detach().clone() for p in model.parameters()]
-        out.put((rank, pauses, engine.steps_done, [w.tolist() for w in weights], clock.now().isoformat()))
+        out.put((rank, pauses, engine.steps_done, [w.tolist() for w in weights], clock.now().isoformat(),
+                 engine.ledger.counterfactual_g, engine.ledger.emissions_g))
         dist.destroy_process_group()
     except BaseException:
         out.put((rank, "error", traceback.format_exc()))
@@ -103,3 +105,8 @@ def test_all_ranks_pause_at_the_same_step() -> None:
     assert all(results[r][2] == STEPS for r in results)
     assert all(results[r][3] == results[0][3] for r in results), "replicas diverged"
     assert len({results[r][4] for r in results}) == 1
+    # Every rank prices its own energy with rank 0's carbon signal: 150 one-minute steps at 100 W,
+    # 60 in the clean first hour, 90 after the pause (all clean), none in the dirty hours.
+    step_kwh = 100 * STEP_S / 3.6e6
+    assert [results[r][6] for r in sorted(results)] == pytest.approx([150 * step_kwh * 100] * WORLD)
+

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -93,3 +92,45 @@ def test_replan_never_extends_past_the_guard() -> None:
     engine.wait_until(T0 + timedelta(hours=20), "test")
     assert clock.now() <= T0 + timedelta(hours=2, minutes=1)
     engine.close()
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, so the rich countdown renders into it."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("not a real terminal")
+
+
+@pytest.mark.timeout(20)
+def test_delayed_start_shows_a_countdown_with_the_planned_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    import rich.progress  # noqa: F401  (imported up front: the replayed clock runs during imports)
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("COLUMNS", "200")
+    clock = ReplayClock(T0, speedup=SPEEDUP / 4)
+    signals = TraceSignals(hourly(T0, [500, 500, 100, 100, 100]), clock)
+    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, steps_total=10, step_time_s=60,
+                    deadline=T0 + timedelta(hours=4), progress=True)
+    decision = engine.begin()
+    engine.wait_until(decision.until, "cleaner from 02:00")
+    engine.close()
+    shown = terminal.buffer.getvalue()
+    assert re.search(r"waiting: run from 2022-06-01 0[23]:\d\d:\d\dZ to finish by 2022-06-01 04:00:00Z", shown)
+    assert "cleaner from 02:00" in shown and re.search(r"\dh\d\dm\d\ds left", shown)

@@ -20,15 +20,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from gt_promstack import (  # noqa: E402
-    DCGM_UUIDS, Prometheus, Pushgateway, ReadingsMonitor, StaticText, TraceSignals,
+from gt_promstack import (
+    DCGM_UUIDS,
+    Prometheus,
+    Pushgateway,
+    StaticText,
+    TraceSignals,
 )
 
-from greentrain.clock import ReplayClock  # noqa: E402
-from greentrain.errors import DeviceLostError  # noqa: E402
-from greentrain.exporters import MetricsServer  # noqa: E402
-from greentrain.jobstats import JobState, JobStats  # noqa: E402
-from greentrain.testing import FakeCPUDomain, FakeGPU  # noqa: E402
+from greentrain.clock import ReplayClock
+from greentrain.errors import DeviceLostError
+from greentrain.exporters import MetricsServer
+from greentrain.jobstats import JobState, JobStats
+from greentrain.monitor import Monitor
+from greentrain.testing import FakeCPUDomain, FakeGPU
 
 JOB = "llm-test"
 REPLAY_ORIGIN = datetime(2022, 6, 1, 12, 30, tzinfo=UTC)
@@ -86,36 +91,47 @@ def stack(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Iterat
     stats1 = JobStats(job=JOB, state=JobState.RUNNING)
     signals = TraceSignals(shared_data / "carbon" / "GB_2022_hourly.csv", clock, stale=True, age_s=9000.0)
     rank_dir = tmp / "ranks"
-    rank1 = MetricsServer(job=JOB, monitor=ReadingsMonitor([gpus[1]], [package]), job_stats=stats1,
+    monitors = [Monitor([gpus[0], gpus[2]], [package], interval_s=0.2).start(),
+                Monitor([gpus[1]], [package], interval_s=0.2).start(),
+                Monitor([FakeGPU("rtx6000", index=0)], [], interval_s=0.2).start()]
+    rank1 = MetricsServer(job=JOB, monitor=monitors[1], job_stats=stats1,
                           multiprocess_dir=rank_dir, local_rank=1).start()
-    job_server = MetricsServer(job=JOB, monitor=ReadingsMonitor([gpus[0], gpus[2]], [package]), signals=signals,
+    job_server = MetricsServer(job=JOB, monitor=monitors[0], signals=signals,
                                job_stats=stats0, clock=clock, multiprocess_dir=rank_dir, local_rank=0).start()
     node_signals = TraceSignals(shared_data / "carbon" / "US-CAL-CISO_2022_hourly.csv", clock)
-    node_server = MetricsServer(job="node", monitor=ReadingsMonitor([FakeGPU("rtx6000", index=0)], []),
+    node_server = MetricsServer(job="node", monitor=monitors[2],
                                 signals=node_signals, clock=clock).start()
     dcgm = StaticText((shared_data / "api-responses" / "dcgm-exporter_metrics_sample.prom").read_text())
-    pushgateway = Pushgateway(tmp)
     stop = threading.Event()
     trainer = threading.Thread(target=_trainer, args=(stop, [stats0, stats1]), daemon=True)
     trainer.start()
-    scrape = [
-        {"job_name": "greentrain", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{job_server.port}"]}]},
-        {"job_name": "greentrain-node", "static_configs": [{"targets": [f"127.0.0.1:{node_server.port}"]}]},
-        {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{dcgm.port}"]}]},
-        {"job_name": "pushgateway", "honor_labels": True,
-         "static_configs": [{"targets": [f"127.0.0.1:{pushgateway.port}"]}]},
-    ]
-    prometheus = None
+    prometheus = pushgateway = None
     try:
-        prometheus = Prometheus(tmp, scrape)
+        pushgateway = Pushgateway(tmp)
+        prometheus = Prometheus(tmp, _scrape_configs(job_server.port, node_server.port, dcgm.port, pushgateway.port))
         prometheus.wait_for("count(up == 1) == 4", timeout_s=30)
         yield Stack(prometheus, pushgateway, job_server, node_server, stats0, stats1, gpus, signals, clock)
     finally:
         stop.set()
         trainer.join(timeout=5)
-        if prometheus is not None:
-            prometheus.process.stop()
-        pushgateway.process.stop()
+        for process in (prometheus, pushgateway):
+            if process is not None:
+                process.process.stop()
         dcgm.stop()
         for server in (rank1, job_server, node_server):
             server.stop()
+        for monitor in monitors:
+            monitor.stop()
+
+
+def _scrape_configs(job_port: int, node_port: int, dcgm_port: int, pushgateway_port: int) -> list[dict]:
+    def static(port: int) -> list[dict]:
+        return [{"targets": [f"127.0.0.1:{port}"]}]
+
+    # honor_labels keeps the training job's own `job` label, as exporters/prometheus.yml recommends.
+    return [
+        {"job_name": "greentrain", "honor_labels": True, "static_configs": static(job_port)},
+        {"job_name": "greentrain-node", "static_configs": static(node_port)},
+        {"job_name": "dcgm-exporter", "static_configs": static(dcgm_port)},
+        {"job_name": "pushgateway", "honor_labels": True, "static_configs": static(pushgateway_port)},
+    ]

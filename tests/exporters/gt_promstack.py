@@ -1,8 +1,7 @@
 """Helpers for the exporter tests: monitor/signal doubles and real Prometheus/Pushgateway processes.
 
-The doubles read the shipped hardware fakes (``FakeGPU`` from measured Zeus
-profiles, ``FakeCPUDomain``) and a real Electricity Maps trace, so values are
-what measured hardware and a real grid produce. Servers are started on
+The signal double replays a real Electricity Maps trace through the
+cache-only ``peek`` API a SignalChain offers. Servers are started on
 ephemeral 127.0.0.1 ports with temp dirs and stopped by pid.
 """
 
@@ -15,59 +14,18 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from greentrain.clock import Clock
-from greentrain.device.base import GPU, CPUDomain
-from greentrain.errors import DeviceError
-from greentrain.provenance import Source
 from greentrain.signals.base import IntensityPoint, Kind, ProviderStatus
 from greentrain.signals.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = sorted((REPO / "exporters" / "rules").glob("*.yml"))
 DCGM_UUIDS = ("GPU-d7cbb0cd-d4bd-c2f7-dfaf-221df5e958ea", "GPU-c0b5694b-2b5d-6b20-f903-558341437f6b")
-
-
-@dataclass(slots=True)
-class Reading:
-    """Same fields as greentrain.monitor's DeviceReading."""
-
-    kind: str
-    name: str
-    index: int
-    uuid: str | None
-    energy_j: float | None
-    power_w: float | None
-    power_limit_w: float | None
-    sm_clock_hz: float | None
-    source: Source
-    failed: bool = False
-    error: str | None = None
-
-
-class ReadingsMonitor:
-    """Monitor double: reads real GPU/CPUDomain objects (here the measured-profile fakes) on each call."""
-
-    def __init__(self, gpus: list[GPU], cpus: list[CPUDomain]) -> None:
-        self.gpus, self.cpus = gpus, cpus
-
-    def readings(self) -> list[Reading]:
-        out = []
-        for g in self.gpus:
-            try:
-                out.append(Reading("gpu", g.name, g.index, g.uuid, g.total_energy_j(), g.power_w(),
-                                   g.power_limit_w(), g.sm_clock_mhz() * 1e6, Source.MEASURED))
-            except DeviceError as e:
-                out.append(Reading("gpu", g.name, g.index, g.uuid, None, None, None, None, Source.MEASURED,
-                                   failed=True, error=str(e)))
-        for c in self.cpus:
-            out.append(Reading("cpu", c.name, 0, None, c.energy_j(), None, None, None, c.source))
-        return out
 
 
 class TraceSignals:
@@ -152,6 +110,14 @@ class Process:
         self._log.close()
 
 
+def _ready_or_stop(process: Process, url: str) -> None:
+    try:
+        wait_http(url + "/-/ready")
+    except BaseException:
+        process.stop()
+        raise AssertionError(f"{url} did not become ready:\n{process.log_path.read_text()[-2000:]}") from None
+
+
 class Prometheus:
     """A real Prometheus on 127.0.0.1 with a temp config and storage, 1 s scrape and rule evaluation."""
 
@@ -164,7 +130,7 @@ class Prometheus:
         self.process = Process(["/usr/bin/prometheus", f"--config.file={tmp / 'prometheus.yml'}",
                                 f"--storage.tsdb.path={tmp / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
                                 "--storage.tsdb.retention.time=1h", "--log.level=warn"], tmp / "prometheus.log")
-        wait_http(self.url + "/-/ready")
+        _ready_or_stop(self.process, self.url)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         body = get_json(self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
@@ -190,7 +156,7 @@ class Pushgateway:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = Process(["/usr/bin/prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{self.port}",
                                 "--log.level=warn"], tmp / "pushgateway.log")
-        wait_http(self.url + "/-/ready")
+        _ready_or_stop(self.process, self.url)
 
 
 class StaticText:

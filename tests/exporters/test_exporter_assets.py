@@ -104,3 +104,16 @@ def test_provisioning_files() -> None:
     assert dash["apiVersion"] == 1 and dash["providers"][0]["type"] == "file"
     sources = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yaml").read_text())
     assert sources["datasources"][0]["type"] == "prometheus"
+
+
+def test_docs_describe_every_panel_metric_rule_and_alert() -> None:
+    doc = (REPO / "docs" / "prometheus-grafana.md").read_text()
+    for filename, build in DASHBOARDS.items():
+        for panel in build()["panels"]:
+            assert f"| {panel['title']} |" in doc, f"{filename}: panel {panel['title']!r} is not described"
+    for spec in n.METRICS:
+        assert f"`{spec.name}`" in doc, spec.name
+    for path in (EXPORTERS / "rules").glob("*.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                assert f"`{rule.get('record') or rule['alert']}`" in doc

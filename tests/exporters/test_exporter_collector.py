@@ -8,13 +8,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from gt_promstack import ReadingsMonitor, TraceSignals
+from gt_promstack import TraceSignals
 from prometheus_client import CollectorRegistry, generate_latest
 
 from greentrain.clock import FrozenClock
 from greentrain.errors import DeviceLostError, SignalError
 from greentrain.exporters import GreentrainCollector
 from greentrain.jobstats import JobState, JobStats
+from greentrain.monitor import Monitor
 from greentrain.signals.base import IntensityPoint, Kind, ProviderStatus
 from greentrain.testing import FakeCPUDomain, FakeGPU
 
@@ -34,8 +35,10 @@ def test_device_values_come_from_the_gpu_and_cpu_readings() -> None:
     now = [100.0]
     gpu = FakeGPU("v100", index=3, uuid="GPU-abc", time_fn=lambda: now[0], ripple=0.0)
     cpu = FakeCPUDomain("package-1", 40.0, time_fn=lambda: now[0])
-    registry, _ = _registry(monitor=ReadingsMonitor([gpu], [cpu]))
+    monitor = Monitor([gpu], [cpu], time_fn=lambda: now[0]).start(background=False)
+    registry, _ = _registry(monitor=monitor)
     now[0] += 10.0
+    monitor.sample()
     labels = {"gpu": "3", "UUID": "GPU-abc"}
     assert registry.get_sample_value("greentrain_gpu_power_watts", labels) == pytest.approx(gpu.base_power_w())
     assert registry.get_sample_value("greentrain_gpu_energy_joules_total", {**labels, "source": "measured"}) == \
@@ -49,7 +52,7 @@ def test_device_values_come_from_the_gpu_and_cpu_readings() -> None:
 def test_a_lost_gpu_reports_not_ok_and_keeps_the_others() -> None:
     good, lost = FakeGPU("a40", index=0), FakeGPU("a40", index=1)
     lost.fail(DeviceLostError("GPU 1 lost"))
-    registry, _ = _registry(monitor=ReadingsMonitor([good, lost], []))
+    registry, _ = _registry(monitor=Monitor([good, lost]).start(background=False))
     assert registry.get_sample_value("greentrain_gpu_reading_ok", {"gpu": "1", "UUID": lost.uuid}) == 0
     assert registry.get_sample_value("greentrain_gpu_reading_ok", {"gpu": "0", "UUID": good.uuid}) == 1
     assert registry.get_sample_value("greentrain_gpu_power_watts", {"gpu": "1", "UUID": lost.uuid}) is None

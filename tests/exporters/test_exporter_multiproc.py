@@ -61,3 +61,20 @@ def test_local_rank_comes_from_the_environment(tmp_path: Path, monkeypatch: pyte
     server = MetricsServer(job="j", multiprocess_dir=tmp_path)
     assert server.local_rank == 3 and not server.serving
     NodeCollector  # noqa: B018 - public for users composing their own registry
+
+
+def test_leftover_files_of_an_earlier_run_are_ignored(tmp_path: Path) -> None:
+    import json
+    import time
+
+    old = RankFiles(tmp_path, job="j")
+    old.write(1, [("greentrain_training_tokens_total", J, 1000.0)])
+    body = json.loads(old.path(1).read_text())
+    body["written_at"] = time.time() - 3600  # the previous run, an hour ago, same job name and directory
+    old.path(1).write_text(json.dumps(body))
+    registry = CollectorRegistry()
+    stats = JobStats(job="j")
+    stats.add(tokens=10)
+    MetricsServer(job="j", job_stats=stats, registry=registry, multiprocess_dir=tmp_path, local_rank=0)
+    assert registry.get_sample_value("greentrain_training_tokens_total", {"job": "j"}) == 10
+    assert registry.get_sample_value("greentrain_exporter_ranks", {"job": "j"}) == 1

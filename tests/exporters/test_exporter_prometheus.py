@@ -70,11 +70,13 @@ def test_ranks_are_merged_once_per_node(stack: Stack) -> None:
     # One RAPL package seen by both ranks is counted once (65 W), not twice.
     cpu = stack.prometheus.wait_for(f'irate(greentrain_cpu_energy_joules_total{{instance="{stack.job_instance}"}}[30s])')
     assert len(cpu) == 1 and 55 < float(cpu[0]["value"][1]) < 75
-    # Steps advance in lock-step (max); tokens are per rank (sum): tokens = 2 x 512 x steps.
-    steps = float(stack.prometheus.query(f"greentrain_training_steps_total{j}")[0]["value"][1])
-    tokens = float(stack.prometheus.query(f"greentrain_training_tokens_total{j}")[0]["value"][1])
+    # Steps advance in lock-step (max); tokens are per rank (sum). Both ranks do 512 tokens a step, so the
+    # sum exceeds one rank's worth (what max would give) and never exceeds two (rank 1's file may lag).
+    sample = stack.prometheus.query(f'{{__name__=~"greentrain_training_(steps|tokens)_total",job="{JOB}"}}')
+    values = {r["metric"]["__name__"]: float(r["value"][1]) for r in sample}
+    steps, tokens = values["greentrain_training_steps_total"], values["greentrain_training_tokens_total"]
     assert steps > 0
-    assert tokens == pytest.approx(2 * 512 * steps, rel=0.2)
+    assert 512 * steps < tokens <= 2 * 512 * steps
     # Job state comes from the leader: exactly one state is 1.
     states = _values(stack, f"greentrain_job_state{j}")
     assert sorted(states.values()) == [0.0, 0.0, 1.0]
@@ -82,7 +84,7 @@ def test_ranks_are_merged_once_per_node(stack: Stack) -> None:
 
 
 def test_job_series_carry_the_configured_job_label(stack: Stack) -> None:
-    emissions = stack.prometheus.wait_for("greentrain_emissions_grams_total")
+    emissions = stack.prometheus.wait_for(f'greentrain_emissions_grams_total{{instance="{stack.job_instance}"}}')
     assert {r["metric"]["job"] for r in emissions} == {JOB}
     precision = stack.prometheus.wait_for("greentrain_job_precision_info")
     assert [r["metric"]["precision"] for r in precision] == ["bf16"]
@@ -181,7 +183,7 @@ def test_node_endpoint_exports_devices_and_signal_but_no_job_series(stack: Stack
 
 def test_exposition_names_are_all_in_the_names_module(stack: Stack) -> None:
     text = http_text(stack.job_server.url)
-    exported = {m for m in re.findall(r"^# TYPE (\S+)", text, re.M)}
+    exported = {m for m in re.findall(r"^# TYPE (\S+)", text, re.MULTILINE)}
     families = {s.name for s in n.METRICS}
     assert exported <= families and exported
 

@@ -94,16 +94,21 @@ class SlurmCluster:
         self._wait(lambda: (m / "sock").exists(), timeout_s, "munged socket")
         self._spawn(["/usr/sbin/slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
         self._spawn(["/usr/sbin/slurmd", "-D", "-f", str(self.conf), "-N", "gtnode"], "slurmd")
-        self._wait(self._node_ready, timeout_s, "node gtnode idle")
+        self._wait(self.node_idle, timeout_s, "node gtnode idle")
 
     def _spawn(self, argv: list[str], name: str) -> None:
         out = (self.root / "log" / f"{name}.out").open("wb")
         self._procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env))
 
-    def _node_ready(self) -> bool:
+    def sinfo(self) -> str:
+        """Node state, e.g. 'idle', 'mix', 'comp'."""
         done = subprocess.run(["sinfo", "-h", "-n", "gtnode", "-o", "%t"], env=self.env,
                               capture_output=True, text=True, timeout=10)
-        return done.returncode == 0 and done.stdout.strip().startswith("idle")
+        return done.stdout.strip() if done.returncode == 0 else f"sinfo failed: {done.stderr.strip()}"
+
+    def node_idle(self) -> bool:
+        """The node runs nothing and has finished cleaning up."""
+        return self.sinfo() == "idle"
 
     def _wait(self, ready, timeout_s: float, what: str) -> None:
         end = time.monotonic() + timeout_s
@@ -114,6 +119,17 @@ class SlurmCluster:
                 return
             time.sleep(0.2)
         raise RuntimeError(f"timed out waiting for {what}; logs: {self.logs()}")
+
+    @staticmethod
+    def next_second() -> None:
+        """Let the wall-clock second roll over.
+
+        slurmctld skips a scheduling pass when no job changed since the last one,
+        comparing whole-second timestamps: a change made in the same second as a
+        pass goes unnoticed on an otherwise idle test cluster (a busy real one has
+        other events). Tests call this before a change that must trigger a start.
+        """
+        time.sleep(1.05 - time.time() % 1.0)
 
     def logs(self) -> str:
         """Tail of each daemon log, for failure messages."""

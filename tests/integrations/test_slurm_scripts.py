@@ -137,9 +137,11 @@ def test_template_requeues_on_pause_and_resumes_at_the_named_time(slurm_cluster,
     _wait(lambda: slurm_cluster.scontrol_job(job_id)["StartTime"] == resume_at, 30, "start time set")
     assert parse_slurm_time(slurm_cluster.scontrol_job(job_id)["StartTime"]).year == 2031
     # The scheduler (or `greentrain submit --reschedule`) releases it; it resumes from the checkpoint.
+    _wait(slurm_cluster.node_idle, 30, "node to finish cleaning up the first run")
+    slurm_cluster.next_second()
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, timeout=30, check=True)
     _wait(lambda: slurm_cluster.scontrol_job(job_id)["JobState"] == "COMPLETED", 60,
-          f"second run: {slurm_cluster.scontrol_job(job_id)}")
+          f"second run: {slurm_cluster.scontrol_job(job_id)} {slurm_cluster.sinfo()}")
     assert log.read_text().splitlines() == ["started", "resumed from step 1"]
 
 

@@ -77,6 +77,7 @@ def test_submit_pends_at_planned_start_is_rescheduled_and_runs(slurm_cluster, tm
 
     # And again: the cleanest hours are right now, so the job starts and runs.
     third = write_trace(tmp_path / "c.csv", "GB", TRACE_START, [40, 40] + [300] * 46)
+    slurm_cluster.next_second()
     done = submit(slurm_cluster, "--reschedule", job_id, "--replay-trace", str(third), *REPLAY)
     assert done.returncode == 0, done.stderr
     wait_for(marker.exists, 60, f"job {job_id} to run")

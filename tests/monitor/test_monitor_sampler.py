@@ -87,13 +87,26 @@ def test_steps_sum_to_the_window_total_and_tile_time() -> None:
 def test_step_begin_excludes_the_gap_between_steps() -> None:
     clock = Clock()
     cpu = FakeCPUDomain("package-0", 100.0, time_fn=clock)
-    monitor = Monitor(cpus=[cpu], time_fn=clock).start(background=False)
+    monitor = Monitor(cpus=[cpu], time_fn=clock, fresh_step_reads=True).start(background=False)
     clock.t += 5.0  # idle before the step
     monitor.step_begin()
     clock.t += 0.25
     step = monitor.step_end()
     assert step.duration_s == pytest.approx(0.25) and step.energy_j == pytest.approx(25.0)
     assert step.per_device_j == {"package-0": pytest.approx(25.0)} and step.power_w == pytest.approx(100.0)
+
+
+def test_between_samples_steps_extend_the_last_sample_without_device_calls() -> None:
+    clock = Clock()
+    gpu = FakeGPU("a40", time_fn=clock, ripple=0.0)
+    monitor = Monitor([gpu], time_fn=clock).start(background=False)
+    drive(monitor, clock, 0.3)
+    gpu.fail(DeviceLostError("must not be called"))  # any device call from step_* would now fail it
+    monitor.step_begin()
+    clock.t += 0.04
+    step = monitor.step_end()
+    assert step.energy_j == pytest.approx(gpu.base_power_w() * 0.04)
+    assert not monitor.readings()[0].failed
 
 
 def test_windows_nest_by_name_and_misuse_is_named() -> None:

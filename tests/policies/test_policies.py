@@ -170,3 +170,21 @@ def test_mid_interval_decision_uses_the_rest_of_the_current_hour():
     d = ForecastOptimalPolicy().decide(s, T0 + 0.25 * HOUR)
     assert d.action == Action.RUN and d.until == T0 + HOUR
     assert d.plan == ((T0 + 0.25 * HOUR, T0 + 0.75 * HOUR),)
+
+
+def test_cached_replanning_within_an_interval_matches_a_fresh_policy():
+    values = [300, 120, 80, 400, 30, 90, 250, 60, 500, 40]
+    kept = CarbonAwarePolicy()
+    for i in range(12):
+        now = T0 + (HOUR / 12) * i  # every 5 minutes within the first hour
+        s = snap(values, 3.0 - 0.05 * i, 10, operating_points=POINTS, state=JobState.RUNNING)
+        assert kept.decide(s, now) == CarbonAwarePolicy().decide(s, now)
+
+
+def test_past_deadline_runs_and_naive_deadline_is_a_clear_error():
+    late = snap([500, 10, 10], 1, 1)
+    d = ForecastOptimalPolicy().decide(late, T0 + 2 * HOUR)
+    assert d.action == Action.RUN and "deadline reached" in d.reason
+    naive = replace(snap([500, 10], 1, 2), deadline=(T0 + 2 * HOUR).replace(tzinfo=None))
+    with pytest.raises(ConfigError, match="snapshot.deadline"):
+        ForecastOptimalPolicy().decide(naive, T0)

@@ -1,4 +1,4 @@
-"""Two real gloo ranks measure different things and still agree on one profile."""
+"""Two real gloo ranks measure different things and still agree on one profile and one precision."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).with_name("two_rank_profile.py")
+SCRIPT = Path(__file__).with_name("two_rank_agreement.py")
 
 
 def _free_port() -> int:
@@ -21,7 +21,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.timeout(120)
-def test_two_ranks_agree_on_profile_and_cache(tmp_path: Path) -> None:
+def test_two_ranks_agree_on_profile_cache_and_precision(tmp_path: Path) -> None:
     port = str(_free_port())
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
     procs = [
@@ -30,13 +30,18 @@ def test_two_ranks_agree_on_profile_and_cache(tmp_path: Path) -> None:
         for r in range(2)
     ]
     outs = [p.communicate(timeout=110) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err
     rank0, rank1 = (json.loads(out) for out, _ in outs)
     assert rank0 == rank1, "ranks disagree"
-    first, second = rank0
+    first, second = rank0["profile"]
     assert not first["from_cache"] and second["from_cache"] and second["steps"] == 1
     assert first["points"] == second["points"]
     # whole-job power is the sum of both GPUs: more than either workload alone draws at full power (~240 W)
     assert first["points"][0][2] > 300
     assert not (tmp_path / "cache" / "rank1").exists() or not any((tmp_path / "cache" / "rank1").iterdir())
+    # precision: trial energies summed over ranks (fp16 11 J < bf16 15 J < fp32 20 J) -> fp16 on both;
+    # rank 1's private divergence is not acted on; rank 0's at step 40 reverts both to bf16 at the same step
+    switches = rank0["precision"]
+    assert [to for _, to in switches] == ["bf16", "fp16", "bf16"]
+    assert 40 <= switches[-1][0] < 45

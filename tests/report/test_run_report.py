@@ -35,8 +35,11 @@ def _write_paused_run(path: Path, trace_csv: Path) -> dict[str, float]:
         t = T0
         for step in range(48):
             if step == 24:
-                log.write("action", t, action="pause", reason="dirty grid <b>now</b>", until=t + timedelta(hours=3))
-                log.write("state", t, state="paused")
+                log.write("action", t, action="pause", reason="dirty grid <b>now</b>", until=t + timedelta(hours=3),
+                          power_limit_w=None, precision=None, applied=["set_power_limit"])
+                log.write("note", t, message="signal electricitymaps failed (AuthError); using the csv fallback")
+                log.write("state", t, state="paused", until=t + timedelta(hours=2))
+                log.write("state", t + timedelta(hours=1), state="paused", until=t + timedelta(hours=3))  # re-plan
                 t += timedelta(hours=3)
                 log.write("state", t, state="running")
             t += timedelta(seconds=step_s)
@@ -67,6 +70,8 @@ def test_report_has_every_plot_and_the_totals(tmp_path: Path, shared_data: Path)
     assert "1.25 gCO2eq" in html  # the engine's avoided figure
     assert "dirty grid &lt;b&gt;now&lt;/b&gt;" in html and "<b>now" not in html
     assert "<td>1</td>" in html  # one pause
+    assert "<td>None</td>" not in html and "<td>set_power_limit</td>" in html
+    assert "using the csv fallback" in html
 
 
 def test_counterfactual_replays_the_steps_back_to_back(tmp_path: Path) -> None:

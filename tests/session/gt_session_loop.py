@@ -7,8 +7,8 @@ from datetime import datetime
 import torch
 from torch import nn
 
-from greentrain.policies.base import Action, Decision, Policy, Snapshot
 from greentrain.jobstats import JobState
+from greentrain.policies.base import Action, Decision, Policy, Snapshot
 
 
 def make_model() -> tuple[nn.Module, torch.optim.Optimizer]:

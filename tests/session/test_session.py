@@ -137,3 +137,26 @@ def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
             pass
     with pytest.raises(ConfigError, match="Session.step"):
         Session(PauseAtSteps(set())).step()
+
+
+@pytest.mark.timeout(60)
+def test_metrics_endpoint_and_real_monitor(tmp_path: Path) -> None:
+    """With metrics_port the session serves Prometheus metrics from the same JobStats; energy is measured."""
+    import httpx
+
+    clock = FrozenClock(T0)
+    signals = TraceSignals(hourly(T0, [250] * 10), clock)
+    model, opt = make_model()
+    with Session(ThresholdPolicy(500), provider=signals, steps_total=20, clock=clock, job="metrics-test",
+                 metrics_port=0, progress=False, pause_mode="suspend") as session:
+        for step in range(20):
+            train_step(model, opt, step)
+            clock.advance(STEP_S)
+            session.step(tokens=64)
+        port = session.metrics.port
+        body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        stats = session.job_stats.snapshot()
+    assert 'greentrain_training_steps_total{job="metrics-test"} 20.0' in body
+    assert 'greentrain_training_tokens_total{job="metrics-test"} 1280.0' in body
+    assert stats.energy_j > 0, "the real monitor (CPU estimate here) measured the steps"
+    assert stats.emissions_g == pytest.approx(stats.energy_j / 3.6e6 * 250, rel=1e-9)

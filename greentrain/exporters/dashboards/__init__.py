@@ -17,7 +17,7 @@ from typing import Any
 from greentrain.exporters.dashboards.job import job_dashboard
 from greentrain.exporters.dashboards.node import node_dashboard
 
-__all__ = ["DASHBOARDS", "render", "write_dashboards", "queries"]
+__all__ = ["DASHBOARDS", "queries", "render", "write_dashboards"]
 
 DASHBOARDS: dict[str, Callable[[], dict[str, Any]]] = {
     "greentrain-job.json": job_dashboard,

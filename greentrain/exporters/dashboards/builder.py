@@ -10,8 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "DATASOURCE", "Query", "Layout", "timeseries", "stat", "state_timeline",
-           "bargauge", "datasource_variable", "query_variable", "dashboard"]
+__all__ = [
+    "DATASOURCE",
+    "SCHEMA_VERSION",
+    "Layout",
+    "Query",
+    "bargauge",
+    "dashboard",
+    "datasource_variable",
+    "query_variable",
+    "stat",
+    "state_timeline",
+    "timeseries",
+]
 
 SCHEMA_VERSION = 41
 """Classic JSON model schema of current Grafana (11.x/12.x)."""

@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from greentrain.exporters import names as n
 from greentrain.exporters.dashboards.builder import (
-    DATASOURCE, Json, Layout, Query, bargauge, dashboard, datasource_variable, query_variable, stat,
-    state_timeline, timeseries,
+    DATASOURCE,
+    Json,
+    Layout,
+    Query,
+    bargauge,
+    dashboard,
+    datasource_variable,
+    query_variable,
+    stat,
+    state_timeline,
+    timeseries,
 )
 
 __all__ = ["job_dashboard"]
@@ -21,7 +30,8 @@ RATE = "$__rate_interval"
 
 
 def _state_expr() -> str:
-    parts = [f'{k} * sum({n.JOB_STATE.name}{{job="$job",state="{s}"}})' for k, s in
+    # One series valued 1/2/3, so the timeline shows one row; max, not sum, across a job's node endpoints.
+    parts = [f'{k} * max({n.JOB_STATE.name}{{job="$job",state="{s}"}})' for k, s in
              ((1, "running"), (2, "paused"), (3, "waiting"))]
     return " + ".join(parts)
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from greentrain.exporters import names as n
 from greentrain.exporters.dashboards.builder import (
-    Json, Layout, Query, bargauge, dashboard, datasource_variable, query_variable, state_timeline, timeseries,
+    Json,
+    Layout,
+    Query,
+    bargauge,
+    dashboard,
+    datasource_variable,
+    query_variable,
+    state_timeline,
+    timeseries,
 )
 
 __all__ = ["node_dashboard"]
@@ -44,9 +52,8 @@ def _dcgm(layout: Layout) -> None:
                           ], "watt"), 12, 8)
     layout.add(timeseries("GPU temperature (dcgm-exporter)", "Temperature of the GPUs greentrain measures, from "
                           "dcgm-exporter, joined on UUID.",
-                          [Query(f"DCGM_FI_DEV_GPU_TEMP * on (UUID) group_left (instance) "
-                                 f"(0 * max by (UUID, instance) ({n.GPU_POWER.name}{N}) + 1)",
-                                 "{{instance}} {{UUID}}")], "celsius"), 12, 8)
+                          [Query(f"DCGM_FI_DEV_GPU_TEMP and on (UUID) {n.GPU_POWER.name}{N}",
+                                 "{{Hostname}} GPU {{gpu}} {{UUID}}")], "celsius"), 12, 8)
 
 
 def _fleet(layout: Layout) -> None:

@@ -1,0 +1,119 @@
+"""Deciding at a step boundary: the policy, behind the engine's deadline guard.
+
+Rank 0 only. Builds the ``Snapshot`` from what the engine measured, asks the
+policy (degrading to run-now on a missing signal or a policy fault), then
+applies the guard: a pause may not run past the latest safe resume, a pause
+the deadline cannot afford is refused, and once the guard has had to act the
+job runs to the end. Functions of the engine (passed as the first argument) so the
+engine module stays small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from greentrain.errors import DeadlineError
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Action, Decision, Snapshot
+from greentrain.timing.guard import check_deadline as _check
+from greentrain.timing.guard import must_run_now
+
+if TYPE_CHECKING:
+    from greentrain.engine import Engine
+
+__all__ = ["RUN", "check_deadline", "maybe_decide", "decide", "guard", "replan_paused"]
+
+
+RUN = Decision(action=Action.RUN, reason="")
+"""The decision between re-plans: keep running, change nothing."""
+
+
+def _run(reason: str) -> Decision:
+    return Decision(action=Action.RUN, reason=reason) if reason else RUN
+
+
+def _iso(value: datetime | None) -> str:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else "-"
+
+
+def check_deadline(engine: "Engine", now: datetime) -> str | None:
+    if engine.deadline is None:
+        return None
+    try:
+        _check(engine.deadline, now, engine.work_remaining_s())
+    except DeadlineError as e:
+        if engine.deadline_policy != "best-effort":
+            return str(e)
+        engine.best_effort = True
+        problem = str(e).split("; give a later")[0]  # drop the fix: best-effort is the user's choice
+        engine._note(f"{problem}; best-effort: running now")
+    return None
+
+
+def maybe_decide(engine: "Engine", now: datetime) -> Decision:
+    if engine._next_decide_at is not None and now < engine._next_decide_at and engine.steps_done > 1:
+        return _run("")
+    return decide(engine, now, JobState.RUNNING)
+
+
+def decide(engine: "Engine", now: datetime, state: JobState) -> Decision:
+    """Leader only: ask the policy (or degrade) and apply the deadline guard."""
+    engine._next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
+    carbon_now = engine.signals.latest(now, engine.ledger)  # always: steps are priced with it
+    if engine.finished:
+        return _run("")
+    if engine.best_effort:
+        return _run("best-effort: deadline cannot be met, running now")
+    work_s = engine.work_remaining_s()
+    if work_s is None:
+        unknown = "steps_total / --estimate-hours not given" if engine.steps_total is None else "step time not measured yet"
+        return _run(f"work remaining unknown ({unknown}): running now")
+    if carbon_now is None:
+        return _run("no carbon signal: running now")
+    snapshot = Snapshot(
+        steps_done=engine.steps_done, steps_total=engine.steps_total, work_remaining_s=work_s,
+        step_time_s=engine.times.mean_s, step_time_std_s=engine.times.std_s, power_w=engine._power_w(),
+        carbon_now=carbon_now, forecast=engine.signals.forecast(now, engine.ledger), deadline=engine.deadline,
+        resume_overhead_s=engine.resume_overhead_s, state=state, started_at=engine.first_start,
+        current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
+        operating_points=engine.operating_points,
+    )
+    try:
+        decision = engine.policy.decide(snapshot, now)
+    except Exception as e:  # a policy bug must not stop training
+        engine._note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
+        return _run("policy error: running now")
+    return guard(engine, decision, now)
+
+
+def guard(engine: "Engine", decision: Decision, now: datetime) -> Decision:
+    """Clamp pauses to the latest safe resume; refuse a pause the deadline cannot afford."""
+    if decision.action == Action.RUN:
+        if decision.until is not None and decision.until > now:
+            engine._next_decide_at = min(engine._next_decide_at or decision.until, decision.until)
+        return decision
+    latest = engine.latest_safe_resume()
+    until = decision.until or (now + timedelta(seconds=engine.decide_interval_s))
+    if latest is not None:
+        if engine.guard_engaged or must_run_now(now, latest, engine.times.pessimistic_s or 0.0):
+            engine.guard_engaged = True
+            return replace(decision, action=Action.RUN, until=None,
+                           reason=f"deadline guard: must run to finish by {_iso(engine.deadline)}")
+        if until > latest:
+            until = latest
+            decision = replace(decision, reason=f"{decision.reason} (resume moved up by the deadline guard)")
+    return replace(decision, until=until)
+
+
+def replan_paused(engine: "Engine", now: datetime) -> datetime | None:
+    """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now)."""
+    if engine.best_effort or engine.finished:
+        return now
+    state = JobState.WAITING if engine.first_start is None else JobState.PAUSED
+    engine.signals.invalidate()
+    decision = decide(engine, now, state)
+    if decision.action == Action.RUN:
+        return now
+    return decision.until

@@ -1,0 +1,134 @@
+"""greentrain run's supervisor on real child processes: delay, suspend (SIGSTOP/SIGCONT), checkpoint + relaunch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+
+from greentrain.clock import ReplayClock
+from greentrain.engine import Engine
+from greentrain.events import EventLog, read_events
+from greentrain.timing.process import ChildProcess
+from greentrain.timing.supervisor import Supervisor
+
+T0 = datetime(2022, 5, 1, 0, tzinfo=UTC)
+SPEEDUP = 3600.0  # one trace hour per real second
+
+WORKER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    out, state, n, tick = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    stop = False
+    def on_usr1(signum, frame):
+        global stop
+        stop = True
+    signal.signal(signal.SIGUSR1, on_usr1)
+    start = int(open(state).read()) if os.path.exists(state) else 0
+    for i in range(start, n):
+        time.sleep(tick)
+        with open(out, "a") as f:
+            f.write(f"{i} {time.monotonic()!r} {os.environ.get('GREENTRAIN_RESTARTS')}\\n")
+        if stop:
+            with open(state + ".tmp", "w") as f:
+                f.write(str(i + 1))
+            os.replace(state + ".tmp", state)
+            sys.exit(0)
+    print("worker done")
+    sys.exit(7)
+    """
+)
+
+
+def make(tmp_path: Path, values: list[float], work_h: float, deadline_h: float):
+    clock = ReplayClock(T0, speedup=SPEEDUP)
+    signals = TraceSignals(hourly(T0, values), clock)
+    log = EventLog(tmp_path / "run.jsonl")
+    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, work_total_s=work_h * 3600,
+                    deadline=T0 + timedelta(hours=deadline_h), event_log=log, step_time_s=0.05 * SPEEDUP,
+                    decide_interval_s=120, progress=False)
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    return clock, engine, log, script
+
+
+def rows(path: Path) -> list[tuple[int, float, str]]:
+    return [(int(a), float(b), c) for a, b, c in (line.split() for line in path.read_text().splitlines())]
+
+
+@pytest.mark.timeout(60)
+def test_suspend_stops_the_process_group_through_the_dirty_hour(tmp_path: Path) -> None:
+    clock, engine, log, script = make(tmp_path, [100, 900, 100, 100, 100, 100], work_h=1.6, deadline_h=6)
+    out = tmp_path / "out.txt"
+    child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "120", "0.01"],
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    engine.close()
+    log.close()
+    assert status == 7, "the command's exit status passes through"
+    got = rows(out)
+    assert [r[0] for r in got] == list(range(120))
+    gaps = [b[1] - a[1] for a, b in zip(got, got[1:], strict=False)]
+    assert max(gaps) > 0.5, "the command was stopped while the grid was dirty"
+    assert child.launches == 1 and not child.suspended
+    events = read_events(tmp_path / "run.jsonl")
+    assert [e["state"] for e in events if e["event"] == "state"] == ["running", "paused", "running"]
+    pause = next(e for e in events if e["event"] == "action" and e["action"] == "pause")
+    assert pause["until"].startswith("2022-05-01T02:00")
+
+
+@pytest.mark.timeout(60)
+def test_checkpoint_mode_signals_the_command_and_relaunches_it(tmp_path: Path) -> None:
+    clock, engine, log, script = make(tmp_path, [100, 900, 100, 100, 100, 100], work_h=1.6, deadline_h=6)
+    out = tmp_path / "out.txt"
+    child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "120", "0.01"],
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    status = Supervisor(engine, child, pause_mode="checkpoint", checkpoint_signal=signal.SIGUSR1,
+                        poll_s=0.05, checkpoint_timeout_s=20).run()
+    engine.close()
+    log.close()
+    assert status == 7
+    got = rows(out)
+    assert [r[0] for r in got] == list(range(120)), "no step lost or repeated across the relaunch"
+    assert child.launches == 2
+    assert {r[2] for r in got} == {"0", "1"}
+    first_relaunched = next(r for r in got if r[2] == "1")
+    assert clock.now() > T0 + timedelta(hours=2)
+    assert first_relaunched[0] > 0
+
+
+@pytest.mark.timeout(60)
+def test_delayed_start_launches_at_the_clean_hour(tmp_path: Path) -> None:
+    clock, engine, log, script = make(tmp_path, [900, 100, 100, 100], work_h=0.2, deadline_h=3)
+    out = tmp_path / "out.txt"
+    child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "5", "0.01"])
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    engine.close()
+    log.close()
+    assert status == 7 and [r[0] for r in rows(out)] == list(range(5))
+    events = read_events(tmp_path / "run.jsonl")
+    assert events[0]["event"] == "carbon"
+    delay = next(e for e in events if e["event"] == "action")
+    assert delay["action"] == "delay_start" and delay["until"].startswith("2022-05-01T01:00")
+
+
+@pytest.mark.timeout(30)
+def test_a_crash_after_the_checkpoint_signal_is_passed_through_not_relaunched(tmp_path: Path) -> None:
+    clock, engine, log, _script = make(tmp_path, [100, 900, 100, 100], work_h=1.5, deadline_h=4)
+    crash = tmp_path / "crash.py"
+    crash.write_text("import signal, sys, time\n"
+                     "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(5))\n"
+                     "time.sleep(30)\n")
+    child = ChildProcess([sys.executable, str(crash)])
+    status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05).run()
+    engine.close()
+    log.close()
+    assert status == 5 and child.launches == 1

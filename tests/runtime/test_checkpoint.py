@@ -1,0 +1,98 @@
+"""DCP checkpoints: save under one mesh, load under another, continue = uninterrupted; pause/resume loses no step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from greentrain.runtime.checkpoint import latest_step
+from greentrain.runtime.trainer import Trainer
+
+from .harness import run_ranks, tiny_config
+from .layouts import compare
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+TOTAL = 4
+HALF = 2
+
+
+def _cfg(folder: str | None, parallel: dict | None = None, async_save: bool = False):
+    ckpt = {"dir": folder, "interval": HALF, "async_save": async_save} if folder else {}
+    return tiny_config(parallel=parallel or {"dp_shard": 1}, train={"steps": TOTAL}, checkpoint=ckpt)
+
+
+def _history(cfg, steps: int | None = None) -> list[tuple[float, float]]:
+    return [(m.loss, m.grad_norm) for m in Trainer(cfg).fit(steps)]
+
+
+def _first_half(rank: int, world: int, folder: str, parallel: dict, async_save: bool):
+    return _history(_cfg(folder, parallel, async_save), HALF)
+
+
+def _second_half(rank: int, world: int, folder: str, parallel: dict):
+    return _history(_cfg(folder, parallel))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted():
+    return _history(_cfg(None))
+
+
+@pytest.mark.timeout(200)
+def test_fsdp_checkpoint_resumes_under_pp_x_tp(tmp_path: Path, uninterrupted) -> None:
+    folder = str(tmp_path / "ckpt")
+    first = run_ranks(_first_half, 2, folder, {"dp_shard": 2}, False, timeout_s=90)[0]
+    assert latest_step(folder) == HALF
+    pp_tp = {"pp": 2, "tp": 2, "dp_shard": 1, "pp_schedule": "1f1b", "microbatches": 2}
+    second = run_ranks(_second_half, 4, folder, pp_tp, timeout_s=100)[0]
+    assert len(second) == TOTAL - HALF, "resume must continue at the saved step, not restart"
+    compare(uninterrupted, first + second, "fsdp(2) -> pp(2) x tp(2)")
+
+
+@pytest.mark.timeout(200)
+def test_async_save_on_hsdp_loads_in_one_process(tmp_path: Path, uninterrupted) -> None:
+    folder = str(tmp_path / "ckpt")
+    first = run_ranks(_first_half, 4, folder, {"dp_replicate": 2, "dp_shard": 2}, True, timeout_s=100)[0]
+    assert latest_step(folder) == HALF, "async save must be complete on disk when fit() returns"
+    second = _history(_cfg(folder))
+    compare(uninterrupted, first + second, "hsdp(2x2) async -> single process")
+
+
+class _PauseAt:
+    """A step hook that asks for a checkpoint-mode pause at one step (what a Session does)."""
+
+    def __init__(self, trainer: Trainer, at_step: int) -> None:
+        self.trainer, self.at_step, self.should_stop = trainer, at_step, False
+        self.seen: list[int] = []
+
+    def on_step_end(self, step: int, tokens: int, loss: float):
+        self.seen.append(step)
+        if step == self.at_step:
+            self.trainer.save_checkpoint()
+            self.should_stop = True
+        return None
+
+
+@pytest.mark.timeout(120)
+def test_pause_then_resume_loses_no_step(tmp_path: Path, uninterrupted) -> None:
+    cfg = _cfg(str(tmp_path / "ckpt")).replace("checkpoint", interval=100)
+    first = Trainer(cfg)
+    first.hook = hook = _PauseAt(first, at_step=3)
+    before = first.fit()
+    assert hook.seen == [1, 2, 3] and first.step == 3
+    assert latest_step(tmp_path / "ckpt") == 3, "the pause checkpoint is the step the loop stopped after"
+    after = Trainer(cfg).fit()
+    assert [m.step for m in before + after] == list(range(1, TOTAL + 1)), "every step exactly once"
+    compare(uninterrupted, [(m.loss, m.grad_norm) for m in before + after], "pause/resume")
+
+
+@pytest.mark.timeout(60)
+def test_checkpoints_are_pruned_and_incomplete_ones_ignored(tmp_path: Path) -> None:
+    folder = tmp_path / "ckpt"
+    cfg = _cfg(str(folder)).replace("checkpoint", interval=1, keep=2)
+    Trainer(cfg).fit()
+    assert sorted(p.name for p in folder.iterdir()) == ["step-3", "step-4"]
+    (folder / "step-9").mkdir()  # a save killed before its .metadata was written
+    assert latest_step(folder) == 4
