@@ -1,15 +1,16 @@
 """Monitor overhead: a small CPU transformer trained bare vs. under the monitor, interleaved in one run.
 
-    OMP_NUM_THREADS=1 python benchmarks/monitor_overhead.py [--blocks 15] [--steps 40] [--fake-gpus 8]
+    OMP_NUM_THREADS=1 python benchmarks/monitor_overhead.py [--blocks 15] [--steps 30] [--fake-gpus 8]
 
-Blocks of training steps alternate bare / monitored (sampling at 0.1 s, with
-``step_begin``/``step_end`` on every step, over the devices ``discover()``
-finds plus N fake GPUs), so drifts in machine load hit both sides alike.
-Reports the median over block pairs of monitored/bare step time, by wall
-clock (target <= 1.005) and by process CPU time (which includes the sampler
-thread and is robust to other processes' load on a shared machine),
-then the cost of one sampling pass over 8 fake GPUs (``FakeGPU`` and
-``NVMLGPU`` over the pynvml double).
+Rounds of three blocks of training steps, in rotating order: bare,
+monitored (sampling at 0.1 s over the devices ``discover()`` finds plus N
+fake GPUs, with ``step_begin``/``step_end`` on every step), and bare again
+as an A/A control that shows the machine's noise floor. Reports the median
+per-round ratio to the bare block by wall clock (target <= 1.005) and by
+process CPU time (includes the sampler thread); the cost of the attribution
+calls and of one sampling pass, and the ratio those component costs imply;
+and one sampling pass over 8 fake GPUs (``FakeGPU``, and ``NVMLGPU`` over
+the pynvml double).
 """
 
 from __future__ import annotations
@@ -56,34 +57,33 @@ def run_block(steps: int, monitor: Monitor | None, parts: tuple) -> tuple[float,
 
 
 def overhead(blocks: int, steps: int, fake_gpus: int) -> dict[str, float]:
-    """Median over block pairs of monitored/bare, for wall time and for process CPU time."""
+    """Rounds of three blocks in rotating order: bare, monitored, and bare again (the A/A noise control)."""
     parts = make_model()
     run_block(10, None, parts)  # warm-up
     devices = discover()
     gpus = list(devices.gpus) + [FakeGPU("a40", index=100 + i) for i in range(fake_gpus)]
-    wall_ratios, cpu_ratios, bare_wall, mon_wall = [], [], [], []
-    for pair in range(blocks):
-        monitor = Monitor(gpus, devices.cpus, interval_s=0.1)
-        order = (None, monitor) if pair % 2 == 0 else (monitor, None)  # alternate who goes first
-        results = {}
-        for which in order:
-            if which is not None:
-                which.start()
-            results[which is None] = run_block(steps, which, parts)
-            if which is not None:
-                which.stop()
-        (bare_w, bare_c), (mon_w, mon_c) = results[True], results[False]
-        wall_ratios.append(mon_w / bare_w)
-        cpu_ratios.append(mon_c / bare_c)
-        bare_wall.append(bare_w)
-        mon_wall.append(mon_w)
+    wall: dict[str, list[float]] = {"bare": [], "monitored": [], "control": []}
+    cpu: dict[str, list[float]] = {"bare": [], "monitored": [], "control": []}
+    names = ["bare", "monitored", "control"]
+    for round_no in range(blocks):
+        for name in names[round_no % 3 :] + names[: round_no % 3]:
+            monitor = Monitor(gpus, devices.cpus, interval_s=0.1).start() if name == "monitored" else None
+            wall_s, cpu_s = run_block(steps, monitor, parts)
+            if monitor is not None:
+                monitor.stop()
+            wall[name].append(wall_s)
+            cpu[name].append(cpu_s)
     devices.close()
+
+    def ratio(series: dict[str, list[float]], name: str) -> float:
+        return statistics.median(a / b for a, b in zip(series[name], series["bare"]))
+
     return {
-        "bare_step_ms": statistics.median(bare_wall) * 1e3,
-        "wall_ratio": statistics.median(wall_ratios),
-        "cpu_ratio": statistics.median(cpu_ratios),
-        # Like timeit: the fastest block of each side is the least disturbed by other processes.
-        "min_ratio": min(mon_wall) / min(bare_wall),
+        "bare_step_ms": statistics.median(wall["bare"]) * 1e3,
+        "wall_ratio": ratio(wall, "monitored"),
+        "wall_control": ratio(wall, "control"),
+        "cpu_ratio": ratio(cpu, "monitored"),
+        "cpu_control": ratio(cpu, "control"),
         "devices": len(gpus) + len(devices.cpus),
     }
 
@@ -123,24 +123,25 @@ def sampling_pass_us(passes: int = 2000) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=15, help="block pairs (bare and monitored alternate)")
-    parser.add_argument("--steps", type=int, default=40, help="training steps per block")
+    parser.add_argument("--blocks", type=int, default=15, help="rounds of (bare, monitored, bare) blocks")
+    parser.add_argument("--steps", type=int, default=30, help="training steps per block")
     parser.add_argument("--fake-gpus", type=int, default=8, help="fake GPUs the monitor samples besides real devices")
     args = parser.parse_args()
     torch.set_num_threads(1)
     r = overhead(args.blocks, args.steps, args.fake_gpus)
-    print(f"{args.blocks} interleaved block pairs x {args.steps} steps; monitor samples {r['devices']} devices at 0.1 s")
-    print(f"  bare step (median)                 {r['bare_step_ms']:8.2f} ms")
-    print(f"  step-time ratio, wall clock        {r['wall_ratio']:8.4f}  (target <= 1.005)")
-    print(f"  step-time ratio, fastest blocks    {r['min_ratio']:8.4f}  (least disturbed by other load)")
-    print(f"  step-cost ratio, process CPU time  {r['cpu_ratio']:8.4f}  (includes the sampler thread)")
+    print(f"{args.blocks} rounds x 3 blocks x {args.steps} steps; the monitor samples {r['devices']} devices at 0.1 s")
+    print(f"  bare step (median)                           {r['bare_step_ms']:8.2f} ms")
+    print(f"  step-time ratio monitored/bare, wall clock   {r['wall_ratio']:8.4f}  (target <= 1.005)")
+    print(f"    A/A control bare/bare, wall clock          {r['wall_control']:8.4f}  (noise floor of this machine)")
+    print(f"  step-cost ratio monitored/bare, process CPU  {r['cpu_ratio']:8.4f}  (includes the sampler thread)")
+    print(f"    A/A control bare/bare, process CPU         {r['cpu_control']:8.4f}")
     pass_us = sampling_pass_us()
     pair_us = step_pair_us(args.fake_gpus)
     # Component bound: attribution calls per step plus the sampler's passes during one step.
     sampler_us = pass_us["8 x FakeGPU"] * (r["bare_step_ms"] / 1e3) / 0.1
     bound = 1 + (pair_us + sampler_us) / (r["bare_step_ms"] * 1e3)
     print(f"  step_begin+step_end on the training thread   {pair_us:8.1f} us")
-    print(f"  ratio bound from component costs   {bound:8.4f}  (1 + (attribution + sampler share) / step)")
+    print(f"  ratio from component costs                   {bound:8.4f}  (1 + (attribution + sampler share) / step)")
     print("one sampling pass:")
     for label, us in pass_us.items():
         print(f"  {label:36s} {us:8.1f} us")

@@ -20,12 +20,14 @@ requeue (``"exit"``), or just returns (``"none"``; the next Session resumes).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.engine import Engine
@@ -45,6 +47,8 @@ RESUME_EXIT_CODE = 75
 
 _STATE_ENV = "GREENTRAIN_STATE_FILE"
 
+log = logging.getLogger("greentrain.session")
+
 
 class Session:
     """Context manager driving one training job's step boundaries. See the module docstring.
@@ -63,6 +67,7 @@ class Session:
         job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
         dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
         actuators: an ``ActuatorSet`` for power/clock decisions (optional).
+        monitor: a started ``Monitor`` to use instead of building one over ``devices``.
         step_time_s: expected step time before one is measured (plans a delayed start before step 0).
         relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
             ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
@@ -92,6 +97,7 @@ class Session:
         devices: Any = None,
         dist: Any = None,
         actuators: Any = None,
+        monitor: Any = None,
         step_time_s: float | None = None,
         relaunch: Literal["exec", "exit", "none"] = "exec",
         state_path: str | Path | None = None,
@@ -107,7 +113,8 @@ class Session:
             raise ConfigError("checkpoint_dir: required with model= (where the default checkpoint is written)")
         self._args = dict(zone=zone, provider=provider, deadline=deadline, model=model, optimizer=optimizer,
                           checkpoint_dir=checkpoint_dir, metrics_port=metrics_port, metrics_addr=metrics_addr,
-                          jsonl=jsonl, devices=devices, dist=dist, actuators=actuators, step_time_s=step_time_s,
+                          jsonl=jsonl, devices=devices, dist=dist, actuators=actuators, monitor=monitor,
+                          step_time_s=step_time_s,
                           deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress)
         self.policy_spec = policy
         self.steps_total = steps_total
@@ -133,25 +140,26 @@ class Session:
 
     # ---- context manager ---------------------------------------------------------------------------
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         try:
             self._open()
         except BaseException:
-            self._close_all()
+            self._close_all(raise_errors=False)
             raise
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None or not self.should_stop or self.relaunch == "none":
-            self._close_all()
+            self._close_all(raise_errors=exc_type is None)  # never mask the training loop's own exception
             return
-        engine = self.engine
-        assert engine is not None
+        engine = self._require_engine()
         interrupted = False
-        if self.relaunch == "exec":
-            interrupted = engine.wait_until(self.resume_at, "checkpoint pause")
-            self.resume_at = None
-        self._close_all()
+        try:
+            if self.relaunch == "exec":
+                interrupted = engine.wait_until(self.resume_at, "checkpoint pause")
+                self.resume_at = None
+        finally:
+            self._close_all(raise_errors=False)
         if interrupted:
             return
         if self.relaunch == "exit":
@@ -214,9 +222,11 @@ class Session:
         event_log = EventLog(args["jsonl"]) if args["jsonl"] else None
         if event_log is not None:
             self._closers.append(event_log.close)
-        monitor, devices = build_monitor(args["devices"], event_log)
-        if monitor is not None:
-            self._closers.insert(0, monitor.stop)
+        monitor = args["monitor"]
+        if monitor is None:
+            monitor, _devices = build_monitor(args["devices"], event_log)
+            if monitor is not None:
+                self._closers.insert(0, monitor.stop)
         signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
         if args["metrics_port"] is not None:
             extra: dict[str, Any] = {}
@@ -240,6 +250,8 @@ class Session:
             self.engine._guarded("actuators.recover", recover)
         if prior is not None:
             restore_into(self.engine, prior)
+            if self.engine.submitted_at is not None and broadcast.is_leader:
+                self.engine.signals.backfill(self.engine.submitted_at, self.clock.now(), self.engine.ledger)
         self._begin()
 
     def _begin(self) -> None:
@@ -327,7 +339,7 @@ class Session:
         finally:
             engine.close()
 
-    def _close_all(self) -> None:
+    def _close_all(self, raise_errors: bool = True) -> None:
         closers, self._closers = self._closers, []
         errors: list[BaseException] = []
         for close in closers:
@@ -335,7 +347,9 @@ class Session:
                 close()
             except Exception as e:  # close everything even if one part fails
                 errors.append(e)
-        if errors:
+        for error in errors:
+            log.warning("greentrain: closing the session: %s: %s", type(error).__name__, error)
+        if errors and raise_errors:
             raise errors[0]
 
 

@@ -14,15 +14,22 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from greentrain.actuators.controller import KnobController
 from greentrain.actuators.exithooks import ExitHooks
 from greentrain.actuators.journal import default_state_dir
 from greentrain.actuators.lock import DeviceBusyError
 from greentrain.device.base import GPU
-from greentrain.errors import DeviceLostError, GreentrainError, PrivilegeError
-from greentrain.policies.base import Decision
+from greentrain.errors import (
+    ActuationError,
+    DeviceLostError,
+    GreentrainError,
+    PrivilegeError,
+)
+
+if TYPE_CHECKING:  # duck-typed at run time, so the daemon and light tools need not import the policy package
+    from greentrain.policies.base import Decision
 
 __all__ = ["ActuatorSet", "PrecisionTarget", "PRIVILEGE_FIX"]
 
@@ -153,9 +160,15 @@ class ActuatorSet:
         log.info("GPU %s: no privilege here, using greentrain daemon at %s", gpu.uuid, self.daemon_socket)
         try:
             return self._via_daemon(action, gpu, value)
-        except GreentrainError as e:
+        except DeviceBusyError as e:  # another job holds this GPU at the daemon; it may let go later
+            self._refuse(action, gpu, e)
+            return False
+        except (PrivilegeError, ActuationError) as e:  # not allowed to connect, or no daemon: stop trying
             self._routes[gpu.uuid] = _Route.UNPRIVILEGED
             self._refuse(action, gpu, e, f"greentrain daemon at {self.daemon_socket} refused or is down; {PRIVILEGE_FIX}")
+            return False
+        except GreentrainError as e:  # this request only (e.g. above the daemon's configured limit)
+            self._refuse(action, gpu, e)
             return False
 
     def _via_daemon(self, action: str, gpu: GPU, value: Any) -> bool:

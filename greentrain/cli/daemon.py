@@ -51,6 +51,48 @@ def _gpus(fake_gpus: str | None, state_dir: Path) -> list:
     return devices.gpus
 
 
+def _print_status(socket: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from greentrain.daemon.client import DaemonClient
+
+    with DaemonClient(socket) as client:
+        reply = client.status()
+    table = Table(title=f"greentrain daemon at {socket}")
+    for column in ("GPU", "UUID", "requested W", "clocks MHz", "owner pid", "job", "journaled"):
+        table.add_column(column)
+    for g in reply["gpus"]:
+        clocks = "-" if not g["sm_clocks_mhz"] else "{}-{}".format(*g["sm_clocks_mhz"])
+        table.add_row(str(g["index"]), g["uuid"], str(g["requested_power_limit_w"] or "-"), clocks,
+                      str(g["owner_pid"] or "-"), g["owner_job"] or "-", str(g["journaled"]))
+    console = Console()
+    console.print(table)
+    node = reply.get("node_policy") or {}
+    cap = reply.get("cap_w")
+    console.print(f"node cap: {f'{cap:g} W' if cap is not None else 'none'}"
+                  + (f" (signal stale, age {node.get('age_s')} s)" if node.get("stale") else ""))
+
+
+def _restore_only(gpus: list, state_dir: Path) -> None:
+    from greentrain.actuators.controller import KnobController
+    from greentrain.errors import ActuationError, GreentrainError
+
+    failed = 0
+    for gpu in gpus:
+        controller = KnobController(gpu, state_dir)
+        try:
+            restored = controller.acquire()
+            click.echo(f"GPU {gpu.index} {gpu.uuid}: restored {restored} setting(s)")
+        except GreentrainError as e:
+            failed += 1
+            click.echo(f"GPU {gpu.index} {gpu.uuid}: {e}", err=True)
+        finally:
+            controller.release()
+    if failed:
+        raise ActuationError(f"{failed} GPU(s) could not be restored; see above")
+
+
 @click.command("daemon")
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False),
               help=f"TOML config (default {DEFAULT_CONFIG} if it exists).")
@@ -58,10 +100,12 @@ def _gpus(fake_gpus: str | None, state_dir: Path) -> list:
 @click.option("--group", help="Group whose members may connect (overrides daemon.group).")
 @click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), help="Journal/lock directory.")
 @click.option("--check", is_flag=True, help="Validate the config, print it, and exit.")
+@click.option("--status", "show_status", is_flag=True, help="Ask the running daemon what it holds, print, exit.")
+@click.option("--restore-only", is_flag=True, help="Restore settings journaled by dead processes, then exit.")
 @click.option("--fake-gpus", hidden=True, help="MODEL:COUNT file-backed fake GPUs (demos/tests).")
 @click.option("-v", "--verbose", is_flag=True, help="Log every request outcome.")
 def daemon(config_path: Path | None, socket: Path | None, group: str | None, state_dir: Path | None,
-           check: bool, fake_gpus: str | None, verbose: bool) -> None:
+           check: bool, show_status: bool, restore_only: bool, fake_gpus: str | None, verbose: bool) -> None:
     """Own the GPU power-limit and clock knobs for unprivileged training jobs.
 
     Jobs connect over a Unix socket (members of the configured group only),
@@ -73,6 +117,12 @@ def daemon(config_path: Path | None, socket: Path | None, group: str | None, sta
     if check:
         click.echo(f"config ok: socket={config.socket} group={config.group or '(root only)'} "
                    f"state_dir={config.state_dir} node_policy={'on' if config.node_policy else 'off'}")
+        return
+    if show_status:
+        _print_status(config.socket)
+        return
+    if restore_only:
+        _restore_only(_gpus(fake_gpus, config.state_dir), config.state_dir)
         return
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="greentrain-daemon %(levelname)s %(message)s")

@@ -118,7 +118,7 @@ def _load_policy(spec: str) -> Any:
     return load_policy(spec)
 
 
-def _make_engine(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, res: "_Resources") -> Any:
+def _make_engine(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, res: _Resources) -> Any:
     from greentrain.engine import Engine
 
     work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
@@ -142,7 +142,7 @@ class _Resources:
 
         self.job_stats = JobStats(job=job)
 
-    def __enter__(self) -> "_Resources":
+    def __enter__(self) -> _Resources:
         from greentrain.events import EventLog
         from greentrain.timing.resources import build_monitor, build_signals, start_metrics
 

@@ -14,9 +14,10 @@ from greentrain.errors import ConfigError, DeadlineError
 from greentrain.policies import Policy, RunNowPolicy, load_policy
 from greentrain.policies.settings import DEADLINE_POLICIES
 from greentrain.signals.trace import load_trace
-from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, run_to_json, simulate as run_simulation, summarize
+from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, run_to_json, summarize
+from greentrain.sim import simulate as run_simulation
 
-__all__ = ["simulate", "parse_time", "parse_starts", "make_forecaster"]
+__all__ = ["make_forecaster", "parse_starts", "parse_time", "simulate"]
 
 FORECASTERS = ("default", "seasonal-naive", "perfect")
 
@@ -24,7 +25,7 @@ FORECASTERS = ("default", "seasonal-naive", "perfect")
 def parse_time(text: str, option: str) -> datetime:
     """An aware ISO-8601 time; ConfigError naming ``option`` otherwise (naive times are refused)."""
     try:
-        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ConfigError(f"{option}: {text!r} is not ISO-8601 (e.g. 2022-03-01T00:00Z)") from None
     return ensure_aware_utc(parsed, option)
@@ -60,8 +61,8 @@ def make_forecaster(name: str, trace: list) -> Any:
 
 
 def _build_job(opts: dict[str, Any]) -> SimJob:
-    common = dict(work_h=opts["work_hours"], deadline_h=opts["deadline_hours"],
-                  resume_overhead_min=opts["resume_overhead_min"])
+    common = {"work_h": opts["work_hours"], "deadline_h": opts["deadline_hours"],
+              "resume_overhead_min": opts["resume_overhead_min"]}
     if opts["profile"] is None:
         if opts["workload"] is not None or opts["batch_size"] is not None:
             raise ConfigError("--workload/--batch-size: need --profile CSV|v100|a40|rtx6000")

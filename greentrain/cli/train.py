@@ -102,6 +102,22 @@ def _echo_step(m) -> None:
                f"{m.tokens_per_s:,.0f} tok/s{mfu}  [{m.precision}]")
 
 
+def _init_distributed(backend: str) -> None:
+    """init_process_group from torchrun's environment, keyed by restart attempt.
+
+    After ``--max-restarts`` brings the group back, the launcher's store still
+    holds the dead ranks' addresses; a fast rank could read them before the new
+    rank 0 overwrites them and fail to connect. A per-attempt key prefix avoids
+    the stale entries.
+    """
+    import torch.distributed as dist
+
+    store, rank, world = next(dist.rendezvous("env://"))
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = dist.PrefixStore(f"greentrain/attempt-{attempt}", store)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world)
+
+
 def _train_here(cfg) -> None:
     """Train in this process (one rank of a torchrun job, or a single process)."""
     import torch
@@ -111,7 +127,7 @@ def _train_here(cfg) -> None:
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() and cfg.train.device != "cpu" else "gloo")
+        _init_distributed("nccl" if torch.cuda.is_available() and cfg.train.device != "cpu" else "gloo")
     rank = dist.get_rank() if dist.is_initialized() else 0
     every = cfg.metrics.log_every
 

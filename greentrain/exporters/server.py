@@ -124,7 +124,7 @@ class MetricsServer:
         self._app = _CachedExposition(self.registry, cache_s)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
-        self._stopped = False
+        self._started = self._stopped = False
 
     @property
     def serving(self) -> bool:
@@ -139,6 +139,9 @@ class MetricsServer:
 
     def start(self) -> MetricsServer:
         """Bind and serve in a daemon thread; start pushing if configured."""
+        if self._started:
+            return self
+        self._started = True
         if self._writer is not None:
             self._writer.start()
             return self
@@ -146,6 +149,7 @@ class MetricsServer:
         try:
             self._server = make_server(self.addr, self.port, self._app, server_class, _SilentHandler)
         except OSError as e:
+            self._started = False
             raise ConfigError(f"--metrics-port {self.port}: cannot bind {self.addr}:{self.port} ({e.strerror}); "
                               "choose another port, or 0 for any free one") from None
         self.port = self._server.server_port
@@ -167,6 +171,9 @@ class MetricsServer:
         if self._stopped:
             return
         self._stopped = True
+        if not self._started or (self._writer is None and self._server is None):  # never started, or bind failed
+            self.collector.close()
+            return
         self.collector.finished_at_s = self.collector.clock.now().timestamp()
         if self._writer is not None:
             self._writer.stop()

@@ -19,7 +19,10 @@ from greentrain.errors import NotSupportedError
 from greentrain.monitor.readings import DeviceReading
 from greentrain.provenance import Source
 
-__all__ = ["Channel", "GPUChannel", "CPUChannel"]
+__all__ = ["Channel", "GPUChannel", "CPUChannel", "EXTRAS_INTERVAL_S"]
+
+EXTRAS_INTERVAL_S = 1.0
+"""How often a GPU's power limit and SM clock are re-read (energy and power: every sample)."""
 
 
 class Channel:
@@ -122,6 +125,7 @@ class GPUChannel(Channel):
         self._counter = False
         self._has_power = False
         self._baseline_j = 0.0
+        self._extras_t: float | None = None
 
     def open(self, t: float) -> None:
         caps = self.gpu.capabilities
@@ -131,10 +135,14 @@ class GPUChannel(Channel):
         self.source = Source.MEASURED if self._counter else Source.INTEGRATED
         self._baseline_j = self.gpu.total_energy_j() if self._counter else 0.0
         self._t = t
-        self._read_extras()
+        self._read_extras(t)
         self._store(t, 0.0, self.gpu.power_w() if self._has_power else None)
 
-    def _read_extras(self) -> None:
+    def _read_extras(self, t: float) -> None:
+        # Limit and clock change only at step boundaries; once a second is fresh enough for gauges.
+        if self._extras_t is not None and t - self._extras_t < EXTRAS_INTERVAL_S:
+            return
+        self._extras_t = t
         self.power_limit_w = _optional(self.gpu.power_limit_w)
         clock_mhz = _optional(self.gpu.sm_clock_mhz)
         self.sm_clock_hz = None if clock_mhz is None else clock_mhz * 1e6
@@ -153,7 +161,7 @@ class GPUChannel(Channel):
         else:
             assert power_w is not None
             energy_j = prev_e + 0.5 * ((prev_p if prev_p is not None else power_w) + power_w) * max(0.0, t - prev_t)
-        self._read_extras()
+        self._read_extras(t)
         self._store(t, energy_j, power_w)
 
 

@@ -6,29 +6,38 @@ Built-in kinds: ``run-now``, ``threshold``, ``best-window``, ``forecast-optimal`
 """
 
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy, Snapshot
-from greentrain.policies.loader import BUILTIN_KINDS, PRESETS, load_policy, policy_from_mapping
+from greentrain.policies.loader import (
+    BUILTIN_KINDS,
+    PRESETS,
+    load_policy,
+    policy_from_mapping,
+)
 from greentrain.policies.optimal import CarbonAwarePolicy, ForecastOptimalPolicy
-from greentrain.policies.power import CompositePolicy, EnergyOptimalPolicy, MaxSlowdownPolicy
+from greentrain.policies.power import (
+    CompositePolicy,
+    EnergyOptimalPolicy,
+    MaxSlowdownPolicy,
+)
 from greentrain.policies.settings import PolicySettings
 from greentrain.policies.timing import BestWindowPolicy, RunNowPolicy, ThresholdPolicy
 
 __all__ = [
-    "Action",
-    "Decision",
-    "OperatingPoint",
-    "Policy",
-    "Snapshot",
-    "PolicySettings",
     "BUILTIN_KINDS",
     "PRESETS",
+    "Action",
+    "BestWindowPolicy",
+    "CarbonAwarePolicy",
+    "CompositePolicy",
+    "Decision",
+    "EnergyOptimalPolicy",
+    "ForecastOptimalPolicy",
+    "MaxSlowdownPolicy",
+    "OperatingPoint",
+    "Policy",
+    "PolicySettings",
+    "RunNowPolicy",
+    "Snapshot",
+    "ThresholdPolicy",
     "load_policy",
     "policy_from_mapping",
-    "RunNowPolicy",
-    "ThresholdPolicy",
-    "BestWindowPolicy",
-    "ForecastOptimalPolicy",
-    "CarbonAwarePolicy",
-    "EnergyOptimalPolicy",
-    "MaxSlowdownPolicy",
-    "CompositePolicy",
 ]

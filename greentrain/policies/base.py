@@ -18,7 +18,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.settings import PolicySettings
 from greentrain.signals.base import IntensityPoint
 
-__all__ = ["Action", "OperatingPoint", "Snapshot", "Decision", "Policy"]
+__all__ = ["Action", "Decision", "OperatingPoint", "Policy", "Snapshot"]
 
 
 class Action(StrEnum):

@@ -32,7 +32,7 @@ from greentrain.policies.window import (
     start_state,
 )
 
-__all__ = ["ForecastOptimalConfig", "ForecastOptimalPolicy", "CarbonAwareConfig", "CarbonAwarePolicy"]
+__all__ = ["CarbonAwareConfig", "CarbonAwarePolicy", "ForecastOptimalConfig", "ForecastOptimalPolicy"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

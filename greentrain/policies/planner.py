@@ -25,7 +25,7 @@ from enum import IntEnum
 
 import numpy as np
 
-__all__ = ["Mode", "Slot", "StartState", "Plan", "plan_schedule", "J_PER_KWH"]
+__all__ = ["J_PER_KWH", "Mode", "Plan", "Slot", "StartState", "plan_schedule"]
 
 J_PER_KWH = 3.6e6
 _TIE_BREAK = 1e-9  # later slots cost a hair more, so equal-cost plans run early
@@ -38,6 +38,7 @@ class Mode:
     speed: float
     power_w: float
     power_limit_w: float | None = None
+    sm_clocks_mhz: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ def _slot_tables(
         avail_s = length_s - over_s
         for k, mode in enumerate(modes):
             row = variant * k_count + k
-            progress = int(math.floor(mode.speed * avail_s / quantum_s + 1e-9)) if mode.speed > 0 else 0
+            progress = math.floor(mode.speed * avail_s / quantum_s + 1e-9) if mode.speed > 0 else 0
             fixed_j = overhead_power_w * over_s
             done = bins <= progress
             part_j = fixed_j + mode.power_w * bins * quantum_s / max(mode.speed, 1e-12)
@@ -150,14 +151,14 @@ def plan_schedule(
         return None if work_s > 0 else Plan(tuple(slots), (None,) * len(slots), (0.0,) * len(slots), 0.0, 0.0,
                                             slots[0].start if slots else datetime.max)
     quantum_s = _quantum_s(work_s, max_bins)
-    n = max_bins if memo is not None else int(math.ceil(work_s / quantum_s - 1e-9))
+    n = max_bins if memo is not None else math.ceil(work_s / quantum_s - 1e-9)
     args = (modes, overhead_s, overhead_power_w)
     if memo is None:
         tables = _Tables(quantum_s, {}, _terminal(len(slots), n))
         _fill(tables, slots, *args, low=0)
     else:
         tables = _with_cached_tail(memo, slots, n, quantum_s, args)
-    if not np.isfinite(tables.values[0][state, min(n, int(math.ceil(work_s / quantum_s - 1e-9)))]):
+    if not np.isfinite(tables.values[0][state, min(n, math.ceil(work_s / quantum_s - 1e-9))]):
         return None
     return _forward(slots, work_s, modes, overhead_s, overhead_power_w, state, tables)
 
@@ -255,7 +256,7 @@ def _forward(
             run_list.append(0.0)
             continue
         # Real progress is never below the rounded-down plan, so this index is never above it.
-        index = min(int(math.ceil(remaining_s / tables.quantum_s - 1e-9)), n)
+        index = min(math.ceil(remaining_s / tables.quantum_s - 1e-9), n)
         k = _choose(tables, slots, t, state, index, len(modes))
         if k < 0:
             chosen.append(None)

@@ -19,11 +19,11 @@ from greentrain.policies.settings import PolicySettings
 from greentrain.policies.window import capacity_s, horizon_end, safety_margin_s
 
 __all__ = [
+    "CompositePolicy",
     "EnergyOptimalConfig",
     "EnergyOptimalPolicy",
     "MaxSlowdownConfig",
     "MaxSlowdownPolicy",
-    "CompositePolicy",
 ]
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from greentrain.errors import ConfigError
 
-__all__ = ["PolicySettings", "PAUSE_MODES", "DEADLINE_POLICIES"]
+__all__ = ["DEADLINE_POLICIES", "PAUSE_MODES", "PolicySettings"]
 
 PAUSE_MODES = ("checkpoint", "suspend")
 DEADLINE_POLICIES = ("strict", "best-effort")

@@ -31,12 +31,12 @@ from greentrain.policies.window import (
 )
 
 __all__ = [
+    "BestWindowConfig",
+    "BestWindowPolicy",
     "RunNowConfig",
     "RunNowPolicy",
     "ThresholdConfig",
     "ThresholdPolicy",
-    "BestWindowConfig",
-    "BestWindowPolicy",
 ]
 
 

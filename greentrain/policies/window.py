@@ -17,16 +17,16 @@ from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.planner import Mode, Slot, StartState
 
 __all__ = [
-    "intensity_slots",
-    "modes_of",
+    "capacity_after_pause_s",
+    "capacity_s",
     "fastest",
     "horizon_end",
-    "safety_margin_s",
-    "capacity_s",
-    "capacity_after_pause_s",
-    "start_state",
-    "run_decision",
+    "intensity_slots",
+    "modes_of",
     "pause_decision",
+    "run_decision",
+    "safety_margin_s",
+    "start_state",
 ]
 
 _HOUR = timedelta(hours=1)
@@ -57,7 +57,7 @@ def intensity_slots(snapshot: Snapshot, now: datetime, end: datetime) -> list[Sl
             last_g = known[i][2]
             i += 1
         if i < len(known) and known[i][0] <= cursor:
-            start, stop, value = known[i]
+            _, stop, value = known[i]
             slot_end, last_g = min(stop, end), value
         elif i < len(known):
             slot_end, value = min(known[i][0], end), last_g  # gap: persist the previous value
@@ -85,7 +85,7 @@ def modes_of(snapshot: Snapshot, *, power: bool = True) -> list[Mode]:
     for point in ordered:
         if modes and point.power_w >= min(m.power_w for m in modes):
             continue
-        modes.append(Mode(point.relative_speed, point.power_w, point.power_limit_w))
+        modes.append(Mode(point.relative_speed, point.power_w, point.power_limit_w, point.sm_clocks_mhz))
         if not power:
             break
     return modes
@@ -144,7 +144,8 @@ def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,
     if plan is None:
         finish = now + timedelta(seconds=work_s / mode.speed if math.isfinite(work_s) else 0.0)
         plan = ((now, finish),)
-    return Decision(action=Action.RUN, until=until, power_limit_w=mode.power_limit_w, reason=reason, plan=plan)
+    return Decision(action=Action.RUN, until=until, power_limit_w=mode.power_limit_w,
+                    sm_clocks_mhz=mode.sm_clocks_mhz, reason=reason, plan=plan)
 
 
 def pause_decision(snapshot: Snapshot, until: datetime, reason: str,

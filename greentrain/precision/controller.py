@@ -107,9 +107,11 @@ class PrecisionController:
         """Context for the forward pass at the current precision."""
         import torch
 
-        if self.current == "tf32":
+        if self.current in ("fp32", "tf32"):
+            # cuDNN allows TF32 by default: set both flags so "fp32" really is full float32
+            tf32 = self.current == "tf32"
             matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
             try:
                 yield
             finally:

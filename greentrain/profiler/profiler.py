@@ -194,14 +194,15 @@ class OperatingPointProfiler:
         target = self.candidates[index]
         decision = Decision(power_limit_w=target) if self.config.knob == "power_limit" else Decision(sm_clocks_mhz=target)
         try:
-            self._actuators.apply(decision)
+            applied = self._actuators.apply(decision) or []
         except GreentrainError as e:  # an ActuatorSet never raises; a bare callable might
             return self._abort(str(e))
-        if self.config.knob == "power_limit":
+        if self.config.knob == "power_limit":  # read back: an unchanged limit is not reported as applied
             off = [g.uuid for g in self.gpus if abs(g.power_limit_w() - target) > 0.5]
             if off:
                 self._abort(f"power limit {target:g} W could not be set on {', '.join(off)}")
-        # A refused clock lock cannot be read back (NVML has no getter); the refusal is counted by the actuators.
+        elif "sm_clocks" not in applied:  # NVML cannot read a lock back; trust the actuators' report
+            self._abort(f"SM clocks {target[0]}-{target[1]} MHz could not be locked")
 
     def _abort(self, reason: str) -> None:
         self.aborted_reason = reason

@@ -1,1 +1,39 @@
-"""greentrain.runtime"""
+"""Hybrid-parallel training runtime built on PyTorch's own distributed engine.
+
+DeviceMesh (``pp × dp_replicate × dp_shard × tp``), FSDP2 ``fully_shard``,
+DTensor tensor/sequence/loss parallelism, ``torch.distributed.pipelining``
+and ``torch.distributed.checkpoint``, applied to a reference decoder-only
+transformer, with greentrain's step-boundary decisions (pause via checkpoint,
+precision switch, per-stage timings) built in. Importing this package does not
+import torch.distributed modules until a name is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "JobConfig", "load_config", "config_from_dict", "list_presets",
+    "ParallelDims", "Transformer", "init_weights",
+    "apply_tp", "apply_fsdp", "apply_ac", "apply_compile", "parallelize",
+    "build_schedule", "build_stage_modules",
+    "clip_grad_norm_", "grad_norm", "Checkpointer",
+    "Trainer", "StepMetrics", "plan_mesh", "run_training",
+]
+
+_WHERE = {
+    "JobConfig": "config", "load_config": "config", "config_from_dict": "config", "list_presets": "config",
+    "ParallelDims": "parallel_dims", "Transformer": "model", "init_weights": "model",
+    "apply_tp": "tp", "apply_fsdp": "fsdp", "apply_ac": "ac", "apply_compile": "compiling",
+    "parallelize": "parallelize", "build_schedule": "pipeline", "build_stage_modules": "pipeline",
+    "clip_grad_norm_": "clip", "grad_norm": "clip", "Checkpointer": "checkpoint",
+    "Trainer": "trainer", "StepMetrics": "metrics", "plan_mesh": "planner", "run_training": "greentrain_hooks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'greentrain.runtime' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"greentrain.runtime.{module}"), name)

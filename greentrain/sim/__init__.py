@@ -12,18 +12,18 @@ from greentrain.sim.replay import TraceIndex, simulate_run
 from greentrain.sim.report import RunResult, run_to_json, simulate, summarize
 
 __all__ = [
-    "SimJob",
-    "profile_modes",
-    "Ledger",
     "Interval",
-    "TraceIndex",
-    "simulate_run",
-    "simulate",
+    "Ledger",
+    "PerfectForecaster",
     "RunResult",
-    "run_to_json",
-    "summarize",
-    "run_now",
+    "SimJob",
+    "TraceIndex",
     "best_window",
     "oracle",
-    "PerfectForecaster",
+    "profile_modes",
+    "run_now",
+    "run_to_json",
+    "simulate",
+    "simulate_run",
+    "summarize",
 ]

@@ -16,7 +16,7 @@ from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.replay import TraceIndex
 
-__all__ = ["run_now", "best_window", "oracle"]
+__all__ = ["best_window", "oracle", "run_now"]
 
 
 def run_now(trace: TraceIndex, start: datetime, job: SimJob) -> Ledger:
@@ -43,9 +43,9 @@ def best_window(trace: TraceIndex, start: datetime, job: SimJob) -> tuple[Ledger
             if ledger.done:
                 break
             ledger.step(point, job.full)
-        if ledger.finished_at is not None and ledger.finished_at <= deadline:
-            if best is None or ledger.emissions_g < best[0].emissions_g - 1e-12:
-                best = (ledger, begin)
+        in_time = ledger.finished_at is not None and ledger.finished_at <= deadline
+        if in_time and (best is None or ledger.emissions_g < best[0].emissions_g - 1e-12):
+            best = (ledger, begin)
     return best if best is not None else (run_now(trace, start, job), start)
 
 

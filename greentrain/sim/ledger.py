@@ -14,7 +14,7 @@ from greentrain.policies.planner import J_PER_KWH, Mode, StartState
 from greentrain.signals.base import IntensityPoint
 from greentrain.sim.job import SimJob
 
-__all__ = ["Ledger", "Interval"]
+__all__ = ["Interval", "Ledger"]
 
 _DONE_S = 1e-6
 

@@ -13,7 +13,7 @@ from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.replay import ForecasterLike, TraceIndex, simulate_run
 
-__all__ = ["RunResult", "simulate", "run_to_json", "summarize", "iso"]
+__all__ = ["RunResult", "iso", "run_to_json", "simulate", "summarize"]
 
 
 def iso(when: datetime | None) -> str | None:

@@ -38,7 +38,7 @@ def _iso(value: datetime | None) -> str:
     return value.isoformat().replace("+00:00", "Z") if value is not None else "-"
 
 
-def check_deadline(engine: "Engine", now: datetime) -> str | None:
+def check_deadline(engine: Engine, now: datetime) -> str | None:
     if engine.deadline is None:
         return None
     try:
@@ -52,13 +52,13 @@ def check_deadline(engine: "Engine", now: datetime) -> str | None:
     return None
 
 
-def maybe_decide(engine: "Engine", now: datetime) -> Decision:
+def maybe_decide(engine: Engine, now: datetime) -> Decision:
     if engine._next_decide_at is not None and now < engine._next_decide_at and engine.steps_done > 1:
         return _run("")
     return decide(engine, now, JobState.RUNNING)
 
 
-def decide(engine: "Engine", now: datetime, state: JobState) -> Decision:
+def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     """Leader only: ask the policy (or degrade) and apply the deadline guard."""
     engine._next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
     carbon_now = engine.signals.latest(now, engine.ledger)  # always: steps are priced with it
@@ -68,8 +68,9 @@ def decide(engine: "Engine", now: datetime, state: JobState) -> Decision:
         return _run("best-effort: deadline cannot be met, running now")
     work_s = engine.work_remaining_s()
     if work_s is None:
-        unknown = "steps_total / --estimate-hours not given" if engine.steps_total is None else "step time not measured yet"
-        return _run(f"work remaining unknown ({unknown}): running now")
+        if engine.steps_total is None:
+            return _run("work remaining unknown (no steps_total / --estimate-hours): running now")
+        return _run("work remaining unknown (step time not measured yet): running now")
     if carbon_now is None:
         return _run("no carbon signal: running now")
     snapshot = Snapshot(
@@ -88,7 +89,7 @@ def decide(engine: "Engine", now: datetime, state: JobState) -> Decision:
     return guard(engine, decision, now)
 
 
-def guard(engine: "Engine", decision: Decision, now: datetime) -> Decision:
+def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:
     """Clamp pauses to the latest safe resume; refuse a pause the deadline cannot afford."""
     if decision.action == Action.RUN:
         if decision.until is not None and decision.until > now:
@@ -107,7 +108,7 @@ def guard(engine: "Engine", decision: Decision, now: datetime) -> Decision:
     return replace(decision, until=until)
 
 
-def replan_paused(engine: "Engine", now: datetime) -> datetime | None:
+def replan_paused(engine: Engine, now: datetime) -> datetime | None:
     """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now)."""
     if engine.best_effort or engine.finished:
         return now

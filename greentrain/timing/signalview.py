@@ -97,6 +97,21 @@ class SignalView:
             self._on_event("forecast", points=[[p.start, p.intensity_g_per_kwh] for p in points])
         return tuple(p for p in points if p.end > now)
 
+    def backfill(self, start: datetime, end: datetime, ledger: Any) -> int:
+        """Load actual points of [start, end) into ``ledger`` where the source keeps history (a relaunch
+        needs them to price the run-now counterfactual of hours before it started); the count loaded."""
+        history = getattr(self.signals, "history", None)
+        if history is None or start >= end:
+            return 0
+        try:
+            points = list(history(start, end))
+        except Exception as e:  # optional: without history the counterfactual uses the nearest known value
+            self._on_note(f"carbon history unavailable ({type(e).__name__}: {e}); "
+                          "emissions avoided before this relaunch are estimated from later values")
+            return 0
+        ledger.observe_many(points)
+        return len(points)
+
     def status(self) -> Any:
         """The wrapped chain's ``status()`` (None if it has none or fails)."""
         try:

@@ -85,7 +85,7 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def state_of(engine: "Engine", job: str, *, resume_at: datetime | None, finished: bool) -> EngineState:
+def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: bool) -> EngineState:
     """Capture what a relaunch of ``job`` needs from ``engine``."""
     stats = engine.job_stats.snapshot()
     return EngineState(
@@ -97,7 +97,7 @@ def state_of(engine: "Engine", job: str, *, resume_at: datetime | None, finished
     )
 
 
-def restore_into(engine: "Engine", prior: EngineState) -> None:
+def restore_into(engine: Engine, prior: EngineState) -> None:
     """Carry totals and the time axis of the previous run into a freshly built engine."""
     engine.running_s = prior.running_s
     engine.first_start = EngineState.parse_time(prior.first_start)

@@ -35,7 +35,7 @@ _MIN_REPLAN_REAL_S = 0.05
 class Waiter:
     """Waits on behalf of an Engine; one instance per engine, one wait at a time."""
 
-    def __init__(self, engine: "Engine", *, progress: bool = True, sync_real_s: float = 30.0,
+    def __init__(self, engine: Engine, *, progress: bool = True, sync_real_s: float = 30.0,
                  tick_real_s: float = 0.25) -> None:
         self.engine = engine
         self.progress = progress
@@ -94,7 +94,7 @@ class Waiter:
 
     # ---- loop -------------------------------------------------------------------------------------
 
-    def _loop(self, countdown: "_Countdown") -> bool:
+    def _loop(self, countdown: _Countdown) -> bool:
         engine, clock = self.engine, self.engine.clock
         if engine.broadcast.world_size > 1:
             chunk_real_s = self.sync_real_s
@@ -240,7 +240,7 @@ class _Countdown:
         self._task: Any = None
         self._start = waiter.engine.clock.now()
 
-    def __enter__(self) -> "_Countdown":
+    def __enter__(self) -> _Countdown:
         if not self.enabled:
             return self
         from rich.console import Console

@@ -59,6 +59,9 @@ def test_serves_then_restores_on_sigterm(tmp_path: Path) -> None:
         client = DaemonClient(sock, job="cli-test")
         client.set_power_limit_w(gpu.uuid, 150)
         assert gpu.power_limit_w() == 150
+        status = _cli("--socket", str(sock), "--status")
+        assert status.returncode == 0, status.stderr
+        assert "cli-test" in status.stdout and str(os.getpid()) in status.stdout and "150" in status.stdout
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
@@ -67,3 +70,18 @@ def test_serves_then_restores_on_sigterm(tmp_path: Path) -> None:
         client.close()
     finally:
         shutil.rmtree(sockdir, ignore_errors=True)
+
+
+@pytest.mark.timeout(60)
+def test_restore_only_undoes_what_a_dead_job_left(tmp_path: Path) -> None:
+    from greentrain.actuators import KnobController
+
+    gpu = FileBackedGPU(tmp_path / "fake-gpu0.json", "a40")
+    killed = KnobController(gpu, tmp_path)
+    killed.set_power_limit_w(125)
+    killed.lock.release()  # what SIGKILL does to a job: the lock goes, the journal stays
+    result = _cli("--state-dir", str(tmp_path), "--fake-gpus", "a40:1", "--restore-only")
+    assert result.returncode == 0, result.stderr
+    assert "restored 1 setting(s)" in result.stdout and gpu.is_default()
+    status = _cli("--socket", str(tmp_path / "none.sock"), "--status")
+    assert status.returncode == 2 and "start it with `sudo greentrain daemon`" in status.stderr

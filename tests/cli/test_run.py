@@ -54,7 +54,7 @@ def test_missing_or_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_output_and_exit_status_pass_through(capfd: pytest.CaptureFixture[str]) -> None:
     code = run_cli(["--policy", "run-now", "--no-measure", "--interval-s", "0.05", "--",
-                    PY, "-c", "import sys; print('hello from child'); print('to stderr', file=sys.stderr); sys.exit(4)"])
+                    PY, "-c", "import sys; print('hello from child'); print('to stderr', file=sys.stderr); exit(4)"])
     out, err = capfd.readouterr()
     assert code == 4
     assert "hello from child" in out and "to stderr" in err

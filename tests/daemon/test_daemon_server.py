@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grp
 import os
 import shutil
 import signal
@@ -25,6 +26,8 @@ from greentrain.policies.base import Decision
 
 pytestmark = pytest.mark.timeout(30)
 NOBODY = 65534
+NOBODY_GROUP = grp.getgrgid(NOBODY).gr_name  # 'nogroup' on Debian, 'nobody' elsewhere
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching the client to another user needs root")
 
 
 @pytest.fixture()
@@ -202,6 +205,7 @@ def _as_nobody(sock_path: Path, groups: list[int]):
     return job
 
 
+@needs_root
 def test_socket_permission_fence_refuses_users_outside_the_group(tmp_path: Path, sockdir: Path) -> None:
     server, _ = _serve(tmp_path, sockdir)  # no group: socket is root-only (0600)
     try:
@@ -215,8 +219,9 @@ def test_socket_permission_fence_refuses_users_outside_the_group(tmp_path: Path,
         server.shutdown()
 
 
+@needs_root
 def test_group_members_are_let_in(tmp_path: Path, sockdir: Path) -> None:
-    server, _ = _serve(tmp_path, sockdir, group="nogroup")
+    server, _ = _serve(tmp_path, sockdir, group=NOBODY_GROUP)
     try:
         st = server.config.socket.stat()
         assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == NOBODY
@@ -228,6 +233,7 @@ def test_group_members_are_let_in(tmp_path: Path, sockdir: Path) -> None:
         server.shutdown()
 
 
+@needs_root
 def test_peer_credentials_fence_when_socket_mode_is_too_open(tmp_path: Path, sockdir: Path) -> None:
     server, _ = _serve(tmp_path, sockdir)
     try:
@@ -241,12 +247,12 @@ def test_peer_credentials_fence_when_socket_mode_is_too_open(tmp_path: Path, soc
 
 
 def test_authorize_rules() -> None:
-    cfg = DaemonConfig(group="nogroup", allowed_uids=(4242,))
+    cfg = DaemonConfig(group=NOBODY_GROUP, allowed_uids=(4242,))
     assert authorize(PeerCredentials(1, 0, 0), cfg) is None
     assert authorize(PeerCredentials(1, 4242, 4242), cfg) is None
     assert authorize(PeerCredentials(2**22, 1234, NOBODY), cfg) is None  # primary group matches
     reason = authorize(PeerCredentials(2**22, 1234, 1234), cfg)
-    assert reason is not None and "not in group 'nogroup'" in reason
+    assert reason is not None and f"not in group '{NOBODY_GROUP}'" in reason
 
 
 def test_second_daemon_on_same_socket_is_refused(tmp_path: Path, sockdir: Path) -> None:
@@ -289,6 +295,21 @@ def test_actuator_set_falls_back_to_daemon_without_privilege(tmp_path: Path, soc
             assert [g.power_limit_w() for g in gpus] == [175, 175]
             assert acts.refused_total == {}
         assert _wait_for(lambda: all(g.is_default() for g in gpus))
+    finally:
+        server.shutdown()
+
+
+def test_daemon_refusing_one_value_does_not_end_the_daemon_route(tmp_path: Path, sockdir: Path) -> None:
+    server, gpus = _serve(tmp_path, sockdir, limits=GPULimits(max_power_limit_w=250))
+    try:
+        mine = [FileBackedGPU(tmp_path / "gpu0.json", "a40", index=0, privileged=False)]
+        with ActuatorSet(mine, state_dir=tmp_path / "job", daemon_socket=server.config.socket,
+                         install_hooks=False) as acts:
+            assert acts.apply(Decision(power_limit_w=280.0)) == []  # above the daemon's limit
+            assert acts.refused_total["power_limit"] == 1
+            assert acts.apply(Decision(power_limit_w=200.0)) == ["power_limit"]
+            assert gpus[0].power_limit_w() == 200
+        assert _wait_for(gpus[0].is_default)
     finally:
         server.shutdown()
 

@@ -49,6 +49,12 @@ class TraceSignals:
         end = now + timedelta(hours=horizon_h)
         return [replace(p, kind=Kind.FORECAST) for p in self.points if p.end > now and p.start < end]
 
+    def history(self, start: datetime, end: datetime) -> list[IntensityPoint]:
+        if self.fail:
+            raise SignalError("test: provider down")
+        now = self.clock.now()
+        return [p for p in self.points if p.end > start and p.start < min(end, now)]
+
     def status(self) -> ProviderStatus:
         return ProviderStatus(provider="test", zone="GB", age_s=0.0, stale=self.fail)
 

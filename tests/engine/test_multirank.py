@@ -27,7 +27,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, port: int, out: "mp.Queue") -> None:
+def _rank_main(rank: int, port: int, out: mp.Queue) -> None:
     try:
         import torch
         import torch.distributed as dist

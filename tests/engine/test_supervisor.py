@@ -132,3 +132,64 @@ def test_a_crash_after_the_checkpoint_signal_is_passed_through_not_relaunched(tm
     engine.close()
     log.close()
     assert status == 5 and child.launches == 1
+
+
+DRIVER = textwrap.dedent(
+    """
+    import sys
+    from datetime import UTC, datetime, timedelta
+    sys.path.insert(0, {engine_dir!r})
+    from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly
+    from greentrain.clock import ReplayClock
+    from greentrain.engine import Engine
+    from greentrain.timing.process import ChildProcess
+    from greentrain.timing.supervisor import Supervisor
+
+    t0 = datetime(2022, 5, 1, tzinfo=UTC)
+    clock = ReplayClock(t0, speedup=60.0)  # the dirty hour lasts a minute: long enough to be killed in
+    signals = TraceSignals(hourly(t0 - timedelta(minutes=59), [100, 900, 100, 100]), clock)
+    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, work_total_s=3600,
+                    deadline=t0 + timedelta(hours=4), step_time_s=3, decide_interval_s=1, progress=False)
+    child = ChildProcess([sys.executable, "-c",
+                          "import os, time; open({pidfile!r}, 'w').write(str(os.getpid())); time.sleep(120)"])
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    print("status", status, flush=True)
+    sys.exit(status)
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_during_a_suspend_continues_and_ends_the_command(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER.format(engine_dir=str(Path(__file__).parent), pidfile=str(pidfile)))
+    proc = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 40
+        child_pid = None
+        while time.monotonic() < deadline:  # wait until the command is suspended (state T in /proc)
+            if child_pid is None and pidfile.exists() and pidfile.read_text():
+                child_pid = int(pidfile.read_text())
+            if child_pid is not None and _proc_state(child_pid) == "T":
+                break
+            time.sleep(0.05)
+        assert child_pid is not None and _proc_state(child_pid) == "T", "the command was suspended"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert _proc_state(child_pid) in (None, "Z"), "no stopped or running command left behind"
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]

@@ -60,17 +60,26 @@ class Stack:
 
 
 def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:
-    """Advance the counters as a training loop would: 10 steps/s, actions and one refused cap per second."""
+    """Advance the counters as a training loop would: 10 steps/s, a refused cap each second, and in every
+    12 s a 3 s pause (the state series then show real transitions)."""
     tick = 0
     while not stop.wait(0.1):
         tick += 1
-        for s in stats:
-            s.add(steps=1, tokens=512, energy_j=21.0, emissions_g=0.002, emissions_avoided_g=0.0008)
+        phase = tick % 120
+        if phase == 90:
+            stats[0].count_action("pause")
+            for s in stats:
+                s.update(state=JobState.PAUSED)
+        elif phase == 0:
+            stats[0].count_action("resume")
+            for s in stats:
+                s.update(state=JobState.RUNNING)
+        if phase < 90:
+            for s in stats:
+                s.add(steps=1, tokens=512, energy_j=21.0, emissions_g=0.002, emissions_avoided_g=0.0008)
         if tick % 10 == 0:
             stats[0].count_action("set_power_limit")
             stats[0].update(power_cap_refused_total=stats[0].power_cap_refused_total + 1)
-        if tick % 25 == 0:
-            stats[0].count_action("pause")
 
 
 @pytest.fixture(scope="session")

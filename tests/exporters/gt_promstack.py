@@ -149,13 +149,15 @@ class Prometheus:
 
 
 class Pushgateway:
-    """A real Pushgateway on 127.0.0.1 (no persistence)."""
+    """A real Pushgateway on 127.0.0.1, persisting only into the test's temp dir."""
 
     def __init__(self, tmp: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # Debian's build persists to /var/lib/prometheus by default: keep ours in the temp dir.
         self.process = Process(["/usr/bin/prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{self.port}",
-                                "--log.level=warn"], tmp / "pushgateway.log")
+                                f"--persistence.file={tmp / 'pushgateway.data'}", "--log.level=warn"],
+                               tmp / "pushgateway.log")
         _ready_or_stop(self.process, self.url)
 
 

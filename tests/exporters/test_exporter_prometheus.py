@@ -191,3 +191,27 @@ def test_exposition_names_are_all_in_the_names_module(stack: Stack) -> None:
 def test_rule_and_dashboard_files_exist_in_repo() -> None:
     assert (REPO / "exporters" / "prometheus.yml").is_file()
     assert len(RULES) == 2 and all(isinstance(p, Path) for p in RULES)
+
+
+@pytest.mark.timeout(240)
+def test_dashboard_previews_render_every_panel_with_data(stack: Stack, tmp_path: Path) -> None:
+    """Each panel drawn from Prometheus range queries; GREENTRAIN_WRITE_PREVIEWS=1 refreshes docs/img."""
+    import os
+    import time
+
+    from greentrain.exporters.dashboards.preview import prometheus_range, render_preview
+
+    stack.prometheus.wait_for('ALERTS{alertname="GreentrainPowerCapRefused"}', timeout_s=20)
+    for_docs = os.environ.get("GREENTRAIN_WRITE_PREVIEWS") == "1"
+    if for_docs:
+        time.sleep(100)  # opt-in only: gather ~2 minutes of series, with pauses, for the docs images
+    out_dir = REPO / "docs" / "img" if for_docs else tmp_path
+    out_dir.mkdir(parents=True, exist_ok=True)
+    end_s = time.time()
+    query = prometheus_range(stack.prometheus.url, end_s - 120, end_s, 1.0)
+    variables = {"job": JOB, "instance": re.escape(stack.job_instance).replace("\\", "\\\\"), "node": ".*"}
+    for filename, build in DASHBOARDS.items():
+        png = out_dir / filename.replace(".json", ".png")
+        empty = render_preview(build(), query, png, variables=variables, range_s=120, step_s=1.0)
+        assert empty == [], f"{filename}: panels without data: {empty}"
+        assert png.read_bytes().startswith(b"\x89PNG")

@@ -97,3 +97,11 @@ def test_scrape_reads_fresh_values_after_the_cache_window() -> None:
         assert 'greentrain_training_steps_total{job="j"} 3.0' in _get(server.url)
         stats.add(steps=2)
         assert 'greentrain_training_steps_total{job="j"} 5.0' in _get(server.url)
+
+
+def test_stop_without_start_is_harmless(tmp_path) -> None:
+    MetricsServer(job="j").stop()
+    MetricsServer(job="j", multiprocess_dir=tmp_path, local_rank=2).stop()
+    server = MetricsServer(job="j")
+    assert server.start() is server.start()  # starting twice binds once
+    server.stop()

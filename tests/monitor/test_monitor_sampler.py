@@ -55,7 +55,7 @@ def test_counter_gpu_is_measured_exactly() -> None:
     start_j = gpu.total_energy_j()
     drive(monitor, clock, 1.0)
     gpu.set_power_limit_w(150)
-    drive(monitor, clock, 1.0)
+    drive(monitor, clock, 1.5)  # the limit gauge refreshes once a second
     (reading,) = monitor.readings()
     assert reading.source is Source.MEASURED and reading.energy_j == pytest.approx(gpu.total_energy_j() - start_j)
     assert reading.power_limit_w == 150 and reading.sm_clock_hz == gpu.sm_clock_mhz() * 1e6

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from greentrain.errors import ConfigError
-from greentrain.policies import PRESETS, CompositePolicy, Policy, PolicySettings, load_policy
+from greentrain.policies import (
+    PRESETS,
+    CompositePolicy,
+    Policy,
+    PolicySettings,
+    load_policy,
+)
 from greentrain.policies.optimal import CarbonAwarePolicy
 
 pytestmark = pytest.mark.timeout(60)

@@ -188,3 +188,12 @@ def test_past_deadline_runs_and_naive_deadline_is_a_clear_error():
     naive = replace(snap([500, 10], 1, 2), deadline=(T0 + 2 * HOUR).replace(tzinfo=None))
     with pytest.raises(ConfigError, match="snapshot.deadline"):
         ForecastOptimalPolicy().decide(naive, T0)
+
+
+def test_clock_based_operating_points_come_back_as_clocks():
+    points_by_clock = (
+        OperatingPoint(sm_clocks_mhz=(1980, 1980), relative_speed=1.0, power_w=300.0),
+        OperatingPoint(sm_clocks_mhz=(1410, 1410), relative_speed=0.8, power_w=180.0),
+    )
+    d = CarbonAwarePolicy().decide(snap([500, 500, 500], 1.6, 3, operating_points=points_by_clock), T0)
+    assert d.action == Action.RUN and d.sm_clocks_mhz == (1410, 1410) and d.power_limit_w is None

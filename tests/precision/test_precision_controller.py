@@ -148,3 +148,15 @@ def test_real_training_on_cpu_autocast_scaler_and_guard() -> None:
         pc.on_step_end(loss, {"fp32": 3.0, "bf16": 2.0, "fp16": 1.0}[pc.current], 0.01)
     assert seen_dtypes == {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     assert "fp16" in pc.banned and pc.current == "bf16"  # reverted to the precision before fp16
+
+
+def test_fp32_context_really_disables_tf32_and_restores_flags() -> None:
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
+    try:
+        pc = PrecisionController(("fp32",), collective=LocalCollective())
+        with pc.autocast():
+            assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.backends.cudnn.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -153,3 +153,13 @@ def test_bad_config_and_missing_counter() -> None:
     gpu = FakeGPU("a40", energy_counter=False)
     with pytest.raises(ConfigError, match="no energy counter; pass energy_fn"):
         OperatingPointProfiler([gpu], None, collective=LocalCollective())
+
+
+def test_refused_clock_lock_aborts_clock_sweep(tmp_path: Path) -> None:
+    clock = FakeTime()
+    gpu = FileBackedGPU(tmp_path / "gpu.json", "a40", time_fn=clock, privileged=False)
+    with ActuatorSet([gpu], state_dir=tmp_path, install_hooks=False) as acts:
+        profiler = OperatingPointProfiler([gpu], acts, config=ProfilerConfig(knob="sm_clocks"), time_fn=clock,
+                                          collective=LocalCollective())
+        steps = _run(profiler, gpu, clock)
+        assert steps == 1 and profiler.result() == () and "could not be locked" in profiler.aborted_reason

@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent(
     now = clock.now()
     signals = TraceSignals(hourly(now - timedelta(hours=1), [200] * 4), clock)
     model, opt = make_model()
-    with Session(PauseAtSteps({{4, 9}}, pause_s=0.3), provider=signals, steps_total={steps}, model=model,
+    with Session(PauseAtSteps({{5}}, pause_s=0.3), provider=signals, steps_total={steps}, model=model,
                  optimizer=opt, checkpoint_dir={ckpt!r}, clock=clock, devices=False, progress=False,
                  decide_interval_s=0.001, jsonl={jsonl!r}) as session:
         for step in range(session.start_step, {steps}):

@@ -160,3 +160,37 @@ def test_metrics_endpoint_and_real_monitor(tmp_path: Path) -> None:
     assert 'greentrain_training_tokens_total{job="metrics-test"} 1280.0' in body
     assert stats.energy_j > 0, "the real monitor (CPU estimate here) measured the steps"
     assert stats.emissions_g == pytest.approx(stats.energy_j / 3.6e6 * 250, rel=1e-9)
+
+
+@pytest.mark.timeout(60)
+def test_emissions_avoided_survive_a_checkpoint_relaunch(tmp_path: Path) -> None:
+    """Run-now would have run steps 60-89 in the dirty hour; the relaunched process still prices that."""
+    from gt_engine_doubles import ClockMonitor
+
+    clock = FrozenClock(T0)
+    signals = TraceSignals(hourly(T0, [100, 500, 500, 100, 100, 100]), clock)
+    store: dict[str, int] = {}
+    sessions = []
+    while True:
+        monitor = ClockMonitor(clock, power_w=120.0)
+        with Session(ThresholdPolicy(200), provider=signals, steps_total=90, save=lambda s: store.update(step=s),
+                     load=lambda: store.get("step"), clock=clock, relaunch="none", monitor=monitor,
+                     progress=False, decide_interval_s=60, deadline="+6", state_path=tmp_path / "st.json",
+                     jsonl=tmp_path / "run.jsonl") as session:
+            for _step in range(session.start_step, 90):
+                clock.advance(STEP_S)
+                session.step()
+                if session.should_stop:
+                    break
+        sessions.append(session)
+        if session.finished:
+            break
+        clock.advance((session.resume_at - clock.now()).total_seconds())  # as 'exec' would: wait, relaunch
+    assert len(sessions) == 2 and store["step"] == 60
+    step_kwh = 120 * STEP_S / 3.6e6
+    stats = sessions[-1].job_stats.snapshot()
+    assert stats.steps_total == 90
+    assert stats.emissions_g == pytest.approx(90 * step_kwh * 100)
+    assert stats.emissions_avoided_g == pytest.approx(30 * step_kwh * 400)
+    summary = read_events(tmp_path / "run.jsonl")[-1]
+    assert summary["event"] == "summary" and summary["emissions_avoided_g"] == pytest.approx(30 * step_kwh * 400)

@@ -66,7 +66,7 @@ def _train(rank: int, ckpt: Path, pauses: set[int] | None) -> tuple[list[tuple[i
             return seen, lifetimes, [p.detach().tolist() for p in model.parameters()]
 
 
-def _rank_main(rank: int, port: int, tmp: str, out: "mp.Queue") -> None:
+def _rank_main(rank: int, port: int, tmp: str, out: mp.Queue) -> None:
     try:
         import torch
         import torch.distributed as dist

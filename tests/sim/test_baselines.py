@@ -12,7 +12,10 @@ from tests.policies.helpers import HOUR, T0, points
 pytestmark = pytest.mark.timeout(60)
 
 
-def job(work_h, deadline_h, overhead_min=30.0, modes=(Mode(1.0, 1000.0),)):
+KW = (Mode(1.0, 1000.0),)
+
+
+def job(work_h, deadline_h, overhead_min=30.0, modes=KW):
     return SimJob(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=modes,
                   resume_overhead_s=overhead_min * 60, profiled=len(modes) > 1)
 

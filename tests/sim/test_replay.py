@@ -8,12 +8,24 @@ from datetime import timedelta
 
 import pytest
 
-from greentrain.policies import Action, CarbonAwarePolicy, Decision, ForecastOptimalPolicy, Policy
+from greentrain.policies import (
+    Action,
+    CarbonAwarePolicy,
+    Decision,
+    ForecastOptimalPolicy,
+    Policy,
+)
 from greentrain.policies.planner import Mode
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, oracle, simulate, simulate_run
-from tests.policies.helpers import HOUR, T0, PerfectTestForecaster, PersistenceForecaster, points
+from tests.policies.helpers import (
+    HOUR,
+    T0,
+    PerfectTestForecaster,
+    PersistenceForecaster,
+    points,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

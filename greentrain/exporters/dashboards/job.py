@@ -49,14 +49,14 @@ def _stats(layout: Layout) -> None:
 
 
 def _power_energy(layout: Layout) -> None:
-    layout.add(timeseries("Power per GPU", "Board power of each GPU of the job, with its enforced power limit.", [
+    layout.add(timeseries("Power per GPU", "Board power of each GPU of the job with its enforced power limit, and "
+                          "the whole job's power (GPUs and CPU share) as the rate of its energy counter.", [
         Query(f"{n.GPU_POWER.name}{I}", "GPU {{gpu}} power"),
         Query(f"{n.GPU_POWER_LIMIT.name}{I}", "GPU {{gpu}} limit"),
+        Query(f"sum(rate({n.JOB_ENERGY.name}{J}[{RATE}]))", "job total"),
     ], "watt"), 12, 8)
-    layout.add(timeseries("Energy", "Cumulative job energy, and job power as its rate.", [
-        Query(f"sum({n.JOB_ENERGY.name}{J})", "energy"),
-        Query(f"sum(rate({n.JOB_ENERGY.name}{J}[{RATE}]))", "power (W)"),
-    ], "joule"), 12, 8)
+    layout.add(timeseries("Energy", "Cumulative energy of the job.",
+                          [Query(f"sum({n.JOB_ENERGY.name}{J})", "energy")], "joule"), 12, 8)
 
 
 def _carbon(layout: Layout) -> None:

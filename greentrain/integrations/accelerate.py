@@ -1,0 +1,125 @@
+"""Hugging Face Accelerate: carbon-aware pauses for a hand-written training loop.
+
+```python
+from greentrain.integrations.accelerate import GreenAccelerate
+
+green = GreenAccelerate(accelerator, policy="carbon-aware", zone="GB", deadline="+12", checkpoint_dir="ckpt")
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+start = green.begin(steps_total=1000)          # loads ckpt/ if a pause left one; waits out a delayed start
+for step, batch in enumerate(accelerator.skip_first_batches(loader, start), start=start):
+    ...forward, backward, optimizer.step()...
+    if green.step(loss=loss):                  # paused: every rank saved the state; leave the loop
+        break
+green.end()                                    # paused? wait and return True to go round again (or exit 75)
+```
+
+A pause is raised with ``accelerator.set_trigger()`` on the rank that decided
+and agreed with ``accelerator.check_trigger()`` on all ranks, so they stop at
+the same step; the state is written with ``accelerator.save_state`` (model,
+optimizer, scheduler, RNG, and this helper's own progress, registered with
+``register_for_checkpointing``) and read back with ``accelerator.load_state``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, GreenOptions, StepDriver
+
+__all__ = ["GreenAccelerate"]
+
+
+class GreenAccelerate:
+    """Engine driver for an Accelerate loop (arguments after ``accelerator`` as ``Session``).
+
+    ``after_pause``: 'wait' (``end`` waits, returns True: run the loop again) or 'exit'
+    (``end`` exits with status 75 for a scheduler to relaunch).
+    """
+
+    def __init__(self, accelerator: Any, policy: Any = "carbon-aware", *, checkpoint_dir: str | Path,
+                 zone: str | None = None, provider: Any = None, deadline: datetime | str | None = None,
+                 after_pause: str = "wait", **options: Any) -> None:
+        if after_pause not in ("wait", "exit"):
+            from greentrain.errors import ConfigError
+
+            raise ConfigError(f"after_pause: {after_pause!r} is not 'wait' or 'exit'")
+        self.accelerator = accelerator
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.after_pause = after_pause
+        self.options = GreenOptions(policy=policy, zone=zone, provider=provider, deadline=deadline, **options)
+        self.driver = StepDriver(self.options)
+        self.next_step = 0
+        """The step the loop should run next (restored from the checkpoint)."""
+        self._prior: Any = None
+        accelerator.register_for_checkpointing(self)
+
+    @property
+    def paused(self) -> bool:
+        """The loop was left because the policy paused the job."""
+        return self.driver.paused
+
+    def begin(self, steps_total: int | None) -> int:
+        """Load the pause checkpoint if there is one, start the engine; returns the step to start at."""
+        if (self.checkpoint_dir / "greentrain.json").exists():
+            self.accelerator.load_state(str(self.checkpoint_dir))  # calls our load_state_dict too
+        self.driver.open(steps_total=steps_total, steps_done=self.next_step, prior=self._prior)
+        self._prior = None
+        self.driver.step_begin()
+        return self.next_step
+
+    def step(self, tokens: int = 0, loss: Any = None) -> bool:
+        """Close one optimizer step; True when paused (state saved on every rank): break the loop."""
+        self.next_step += 1
+        if self.driver.step_end(tokens=tokens, loss=_scalar(loss)):
+            self.accelerator.set_trigger()
+        if self.accelerator.check_trigger():
+            self.driver.paused = True
+            self.accelerator.save_state(str(self.checkpoint_dir))
+            if self.accelerator.is_main_process:
+                (self.checkpoint_dir / "greentrain.json").write_text('{"paused": true}\n', encoding="utf-8")
+            return True
+        self.driver.step_begin()
+        return False
+
+    def end(self) -> bool:
+        """After the loop: True means 'paused, waited, run the loop again from ``begin``'."""
+        if not self.driver.paused:
+            if self.accelerator.is_main_process:  # done: a later run must not resume this job
+                (self.checkpoint_dir / "greentrain.json").unlink(missing_ok=True)
+            self.driver.close()
+            return False
+        if self.after_pause == "exit":
+            self.driver.close()
+            sys.exit(PAUSED_EXIT_CODE)
+        if not self.driver.wait_for_resume():
+            self.driver.close()
+            return False
+        return True
+
+    def close(self) -> None:
+        """Restore hardware settings and stop helpers."""
+        self.driver.close()
+
+    # ---- registered with accelerator.register_for_checkpointing ------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self.driver.state()
+        return {"next_step": self.next_step, "engine": asdict(state) if state is not None else None}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        from greentrain.timing.state import EngineState
+
+        self.next_step = int(state_dict.get("next_step", 0))
+        engine = state_dict.get("engine")
+        self._prior = EngineState(**engine) if engine else None
+
+
+def _scalar(loss: Any) -> Any:
+    try:
+        return float(loss.detach()) if hasattr(loss, "detach") else loss
+    except (TypeError, ValueError, RuntimeError):
+        return None

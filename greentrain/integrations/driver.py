@@ -1,0 +1,194 @@
+"""The engine wiring every framework integration shares (HF Trainer, Lightning, Accelerate).
+
+A framework callback calls ``open`` when training starts, ``step_begin`` /
+``step_end`` around each optimizer step, and ``close`` at the end. ``step_end``
+returns True when the policy paused the job in *checkpoint* mode: the callback
+then asks its framework to save and stop, and either the same process waits
+(``wait_for_resume``) and trains again from the checkpoint, or it exits with
+``PAUSED_EXIT_CODE`` for a scheduler to requeue. In *suspend* mode the pause
+is a wait inside ``step_end`` and training simply goes on. The job's deadline
+and totals live in a small state file beside the checkpoints, so a relaunched
+process plans the rest of the same job. Rank 0 decides; every rank gets the
+same decision at the same step (the engine's broadcast).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from greentrain.clock import Clock, SystemClock, ensure_aware_utc
+from greentrain.errors import ConfigError
+from greentrain.integrations.slurm import PAUSED_EXIT_CODE, write_resume_time
+from greentrain.jobstats import JobStats
+from greentrain.policies.base import Action, Decision, Policy
+
+__all__ = ["GreenOptions", "StepDriver", "PAUSED_EXIT_CODE"]
+
+log = logging.getLogger("greentrain.integrations")
+
+
+@dataclass(slots=True, kw_only=True)
+class GreenOptions:
+    """What a user passes to any framework callback (see ``greentrain.session.Session`` for the same names)."""
+
+    policy: str | Path | Policy = "carbon-aware"
+    """Preset name, TOML path or Policy."""
+    zone: str | None = None
+    """Grid zone (e.g. 'GB'); with no zone and no provider the job runs now and records energy only."""
+    provider: Any = None
+    """Carbon source spec ('csv:PATH', 'electricitymaps', ...) or a SignalChain."""
+    deadline: datetime | str | None = None
+    """Aware datetime, ISO string with zone, or '+H' hours from the job's first start."""
+    pause_mode: Literal["checkpoint", "suspend"] = "checkpoint"
+    """checkpoint: save, stop the trainer, resume from the checkpoint; suspend: wait in-process."""
+    clock: Clock | None = None
+    job: str = "greentrain"
+    jsonl: str | Path | None = None
+    devices: Any = None
+    """A DeviceSet; None discovers this machine's devices; False measures nothing."""
+    metrics_port: int | None = None
+    metrics_addr: str = "127.0.0.1"
+    step_time_s: float | None = None
+    decide_interval_s: float = 300.0
+    deadline_policy: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pause_mode not in ("checkpoint", "suspend"):
+            raise ConfigError(f"pause_mode: {self.pause_mode!r} is not 'checkpoint' or 'suspend'")
+
+
+class StepDriver:
+    """Owns one Engine across the framework's train calls and process relaunches."""
+
+    def __init__(self, options: GreenOptions) -> None:
+        self.options = options
+        self.clock = options.clock or SystemClock()
+        self.engine: Any = None
+        self.job_stats = JobStats(job=options.job)
+        self.resume_at: datetime | None = None
+        """Set by a checkpoint-mode pause: when to train again."""
+        self.paused = False
+        self._closers: list[Any] = []
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def open(self, *, steps_total: int | None, steps_done: int, prior: Any = None) -> Decision:
+        """Start (or continue) the job at ``steps_done``; waits out a delayed start.
+
+        ``prior`` is the ``EngineState`` saved with the checkpoint being resumed (deadline, totals).
+        """
+        if self.engine is None:
+            self._build(steps_total, steps_done, prior)
+        else:  # same process, training again after a checkpoint pause
+            self.engine.steps_done = steps_done
+        self.paused = False
+        self.resume_at = None
+        decision = self.engine.begin()
+        if decision.action is not Action.RUN:
+            self.engine.wait_until(decision.until, decision.reason or "delayed start")
+        return decision
+
+    def _build(self, steps_total: int | None, steps_done: int, prior: Any) -> None:
+        from greentrain.engine import Engine
+        from greentrain.events import EventLog
+        from greentrain.policies import load_policy
+        from greentrain.timing.broadcast import auto_broadcast
+        from greentrain.timing.resources import build_monitor, build_signals, start_metrics
+        from greentrain.timing.state import restore_into
+
+        o = self.options
+        broadcast = auto_broadcast()
+        event_log = EventLog(o.jsonl) if o.jsonl else None
+        if event_log is not None:
+            self._closers.append(event_log.close)
+        monitor, _ = build_monitor(o.devices, event_log)
+        if monitor is not None:
+            self._closers.insert(0, monitor.stop)
+        signals = build_signals(o.zone, o.provider, self.clock) if broadcast.is_leader else None
+        if o.metrics_port is not None:
+            server = start_metrics(job=o.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
+                                   addr=o.metrics_addr, port=o.metrics_port, clock=self.clock)
+            self._closers.insert(0, server.stop)
+        self.engine = Engine(
+            load_policy(o.policy), signals=signals, monitor=monitor, clock=self.clock,
+            deadline=self._deadline(prior), steps_total=steps_total, job_stats=self.job_stats,
+            event_log=event_log, broadcast=broadcast, steps_done=steps_done,
+            step_time_s=o.step_time_s or (prior.step_time_s if prior else None),
+            deadline_policy=o.deadline_policy, decide_interval_s=o.decide_interval_s, progress=o.progress,
+        )
+        if prior is not None:
+            restore_into(self.engine, prior)
+
+    def _deadline(self, prior: Any) -> datetime | None:
+        value = self.options.deadline
+        relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
+        if prior is not None and prior.deadline and relative:
+            return ensure_aware_utc(datetime.fromisoformat(prior.deadline), "deadline")  # '+H' counts from the first start
+        if value is None or isinstance(value, datetime):
+            return None if value is None else ensure_aware_utc(value, "deadline")
+        import click
+
+        from greentrain.cli.common import parse_deadline
+
+        try:
+            return parse_deadline(value, self.clock.now(), param="deadline")
+        except click.BadParameter as e:
+            raise ConfigError(f"deadline: {e.message}") from None
+
+    # ---- step boundary -------------------------------------------------------------------------
+
+    def step_begin(self) -> None:
+        """Mark the start of an optimizer step."""
+        if self.engine is not None:
+            self.engine.step_begin()
+
+    def step_end(self, tokens: int = 0, loss: Any = None) -> bool:
+        """Close the step; True means 'checkpoint pause: save and stop the trainer now'."""
+        engine = self.engine
+        if engine is None:
+            return False
+        decision = engine.step_end(tokens=tokens, loss=loss)
+        if decision.action is Action.RUN or engine.finished:
+            return False
+        if self.options.pause_mode == "suspend":
+            engine.wait_until(decision.until, decision.reason or "paused")
+            return False
+        self.paused = True
+        self.resume_at = decision.until
+        if engine.is_leader:
+            write_resume_time(decision.until)  # for the Slurm template's requeue (no-op elsewhere)
+        return True
+
+    def state(self) -> Any:
+        """The job's deadline and totals as an ``EngineState``, to save with a checkpoint (None before open)."""
+        engine = self.engine
+        if engine is None:
+            return None
+        from greentrain.timing.state import state_of
+
+        return state_of(engine, self.options.job, resume_at=self.resume_at, finished=engine.finished)
+
+    def wait_for_resume(self) -> bool:
+        """After a checkpoint pause: block until the planned resume time; False if interrupted."""
+        if self.engine is None or not self.paused:
+            return True
+        return not self.engine.wait_until(self.resume_at, "checkpoint pause")
+
+    def close(self) -> None:
+        """Restore hardware settings, write the summary, stop helpers; safe to call twice."""
+        closers, self._closers = self._closers, []
+        engine, self.engine = self.engine, None
+        try:
+            if engine is not None:
+                engine.close()
+        finally:
+            for close in closers:
+                try:
+                    close()
+                except Exception as e:  # close everything even if one part fails
+                    log.warning("greentrain: closing %s failed: %s", close, e)

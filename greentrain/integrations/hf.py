@@ -1,0 +1,142 @@
+"""Hugging Face Trainer: carbon-aware training in one line.
+
+```python
+from greentrain.integrations.hf import GreenTrainCallback, train
+
+trainer = Trainer(model=model, args=args, train_dataset=ds,
+                  callbacks=[GreenTrainCallback(policy="carbon-aware", zone="GB", deadline="+12")])
+train(trainer)   # = trainer.train(), then wait out each pause and resume from its checkpoint
+```
+
+Each optimizer step is measured; decisions apply at ``on_step_end``. A pause
+in checkpoint mode sets ``should_save`` and ``should_training_stop``: the
+Trainer writes ``checkpoint-N`` and returns. ``train(trainer)`` then waits
+for the planned time and calls ``trainer.train(resume_from_checkpoint=True)``;
+under a scheduler call ``callback.exit_for_requeue()`` instead (exit status 75)
+and relaunch with ``resume_from_checkpoint=True``. ``pause_mode="suspend"``
+waits inside the step instead. The job's deadline and totals are saved in
+each checkpoint (``greentrain-state.json``), so a resumed job plans its rest.
+Under DDP every rank gets rank 0's decision at the same step. The callback
+starts no CodeCarbon tracker of its own, so Transformers' ``CodeCarbonCallback``
+(``report_to=["codecarbon"]``) can run beside it; ``report_to=[]`` works too.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, GreenOptions, StepDriver
+
+__all__ = ["GreenTrainCallback", "train", "STATE_FILE"]
+
+STATE_FILE = "greentrain-state.json"
+"""Written into every ``checkpoint-N`` directory the Trainer saves."""
+
+
+class GreenTrainCallback(TrainerCallback):
+    """Drives greentrain's engine from the Trainer's step boundaries.
+
+    Args: as ``greentrain.session.Session``: ``policy``, ``zone``, ``provider``, ``deadline``,
+    ``pause_mode`` ('checkpoint' | 'suspend'), ``clock``, ``job``, ``jsonl``, ``devices``,
+    ``metrics_port``, ``metrics_addr``, ``step_time_s``, ``decide_interval_s``, ``deadline_policy``,
+    ``progress``.
+    """
+
+    def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
+                 deadline: datetime | str | None = None, pause_mode: str = "checkpoint", **options: Any) -> None:
+        self.options = GreenOptions(policy=policy, zone=zone, provider=provider, deadline=deadline,
+                                    pause_mode=pause_mode, **options)  # type: ignore[arg-type]
+        self.driver = StepDriver(self.options)
+        self.pauses = 0
+        """Checkpoint pauses so far in this process."""
+        self._tokens_seen = 0
+
+    @property
+    def paused(self) -> bool:
+        """The last ``trainer.train()`` returned because the policy paused the job."""
+        return self.driver.paused
+
+    @property
+    def resume_at(self) -> datetime | None:
+        """When the paused job plans to resume."""
+        return self.driver.resume_at
+
+    @property
+    def engine(self) -> Any:
+        """The live ``greentrain.engine.Engine`` (None outside training)."""
+        return self.driver.engine
+
+    # ---- Trainer events ----------------------------------------------------------------------
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        prior = _load_prior(Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE,
+                            self.options.job) if state.global_step else None
+        self.driver.open(steps_total=state.max_steps or None, steps_done=state.global_step, prior=prior)
+        self._tokens_seen = state.num_input_tokens_seen or 0
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.driver.step_begin()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        seen = state.num_input_tokens_seen or 0
+        tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
+        if self.driver.step_end(tokens=tokens):
+            self.pauses += 1
+            control.should_save = True
+            control.should_training_stop = True
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        snapshot = self.driver.state()
+        if snapshot is None or not args.should_save:  # rank 0 (process_index 0) writes
+            return
+        from greentrain.timing.state import save_state
+
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir():
+            save_state(snapshot, folder / STATE_FILE)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not self.driver.paused:
+            self.driver.close()
+
+    # ---- after a pause ----------------------------------------------------------------------
+
+    def wait_for_resume(self) -> bool:
+        """Block until the planned resume time (re-planning meanwhile); False if interrupted."""
+        return self.driver.wait_for_resume()
+
+    def close(self) -> None:
+        """Restore hardware settings and stop helpers (``train`` does this for you)."""
+        self.driver.close()
+
+    def exit_for_requeue(self) -> None:
+        """Close and exit with status 75 so a scheduler (Slurm template, K8s) relaunches the job later."""
+        self.close()
+        sys.exit(PAUSED_EXIT_CODE)
+
+
+def _load_prior(path: Path, job: str) -> Any:
+    from greentrain.timing.state import load_state
+
+    return load_state(path, job) if path.exists() else None
+
+
+def train(trainer: Any, *, resume_from_checkpoint: Any = None, **kwargs: Any) -> Any:
+    """``trainer.train()`` that waits out checkpoint pauses and resumes from the saved checkpoint."""
+    callback = next((c for c in trainer.callback_handler.callbacks if isinstance(c, GreenTrainCallback)), None)
+    if callback is None:
+        return trainer.train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+    try:
+        result = trainer.train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        while callback.paused:
+            if not callback.wait_for_resume():
+                break  # interrupted: the checkpoint is saved, the next run resumes
+            result = trainer.train(resume_from_checkpoint=True, **kwargs)
+        return result
+    finally:
+        callback.close()

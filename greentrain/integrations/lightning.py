@@ -1,0 +1,186 @@
+"""PyTorch Lightning: carbon-aware training in one line.
+
+```python
+from greentrain.integrations.lightning import GreenTrainCallback, fit
+
+green = GreenTrainCallback(policy="carbon-aware", zone="GB", deadline="+12")
+trainer = L.Trainer(max_steps=10_000, callbacks=[green])
+fit(trainer, model, datamodule=dm)   # = trainer.fit(), then wait out each pause and resume from its checkpoint
+```
+
+Decisions apply in ``on_train_batch_end``, agreed across ranks with the
+strategy's ``reduce_boolean_decision`` (rank 0 decides; the engine broadcasts,
+and the reduction makes sure no rank stops alone). A checkpoint-mode pause
+saves ``greentrain-pause.ckpt`` in the trainer's root dir and sets
+``trainer.should_stop``; resume with ``trainer.fit(..., ckpt_path=green.pause_checkpoint)``
+(``fit`` does it after waiting), or ``green.exit_for_requeue()`` under a
+scheduler. The callback's own state (deadline, totals so far, the pause)
+travels inside every checkpoint through ``state_dict``/``load_state_dict``.
+
+A pause usually falls mid-epoch. Lightning resumes mid-epoch exactly only when
+the train dataloader is stateful; wrap a plain ``DataLoader`` (deterministic
+order: ``shuffle=False`` or a seeded generator) in ``ResumableLoader``, or use
+torchdata's ``StatefulDataLoader``. Otherwise the epoch's data restarts.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback
+
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, GreenOptions, StepDriver
+
+__all__ = ["GreenTrainCallback", "ResumableLoader", "fit", "PAUSE_CHECKPOINT"]
+
+PAUSE_CHECKPOINT = "greentrain-pause.ckpt"
+
+
+class GreenTrainCallback(Callback):
+    """Drives greentrain's engine from Lightning's batch boundaries (arguments as ``Session``)."""
+
+    def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
+                 deadline: datetime | str | None = None, pause_mode: str = "checkpoint",
+                 checkpoint_dir: str | Path | None = None, **options: Any) -> None:
+        self.options = GreenOptions(policy=policy, zone=zone, provider=provider, deadline=deadline,
+                                    pause_mode=pause_mode, **options)  # type: ignore[arg-type]
+        self.driver = StepDriver(self.options)
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.pause_checkpoint: Path | None = None
+        """The checkpoint the last pause wrote (resume with ``ckpt_path=``)."""
+        self.pauses = 0
+        self._prior: Any = None
+
+    @property
+    def paused(self) -> bool:
+        """The last ``fit`` returned because the policy paused the job."""
+        return self.driver.paused
+
+    @property
+    def resume_at(self) -> datetime | None:
+        """When the paused job plans to resume."""
+        return self.driver.resume_at
+
+    # ---- Lightning events --------------------------------------------------------------------
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        steps_total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
+        if steps_total is None:
+            steps_total = int(trainer.estimated_stepping_batches)
+        self.driver.open(steps_total=steps_total, steps_done=trainer.global_step, prior=self._prior)
+        self._prior = None
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self.driver.step_begin()
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        pause = self.driver.step_end(loss=_loss(outputs))
+        # Every rank already holds rank 0's decision; the reduction guarantees no rank stops alone.
+        pause = bool(trainer.strategy.reduce_boolean_decision(pause, all=False))
+        if not pause:
+            return
+        self.pauses += 1
+        if not self.driver.paused:  # another rank paused: adopt its stop
+            self.driver.paused = True
+        path = (self.checkpoint_dir or Path(trainer.default_root_dir)) / PAUSE_CHECKPOINT
+        trainer.save_checkpoint(path)
+        self.pause_checkpoint = path
+        trainer.should_stop = True
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if not self.driver.paused:
+            self.driver.close()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self.driver.close()  # restore hardware settings on every exit path
+
+    def state_dict(self) -> dict[str, Any]:
+        """The job's deadline and totals, saved inside each checkpoint."""
+        state = self.driver.state()
+        return {"engine": asdict(state) if state is not None else None, "pauses": self.pauses}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the job's deadline and totals from a checkpoint (before ``on_train_start``)."""
+        from greentrain.timing.state import EngineState
+
+        self.pauses = int(state_dict.get("pauses", 0))
+        engine = state_dict.get("engine")
+        self._prior = EngineState(**engine) if engine else None
+
+    # ---- after a pause ----------------------------------------------------------------------
+
+    def wait_for_resume(self) -> bool:
+        """Block until the planned resume time (re-planning meanwhile); False if interrupted."""
+        return self.driver.wait_for_resume()
+
+    def close(self) -> None:
+        """Restore hardware settings and stop helpers (``fit`` does this for you)."""
+        self.driver.close()
+
+    def exit_for_requeue(self) -> None:
+        """Close and exit with status 75 so a scheduler relaunches the job (resume from ``PAUSE_CHECKPOINT``)."""
+        self.close()
+        sys.exit(PAUSED_EXIT_CODE)
+
+
+class ResumableLoader:
+    """A batch iterable whose position survives a Lightning checkpoint (resume at the next batch).
+
+    Lightning saves ``state_dict()`` with the checkpoint and calls ``load_state_dict`` on
+    resume; the next epoch iteration then skips the batches already trained on. The
+    wrapped loader must yield the same order again (no unseeded shuffling).
+    """
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self._served = 0
+        self._skip = 0
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Any:
+        skip, self._skip = self._skip, 0
+        self._served = 0
+        for index, batch in enumerate(self.loader):
+            if index < skip:
+                self._served += 1
+                continue  # trained on before the pause
+            self._served += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        """Batches of the current epoch handed out so far."""
+        return {"batches_served": self._served}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        """Skip that many batches at the start of the next iteration."""
+        self._skip = int(state_dict.get("batches_served", 0))
+
+
+def _loss(outputs: Any) -> Any:
+    if isinstance(outputs, dict):
+        outputs = outputs.get("loss")
+    try:
+        return float(outputs.detach()) if outputs is not None else None
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return None
+
+
+def fit(trainer: Any, model: Any, *args: Any, ckpt_path: Any = None, **kwargs: Any) -> None:
+    """``trainer.fit()`` that waits out checkpoint pauses and resumes from the pause checkpoint."""
+    green = next((c for c in trainer.callbacks if isinstance(c, GreenTrainCallback)), None)
+    if green is None:
+        trainer.fit(model, *args, ckpt_path=ckpt_path, **kwargs)
+        return
+    try:
+        trainer.fit(model, *args, ckpt_path=ckpt_path, **kwargs)
+        while green.paused and green.wait_for_resume():
+            trainer.should_stop = False
+            trainer.fit(model, *args, ckpt_path=green.pause_checkpoint, **kwargs)
+    finally:
+        green.close()

@@ -1,0 +1,90 @@
+"""``greentrain train``: one real torchrun launch, in-process runs, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from greentrain.cli import main
+
+TINY_TOML = """
+[model]
+dim = 32
+n_layers = 4
+n_heads = 4
+max_seq_len = 64
+[train]
+steps = 3
+global_batch = 8
+seq_len = 16
+lr = 1e-2
+warmup_steps = 1
+device = "cpu"
+[data]
+max_bytes = 100000
+"""
+
+
+@pytest.fixture()
+def job_toml(tmp_path: Path) -> Path:
+    path = tmp_path / "job.toml"
+    path.write_text(TINY_TOML, encoding="utf-8")
+    return path
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.timeout(60)
+def test_single_process_run_writes_metrics(job_toml: Path, tmp_path: Path, capsys) -> None:
+    jsonl = tmp_path / "m.jsonl"
+    main(["train", "--config", str(job_toml), "--metrics-jsonl", str(jsonl), "--metrics-port", "0"])
+    out = capsys.readouterr().out
+    assert "step      3" in out and "done: 3/3 steps" in out
+    records = _records(jsonl)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for r in records:
+        assert {"step", "loss", "grad_norm", "tokens_per_s"} <= set(r) and r["tokens_per_s"] > 0
+    assert records[-1]["loss"] < records[0]["loss"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_torchrun_launch_matches_single_process(job_toml: Path, tmp_path: Path, capsys) -> None:
+    single = tmp_path / "single.jsonl"
+    main(["train", "--config", str(job_toml), "--metrics-jsonl", str(single)])
+    multi = tmp_path / "multi.jsonl"
+    cmd = [sys.executable, "-m", "greentrain", "train", "--config", str(job_toml), "--nproc", "4",
+           "--pp", "2", "--tp", "2", "--pp-schedule", "gpipe", "--microbatches", "2",
+           "--metrics-jsonl", str(multi)]
+    done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=170)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "on pp=2 dp_replicate=1 dp_shard=1 tp=2" in done.stdout
+    for a, b in zip(_records(single), _records(multi), strict=True):
+        assert a["step"] == b["step"]
+        assert abs(a["loss"] - b["loss"]) <= 2e-6
+        assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * a["grad_norm"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tp", "2"], "world size 1 does not divide by dp_replicate*tp*pp = 2"),
+    (["--nproc", "2", "--tp", "3"], "world size 2 does not divide"),
+    (["--set", "train.lr"], "is not section.key=value"),
+    (["--set", "train.dtype=\"fp8\""], "train.dtype: 'fp8' is not one of"),
+    (["--config", "nope"], "no such file or preset"),
+    (["--deadline", "tomorrow"], "is not ISO-8601"),
+    (["--steps", "0"], "train.steps: must be >= 1"),
+])
+def test_bad_input_is_one_line_exit_2(args: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["train", *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "Traceback" not in err

@@ -1,0 +1,120 @@
+"""A real Hugging Face Trainer (tiny GPT-2 built locally) pauses on a replayed dirty spell, saves,
+resumes from its checkpoint, and ends bit-identical to an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from gt_replay_chain import ReplayChain  # noqa: E402
+
+from greentrain.clock import ReplayClock  # noqa: E402
+from greentrain.integrations.hf import STATE_FILE, GreenTrainCallback, train  # noqa: E402
+from greentrain.signals.base import IntensityPoint, Kind  # noqa: E402
+
+T0 = datetime(2022, 3, 1, tzinfo=UTC)
+STEPS = 24
+
+
+def hourly(values: list[float]) -> list[IntensityPoint]:
+    return [IntensityPoint(start=T0 + timedelta(hours=i), end=T0 + timedelta(hours=i + 1), intensity_g_per_kwh=v,
+                           kind=Kind.ACTUAL, provider="replay", zone="GB") for i, v in enumerate(values)]
+
+
+class TokenDataset(torch.utils.data.Dataset):
+    def __init__(self) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, 64, (STEPS * 4, 16), generator=generator)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def make_trainer(out: Path, callbacks: list) -> transformers.Trainer:
+    transformers.set_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                     bos_token_id=0, eos_token_id=0)
+    args = transformers.TrainingArguments(
+        output_dir=str(out), max_steps=STEPS, per_device_train_batch_size=4, learning_rate=1e-2,
+        report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, seed=0,
+        dataloader_num_workers=0, disable_tqdm=True)
+    return transformers.Trainer(model=transformers.GPT2LMHeadModel(config), args=args,
+                                train_dataset=TokenDataset(), callbacks=callbacks)
+
+
+def threshold_policy(tmp_path: Path, mode: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(f'[policy]\nkind = "threshold"\nthreshold_g_per_kwh = 200\n\n'
+                    f'[settings]\npause_mode = "{mode}"\nresume_overhead_s = 0\n')
+    return path
+
+
+def weights(trainer) -> dict:
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    trainer = make_trainer(tmp_path_factory.mktemp("ref"), [])
+    trainer.train()
+    return weights(trainer)
+
+
+def green(tmp_path: Path, mode: str) -> GreenTrainCallback:
+    # Clean now, dirty from 01:00 to 03:00, clean after; one trace hour passes per real second.
+    clock = ReplayClock(T0 + timedelta(minutes=59, seconds=50), speedup=3600.0)
+    chain = ReplayChain(hourly([100, 500, 500] + [100] * 45), clock)
+    return GreenTrainCallback(policy=str(threshold_policy(tmp_path, mode)), provider=chain, clock=clock,
+                              deadline=T0 + timedelta(hours=24), pause_mode=mode, devices=False,
+                              progress=False, decide_interval_s=1.0, jsonl=tmp_path / "run.jsonl")
+
+
+@pytest.mark.timeout(120)
+def test_pause_saves_a_checkpoint_and_resuming_matches_an_uninterrupted_run(tmp_path: Path, reference) -> None:
+    callback = green(tmp_path, "checkpoint")
+    trainer = make_trainer(tmp_path / "out", [callback])
+    trainer.train()
+    assert callback.paused, "the dirty spell should have paused the job"
+    paused_at = trainer.state.global_step
+    assert 0 < paused_at < STEPS
+    checkpoint = tmp_path / "out" / f"checkpoint-{paused_at}"
+    assert (checkpoint / STATE_FILE).exists() and (checkpoint / "trainer_state.json").exists()
+    assert callback.resume_at is not None and callback.resume_at > T0 + timedelta(hours=1)
+
+    assert callback.wait_for_resume()
+    trainer.train(resume_from_checkpoint=True)
+    callback.close()
+    assert trainer.state.global_step == STEPS and not callback.paused
+    assert trainer.state.global_step - paused_at > 0  # the rest ran after the resume
+    final = weights(trainer)
+    assert final.keys() == reference.keys()
+    for name, tensor in reference.items():
+        assert torch.equal(final[name], tensor), name
+
+
+@pytest.mark.timeout(120)
+def test_train_helper_and_in_process_suspend_reach_the_same_state(tmp_path: Path, reference) -> None:
+    for mode in ("checkpoint", "suspend"):
+        (tmp_path / mode).mkdir()
+        callback = green(tmp_path / mode, mode)
+        trainer = make_trainer(tmp_path / mode / "out", [callback])
+        train(trainer)
+        assert trainer.state.global_step == STEPS
+        final = weights(trainer)
+        assert all(torch.equal(final[k], v) for k, v in reference.items()), mode
+        events = [json.loads(line) for line in (tmp_path / mode / "run.jsonl").read_text().splitlines()]
+        assert any(e["event"] == "action" and e["action"] == "pause" for e in events), f"{mode}: no pause"
+        steps = [e for e in events if e["event"] == "step"]
+        assert len(steps) == STEPS, f"{mode}: every step measured exactly once"
