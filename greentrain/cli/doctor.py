@@ -58,7 +58,9 @@ def _render(report: dict[str, Any]) -> None:
         console.print("RAPL: none")
     est = report["cpu_estimate"]
     used = "used for CPU energy" if report["estimate_used_for_cpu"] else "not used, RAPL is readable"
-    console.print(f"CPU estimate ({used}): {est['cpu_model']!r}, TDP {est['tdp_w']:g} W from {est['tdp_source']}", markup=False)
+    console.print(
+        f"CPU estimate ({used}): {est['cpu_model']!r}, TDP {est['tdp_w']:g} W from {est['tdp_source']}", markup=False
+    )
     for note in report["notes"]:
         console.print(f"note: {note}", markup=False)
     versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v)

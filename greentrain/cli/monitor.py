@@ -32,11 +32,18 @@ def select_gpus(gpus: Sequence[Any], selectors: Sequence[str], notes: Sequence[s
     if not selectors:
         return list(gpus)
     gpu_notes = [n for n in notes if "GPU" in n]
-    found = ", ".join(f"{g.index} ({g.uuid})" for g in gpus) or "none" + (f" ({'; '.join(gpu_notes)})" if gpu_notes else "")
+    found = ", ".join(f"{g.index} ({g.uuid})" for g in gpus) or "none" + (
+        f" ({'; '.join(gpu_notes)})" if gpu_notes else ""
+    )
     chosen: list[Any] = []
     for selector in selectors:
         text = selector.strip()
-        hits = [g for g in gpus if (text.isdigit() and g.index == int(text)) or (not text.isdigit() and g.uuid.lower().startswith(text.lower()))]
+        hits = [
+            g
+            for g in gpus
+            if (text.isdigit() and g.index == int(text))
+            or (not text.isdigit() and g.uuid.lower().startswith(text.lower()))
+        ]
         if len(hits) != 1:
             why = "matches several GPUs" if hits else "is not a GPU visible to this process"
             raise ConfigError(f"--gpu {selector}: {why}; GPUs found: {found}; see `greentrain doctor`")
@@ -52,9 +59,8 @@ def _check_command(command: Sequence[str]) -> None:
     else:
         ok = shutil.which(program) is not None
     if not ok:
-        raise ConfigError(
-            f"CMD: command {program!r} not found or not executable; check the spelling, your PATH, or give the full path"
-        )
+        fix = "check the spelling, your PATH, or give the full path"
+        raise ConfigError(f"CMD: command {program!r} not found or not executable; {fix}")
 
 
 def _run_command(command: Sequence[str]) -> int:
@@ -122,8 +128,12 @@ def _render(report: dict[str, Any], to_stderr: bool) -> None:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for d in report["devices"]:
         status = f"FAILED: {d['error']}" if d["failed"] else "ok"
-        table.add_row(d["device"], d["model"] or "", f"{d['energy_j']:.1f}", f"{d['average_power_w']:.1f}", d["source"], status)
-    table.add_row("total", "", f"{report['total_energy_j']:.1f}", f"{report['average_power_w']:.1f}", report["source"], "")
+        table.add_row(
+            d["device"], d["model"] or "", f"{d['energy_j']:.1f}", f"{d['average_power_w']:.1f}", d["source"], status
+        )
+    table.add_row(
+        "total", "", f"{report['total_energy_j']:.1f}", f"{report['average_power_w']:.1f}", report["source"], ""
+    )
     console = Console(stderr=to_stderr)
     console.print(table)
     for note in report["notes"]:
@@ -149,18 +159,31 @@ def _start_metrics(port: int | None, addr: str, mon: Any, job: str) -> Any:
     try:
         server.start()
     except OSError as e:
-        raise ConfigError(f"--metrics-port {port}: cannot listen on {addr}:{port} ({e.strerror}); choose a free port") from None
+        raise ConfigError(
+            f"--metrics-port {port}: cannot listen on {addr}:{port} ({e.strerror}); choose a free port"
+        ) from None
     click.echo(f"greentrain: serving Prometheus metrics on http://{addr}:{server.port}/metrics", err=True)
     return server
 
 
 @click.command("monitor", context_settings={"allow_interspersed_args": False})
 @click.option("--interval-s", default="0.1", show_default=True, metavar="SECONDS", help="Sampling interval in seconds.")
-@click.option("--duration-s", default=None, metavar="SECONDS", help="Measure for this many seconds (instead of a command).")
-@click.option("--jsonl", type=click.Path(dir_okay=False), default=None, help="Append 'sample' events to this JSONL log.")
+@click.option(
+    "--duration-s", default=None, metavar="SECONDS", help="Measure for this many seconds (instead of a command)."
+)
+@click.option(
+    "--jsonl", type=click.Path(dir_okay=False), default=None, help="Append 'sample' events to this JSONL log."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
-@click.option("--gpu", "gpu_selectors", multiple=True, help="GPU index or UUID (prefix) to measure; repeatable. Default: all visible.")
-@click.option("--metrics-port", default=None, metavar="PORT", help="Serve Prometheus metrics on this port (0: any free port).")
+@click.option(
+    "--gpu",
+    "gpu_selectors",
+    multiple=True,
+    help="GPU to measure: NVML index (as nvidia-smi numbers it) or UUID prefix; repeatable. Default: all visible.",
+)
+@click.option(
+    "--metrics-port", default=None, metavar="PORT", help="Serve Prometheus metrics on this port (0: any free port)."
+)
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def monitor(

@@ -99,4 +99,8 @@ def lookup_tdp(cpu_model: str | None = None, threads: int | None = None) -> TDPI
         return TDPInfo(model, hit[1], f"codecarbon cpu_power.csv: {hit[0]!r}")
     count = threads or os.cpu_count() or 1
     per_thread_w = _default_per_thread_w()
-    return TDPInfo(model, per_thread_w * count, f"default: {per_thread_w:g} W x {count} threads (CodeCarbon's rule for unknown CPUs)")
+    return TDPInfo(
+        model,
+        per_thread_w * count,
+        f"default: {per_thread_w:g} W x {count} threads (CodeCarbon's rule for unknown CPUs)",
+    )

@@ -56,7 +56,7 @@ class DeviceSet:
                 pass
             self.nvml = None
 
-    def __enter__(self) -> "DeviceSet":
+    def __enter__(self) -> DeviceSet:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -85,7 +85,7 @@ def _init_nvml(nvml: Any | None, notes: list[str]) -> Any | None:
     return nvml
 
 
-def _open_gpu(nvml: Any, index: int, notes: list[str]) -> "NVMLGPU | None":
+def _open_gpu(nvml: Any, index: int, notes: list[str]) -> NVMLGPU | None:
     from greentrain.device.nvml import NVMLGPU
 
     try:
@@ -146,9 +146,8 @@ def _cpu_domains(rapl_root: str | Path | None, estimate_cpu: bool, notes: list[s
         from greentrain.device.estimate import CPUEstimate
 
         estimate = CPUEstimate()
-        notes.append(
-            f"CPU energy estimated: utilisation x {estimate.tdp_w:g} W TDP for {estimate.cpu_model!r} ({estimate.tdp.source})"
-        )
+        what = f"utilisation x {estimate.tdp_w:g} W TDP for {estimate.cpu_model!r}"
+        notes.append(f"CPU energy estimated: {what} ({estimate.tdp.source})")
         cpus.append(estimate)
     return cpus
 

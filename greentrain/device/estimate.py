@@ -81,7 +81,9 @@ class CPUEstimate(CPUDomain):
         if tdp_w is None:
             info = lookup_tdp(self.cpu_model)
             sockets = count_sockets()
-            self.tdp = TDPInfo(info.cpu_model, info.tdp_w * sockets, info.source + (f" x {sockets} sockets" if sockets > 1 else ""))
+            self.tdp = TDPInfo(
+                info.cpu_model, info.tdp_w * sockets, info.source + (f" x {sockets} sockets" if sockets > 1 else "")
+            )
         else:
             if not tdp_w > 0:
                 raise ConfigError(f"tdp_w: must be > 0 W, got {tdp_w}")

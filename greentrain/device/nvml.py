@@ -49,7 +49,9 @@ def load_pynvml() -> Any:
     try:
         import pynvml
     except ImportError:
-        raise ImportError("nvidia-ml-py is not installed; `pip install 'greentrain[nvidia]'` to measure NVIDIA GPUs") from None
+        raise ImportError(
+            "nvidia-ml-py is not installed; `pip install 'greentrain[nvidia]'` to measure NVIDIA GPUs"
+        ) from None
     return pynvml
 
 
@@ -213,7 +215,7 @@ class NVMLGPU(GPU):
                 f"{self.label}: power limit {power_limit_w:g} W is outside the allowed range "
                 f"{limits.min_w:g}-{limits.max_w:g} W"
             )
-        self._call("nvmlDeviceSetPowerManagementLimit", int(round(power_limit_w * 1000)))
+        self._call("nvmlDeviceSetPowerManagementLimit", round(power_limit_w * 1000))
 
     # --- clocks -----------------------------------------------------------------------------------
 

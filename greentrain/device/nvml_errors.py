@@ -21,9 +21,7 @@ from greentrain.errors import (
 
 __all__ = ["translate_nvml_error", "PRIVILEGE_FIX"]
 
-PRIVILEGE_FIX = (
-    "run as root, or start `sudo greentrain daemon` and let it apply GPU settings for unprivileged jobs"
-)
+PRIVILEGE_FIX = "run as root, or start `sudo greentrain daemon` and let it apply GPU settings for unprivileged jobs"
 
 
 def _code_name(error: BaseException, code: object) -> str:
@@ -56,7 +54,9 @@ def translate_nvml_error(nvml: Any, error: BaseException, device: str, operation
     if is_("NVML_ERROR_DRIVER_NOT_LOADED", "NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_LIB_RM_VERSION_MISMATCH"):
         return DeviceError(f"{where}: the NVIDIA driver is not usable {detail}; install or reload the driver")
     if is_("NVML_ERROR_UNINITIALIZED"):
-        return DeviceError(f"{where}: NVML is not initialised {detail}; create devices through greentrain.device.discover()")
+        return DeviceError(
+            f"{where}: NVML is not initialised {detail}; create devices through greentrain.device.discover()"
+        )
     if is_("NVML_ERROR_INSUFFICIENT_POWER"):
         return DeviceError(f"{where} {detail}; check the GPU's external power cables")
     return DeviceError(f"{where} failed {detail}")

@@ -18,9 +18,9 @@ import re
 import threading
 from pathlib import Path
 
+from greentrain.device.base import CPUDomain
 from greentrain.errors import DeviceError, PrivilegeError
 from greentrain.provenance import Source
-from greentrain.device.base import CPUDomain
 
 __all__ = ["RAPLDomain", "find_rapl_domains", "RAPL_PERMISSION_FIX"]
 
@@ -69,7 +69,9 @@ class RAPLDomain(CPUDomain):
         try:
             raw_uj = self._read_raw_uj()
         except PermissionError:
-            raise PrivilegeError(f"{self.path / 'energy_uj'}: not readable (permission); {RAPL_PERMISSION_FIX}") from None
+            raise PrivilegeError(
+                f"{self.path / 'energy_uj'}: not readable (permission); {RAPL_PERMISSION_FIX}"
+            ) from None
         except (OSError, ValueError) as e:
             raise DeviceError(f"{self.path / 'energy_uj'}: cannot read ({e})") from None
         with self._lock:

@@ -68,7 +68,9 @@ def resolve_visible_devices(value: str | None, uuids: Sequence[str]) -> tuple[li
             index, why = None, "repeats an earlier entry"
         if index is None:
             ignored = ", ".join(repr(e) for e in entries[position:])
-            notes.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} {why}; CUDA ignores it and every entry after it ({ignored})")
+            notes.append(
+                f"CUDA_VISIBLE_DEVICES entry {entry!r} {why}; CUDA ignores it and every entry after it ({ignored})"
+            )
             break
         selected.append(index)
     return selected, notes

@@ -64,6 +64,9 @@ class Monitor:
             extending the last sample with its power (no device call, the default).
     """
 
+    stop_timeout_s = 5.0
+    """How long ``stop`` waits for a sampling pass in progress (a hung driver call) before giving up."""
+
     def __init__(
         self,
         gpus: Sequence[GPU] = (),
@@ -77,7 +80,9 @@ class Monitor:
         fresh_step_reads: bool = False,
     ) -> None:
         self.interval_s = validate_interval_s(interval_s)
-        self.event_interval_s = None if event_interval_s is None else validate_interval_s(event_interval_s, "event_interval_s")
+        self.event_interval_s = (
+            None if event_interval_s is None else validate_interval_s(event_interval_s, "event_interval_s")
+        )
         self._channels: list[Channel] = [GPUChannel(g) for g in gpus] + [CPUChannel(c) for c in cpus]
         keys = [c.key for c in self._channels]
         duplicates = sorted({k for k in keys if keys.count(k) > 1})
@@ -101,7 +106,7 @@ class Monitor:
         self._last_event_t: float | None = None
 
     @classmethod
-    def from_devices(cls, devices: DeviceSet, **kwargs: Any) -> "Monitor":
+    def from_devices(cls, devices: DeviceSet, **kwargs: Any) -> Monitor:
         """A monitor over everything in a ``DeviceSet`` from ``greentrain.device.discover``."""
         return cls(devices.gpus, devices.cpus, **kwargs)
 
@@ -118,7 +123,7 @@ class Monitor:
         out += [f"{c.key} failed and is no longer measured: {c.error}" for c in self._channels if c.failed]
         return out
 
-    def start(self, background: bool = True) -> "Monitor":
+    def start(self, background: bool = True) -> Monitor:
         """Take baselines and start the sampler thread (no-op if already started).
 
         ``background=False`` starts no thread: the caller drives ``sample()``
@@ -144,15 +149,20 @@ class Monitor:
         if not self._started or self._t_end is not None:
             return
         self._stop.set()
+        hung = False
         if self._thread is not None:
-            self._thread.join(timeout=max(5.0, 5 * self.interval_s))
+            self._thread.join(timeout=max(self.stop_timeout_s, 5 * self.interval_s))
+            hung = self._thread.is_alive()
             self._thread = None
-        self.sample()
+        if hung:  # a vendor call that never returns; it is a daemon thread, so exit is not blocked
+            log.warning("greentrain monitor: a device read hangs; figures frozen at the last completed sample")
+        else:
+            self.sample()
         self._t_end = self._time_fn()
         for channel in self._channels:
             channel.stopped = True
 
-    def __enter__(self) -> "Monitor":
+    def __enter__(self) -> Monitor:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

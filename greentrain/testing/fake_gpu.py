@@ -10,6 +10,7 @@ varying signal. ``true_energy_j`` is the exact integral of that power over
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -109,7 +110,7 @@ class FakeGPU(GPU):
         pts = self.points
         if limit_w >= pts[0].power_limit_w:
             return pts[0].average_power_w, pts[0].time_per_epoch_s
-        for hi, lo in zip(pts, pts[1:]):
+        for hi, lo in itertools.pairwise(pts):
             if lo.power_limit_w <= limit_w <= hi.power_limit_w:
                 f = (limit_w - lo.power_limit_w) / (hi.power_limit_w - lo.power_limit_w)
                 return (

@@ -109,7 +109,7 @@ class FakeNVML:
         """Every later call on device ``index`` raises NVML_ERROR_GPU_IS_LOST."""
         self._lost.add(index)
 
-    def _enter(self, function: str, handle: _Handle | None = None, *args: Any) -> FakeGPU | None:
+    def _enter(self, function: str, handle: _Handle | None = None, *args: Any) -> None:
         index = handle.index if handle is not None else None
         self.calls.append((function, index, args))
         if function not in ("nvmlInit", "nvmlShutdown") and not self.initialised:
@@ -121,7 +121,11 @@ class FakeNVML:
                 if inj.times is not None:
                     inj.times -= 1
                 raise pynvml.NVMLError(inj.code)
-        return self.gpus[index] if index is not None else None
+
+    def _gpu(self, function: str, handle: _Handle, *args: Any) -> FakeGPU:
+        """Record and check a per-device call; the device's physics."""
+        self._enter(function, handle, *args)
+        return self.gpus[handle.index]
 
     # --- library ----------------------------------------------------------------------------------
 
@@ -154,18 +158,18 @@ class FakeNVML:
     # --- identity ---------------------------------------------------------------------------------
 
     def nvmlDeviceGetName(self, handle: _Handle) -> str:
-        return self._enter("nvmlDeviceGetName", handle).name  # type: ignore[union-attr]
+        return self._gpu("nvmlDeviceGetName", handle).name
 
     def nvmlDeviceGetUUID(self, handle: _Handle) -> str:
-        return self._enter("nvmlDeviceGetUUID", handle).uuid  # type: ignore[union-attr]
+        return self._gpu("nvmlDeviceGetUUID", handle).uuid
 
     def nvmlDeviceGetArchitecture(self, handle: _Handle) -> int:
-        gpu = self._enter("nvmlDeviceGetArchitecture", handle)
-        return _ARCH_CODES.get(gpu.architecture, pynvml.NVML_DEVICE_ARCH_UNKNOWN)  # type: ignore[union-attr]
+        gpu = self._gpu("nvmlDeviceGetArchitecture", handle)
+        return _ARCH_CODES.get(gpu.architecture, pynvml.NVML_DEVICE_ARCH_UNKNOWN)
 
     def nvmlDeviceGetMigMode(self, handle: _Handle) -> list[int]:
-        gpu = self._enter("nvmlDeviceGetMigMode", handle)
-        if gpu.architecture in ("volta", "turing", "pascal"):  # type: ignore[union-attr]
+        gpu = self._gpu("nvmlDeviceGetMigMode", handle)
+        if gpu.architecture in ("volta", "turing", "pascal"):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         mode = pynvml.NVML_DEVICE_MIG_ENABLE if self.devices[handle.index].mig else pynvml.NVML_DEVICE_MIG_DISABLE
         return [mode, mode]
@@ -173,96 +177,96 @@ class FakeNVML:
     # --- power and energy -------------------------------------------------------------------------
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: _Handle) -> int:
-        gpu = self._enter("nvmlDeviceGetTotalEnergyConsumption", handle)
+        gpu = self._gpu("nvmlDeviceGetTotalEnergyConsumption", handle)
         if not self.devices[handle.index].energy_counter:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(gpu.true_energy_j() * 1000)  # type: ignore[union-attr]
+        return int(gpu.true_energy_j() * 1000)
 
     def nvmlDeviceGetPowerUsage(self, handle: _Handle) -> int:
-        return int(self._enter("nvmlDeviceGetPowerUsage", handle).power_w() * 1000)  # type: ignore[union-attr]
+        return int(self._gpu("nvmlDeviceGetPowerUsage", handle).power_w() * 1000)
 
     def nvmlDeviceGetFieldValues(self, handle: _Handle, field_ids: Sequence[int]) -> Any:
-        gpu = self._enter("nvmlDeviceGetFieldValues", handle, tuple(field_ids))
+        gpu = self._gpu("nvmlDeviceGetFieldValues", handle, tuple(field_ids))
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         power_ids = (pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE)
         for slot, field_id in zip(values, field_ids):
             slot.fieldId = field_id
             if field_id in power_ids and self.devices[handle.index].power_fields:
                 slot.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                slot.value.uiVal = int(gpu.power_w() * 1000)  # type: ignore[union-attr]
+                slot.value.uiVal = int(gpu.power_w() * 1000)
                 slot.nvmlReturn = pynvml.NVML_SUCCESS
             else:
                 slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
         return values
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: _Handle) -> int:
-        return int(self._enter("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_w() * 1000)  # type: ignore[union-attr]
+        return int(self._gpu("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_w() * 1000)
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: _Handle) -> int:
-        return int(self._enter("nvmlDeviceGetPowerManagementLimit", handle).power_limit_w() * 1000)  # type: ignore[union-attr]
+        return int(self._gpu("nvmlDeviceGetPowerManagementLimit", handle).power_limit_w() * 1000)
 
     def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: _Handle) -> list[int]:
-        limits = self._enter("nvmlDeviceGetPowerManagementLimitConstraints", handle).power_limit_constraints()  # type: ignore[union-attr]
+        limits = self._gpu("nvmlDeviceGetPowerManagementLimitConstraints", handle).power_limit_constraints()
         return [int(limits.min_w * 1000), int(limits.max_w * 1000)]
 
     def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: _Handle) -> int:
-        limits = self._enter("nvmlDeviceGetPowerManagementDefaultLimit", handle).power_limit_constraints()  # type: ignore[union-attr]
+        limits = self._gpu("nvmlDeviceGetPowerManagementDefaultLimit", handle).power_limit_constraints()
         return int(limits.default_w * 1000)
 
     def nvmlDeviceSetPowerManagementLimit(self, handle: _Handle, limit_mw: int) -> None:
-        gpu = self._enter("nvmlDeviceSetPowerManagementLimit", handle, limit_mw)
+        gpu = self._gpu("nvmlDeviceSetPowerManagementLimit", handle, limit_mw)
         if not self.devices[handle.index].privileged:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
-        limits = gpu.power_limit_constraints()  # type: ignore[union-attr]
+        limits = gpu.power_limit_constraints()
         if not limits.min_w * 1000 <= limit_mw <= limits.max_w * 1000:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        gpu.set_power_limit_w(limit_mw / 1000)  # type: ignore[union-attr]
+        gpu.set_power_limit_w(limit_mw / 1000)
 
     # --- clocks -----------------------------------------------------------------------------------
 
     def nvmlDeviceGetSupportedMemoryClocks(self, handle: _Handle) -> list[int]:
-        self._enter("nvmlDeviceGetSupportedMemoryClocks", handle)
+        self._gpu("nvmlDeviceGetSupportedMemoryClocks", handle)
         return list(_MEMORY_CLOCKS_MHZ)
 
     def nvmlDeviceGetSupportedGraphicsClocks(self, handle: _Handle, memory_mhz: int) -> list[int]:
-        gpu = self._enter("nvmlDeviceGetSupportedGraphicsClocks", handle, memory_mhz)
+        gpu = self._gpu("nvmlDeviceGetSupportedGraphicsClocks", handle, memory_mhz)
         if memory_mhz not in _MEMORY_CLOCKS_MHZ:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
-        clocks = gpu.supported_sm_clocks_mhz()  # type: ignore[union-attr]
+        clocks = gpu.supported_sm_clocks_mhz()
         return clocks if memory_mhz == max(_MEMORY_CLOCKS_MHZ) else clocks[len(clocks) // 2 :]
 
     def nvmlDeviceGetClockInfo(self, handle: _Handle, clock_type: int) -> int:
-        gpu = self._enter("nvmlDeviceGetClockInfo", handle, clock_type)
+        gpu = self._gpu("nvmlDeviceGetClockInfo", handle, clock_type)
         if clock_type == pynvml.NVML_CLOCK_MEM:
             return max(_MEMORY_CLOCKS_MHZ)
-        return gpu.sm_clock_mhz()  # type: ignore[union-attr]
+        return gpu.sm_clock_mhz()
 
     def nvmlDeviceSetGpuLockedClocks(self, handle: _Handle, min_mhz: int, max_mhz: int) -> None:
-        gpu = self._enter("nvmlDeviceSetGpuLockedClocks", handle, min_mhz, max_mhz)
+        gpu = self._gpu("nvmlDeviceSetGpuLockedClocks", handle, min_mhz, max_mhz)
         if not self.devices[handle.index].privileged:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
-        gpu.lock_sm_clocks_mhz(min_mhz, max_mhz)  # type: ignore[union-attr]
+        gpu.lock_sm_clocks_mhz(min_mhz, max_mhz)
 
     def nvmlDeviceResetGpuLockedClocks(self, handle: _Handle) -> None:
-        gpu = self._enter("nvmlDeviceResetGpuLockedClocks", handle)
+        gpu = self._gpu("nvmlDeviceResetGpuLockedClocks", handle)
         if not self.devices[handle.index].privileged:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
-        gpu.reset_sm_clocks()  # type: ignore[union-attr]
+        gpu.reset_sm_clocks()
 
     # --- health -----------------------------------------------------------------------------------
 
     def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> Any:
-        gpu = self._enter("nvmlDeviceGetUtilizationRates", handle)
-        return pynvml.c_nvmlUtilization_t(gpu=int(gpu.utilization_pct()), memory=40)  # type: ignore[union-attr]
+        gpu = self._gpu("nvmlDeviceGetUtilizationRates", handle)
+        return pynvml.c_nvmlUtilization_t(gpu=int(gpu.utilization_pct()), memory=40)
 
     def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:
-        return int(self._enter("nvmlDeviceGetTemperature", handle, sensor).temperature_c())  # type: ignore[union-attr]
+        return int(self._gpu("nvmlDeviceGetTemperature", handle, sensor).temperature_c())
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:
-        gpu = self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        gpu = self._gpu("nvmlDeviceGetCurrentClocksEventReasons", handle)
         bits = {"sw_power_cap": 0x4, "applications_clocks_setting": 0x2}
-        return sum(bits[r] for r in gpu.throttle_reasons())  # type: ignore[union-attr]
+        return sum(bits[r] for r in gpu.throttle_reasons())
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: _Handle) -> int:
-        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+        self._gpu("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         return self.nvmlDeviceGetCurrentClocksEventReasons(handle)

@@ -36,12 +36,18 @@ def test_nothing_measurable_exits_0_and_says_so(tmp_path: Path) -> None:
     assert report["versions"]["codecarbon"] == "3.3.2" and report["versions"]["greentrain"]
     assert any("CUDA_VISIBLE_DEVICES is set but empty" in n for n in report["notes"])
     human = subprocess.run(
-        [sys.executable, "-m", "greentrain", "doctor"], env=bare_env(tmp_path), capture_output=True, text=True, timeout=50
+        [sys.executable, "-m", "greentrain", "doctor"],
+        env=bare_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=50,
     )
     assert human.returncode == 0 and "nothing measurable" in human.stdout and "Traceback" not in human.stderr
 
 
-def test_gpus_and_rapl_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpus_and_rapl_are_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     zone = tmp_path / "intel-rapl:0"
     zone.mkdir()
     for name, value in (("name", "package-0"), ("energy_uj", "5"), ("max_energy_range_uj", "1000000")):
@@ -62,6 +68,7 @@ def test_gpus_and_rapl_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert report["versions"]["nvidia-driver"] == "550.54.15"
     assert report["summary"] == "measurable: GPU 0 (measured), GPU 1 (integrated), RAPL package-0"
     assert fake.initialised == 0  # NVML released
+    monkeypatch.setenv("COLUMNS", "200")  # one table row per GPU
     main(["doctor"])
     out = capsys.readouterr().out
     assert "NVIDIA A40" in out and "package-0" in out and "measurable: GPU 0" in out

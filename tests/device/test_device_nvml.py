@@ -101,7 +101,7 @@ def test_power_limit_get_set_and_range_check() -> None:
 
 
 def test_unprivileged_process_is_told_how_to_fix_it() -> None:
-    nvml, (gpu,) = _gpus(FakeNVMLDevice("a40", privileged=False))
+    _nvml, (gpu,) = _gpus(FakeNVMLDevice("a40", privileged=False))
     caps = gpu.probe_privileges()
     assert caps.power_limit_permitted is False and caps.clock_control_permitted is False
     with pytest.raises(PrivilegeError, match="run as root.*greentrain daemon"):

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import greentrain.device.rapl as rapl
-from greentrain.device import discover
+from greentrain.device import discover, rapl
 from greentrain.device.rapl import RAPLDomain, find_rapl_domains
 from greentrain.errors import PrivilegeError
 
@@ -90,4 +89,7 @@ def test_discover_uses_readable_rapl_instead_of_the_estimate(powercap: Path) -> 
 
 
 def test_missing_root_is_a_note(tmp_path: Path) -> None:
-    assert find_rapl_domains(tmp_path / "none") == ([], [f"no RAPL interface at {tmp_path / 'none'} (not Linux, no intel_rapl/powercap driver, or a VM that hides it)"])
+    assert find_rapl_domains(tmp_path / "none") == (
+        [],
+        [f"no RAPL interface at {tmp_path / 'none'} (not Linux, no intel_rapl/powercap driver, or a VM that hides it)"],
+    )

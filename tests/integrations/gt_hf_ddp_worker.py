@@ -35,6 +35,14 @@ class Tokens(torch.utils.data.Dataset):
 
 def main(out: Path) -> None:
     rank = int(os.environ["RANK"])
+    transformers.set_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2, resid_pdrop=0.0,
+                                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    args = transformers.TrainingArguments(output_dir=str(out / "run"), max_steps=STEPS, per_device_train_batch_size=4,
+                                          report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
+                                          ddp_backend="gloo", seed=0, disable_tqdm=True)
+    trainer = transformers.Trainer(model=transformers.GPT2LMHeadModel(config), args=args, train_dataset=Tokens())
+    # The replayed day starts now, not before the (slow) process-group and Trainer set-up.
     clock = ReplayClock(T0 + timedelta(minutes=59, seconds=50), speedup=3600.0)
     chain = ReplayChain([IntensityPoint(start=T0 + timedelta(hours=i), end=T0 + timedelta(hours=i + 1),
                                         intensity_g_per_kwh=v, kind=Kind.ACTUAL, provider="replay", zone="GB")
@@ -42,14 +50,7 @@ def main(out: Path) -> None:
     policy = out / "policy.toml"
     callback = GreenTrainCallback(policy=str(policy), provider=chain, clock=clock, deadline=T0 + timedelta(hours=24),
                                   devices=False, progress=False, decide_interval_s=1.0)
-    transformers.set_seed(0)
-    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2, resid_pdrop=0.0,
-                                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
-    args = transformers.TrainingArguments(output_dir=str(out / "run"), max_steps=STEPS, per_device_train_batch_size=4,
-                                          report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
-                                          ddp_backend="gloo", seed=0, disable_tqdm=True)
-    trainer = transformers.Trainer(model=transformers.GPT2LMHeadModel(config), args=args, train_dataset=Tokens(),
-                                   callbacks=[callback])
+    trainer.add_callback(callback)
     trainer.train()
     record = {"rank": rank, "paused": callback.paused, "paused_at": trainer.state.global_step}
     if callback.paused:

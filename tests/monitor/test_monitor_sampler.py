@@ -28,7 +28,7 @@ class Clock:
 
 def drive(monitor: Monitor, clock: Clock, seconds: float, interval_s: float = 0.1) -> None:
     """Advance the injected clock in sampler-sized steps, sampling like the thread would."""
-    for _ in range(int(round(seconds / interval_s))):
+    for _ in range(round(seconds / interval_s)):
         clock.t += interval_s
         monitor.sample()
 
@@ -216,3 +216,32 @@ def test_event_interval_thins_the_log(tmp_path: Path) -> None:
         monitor.start(background=False)
         drive(monitor, clock, 3.0)
     assert len(read_events(log_path)) == 3
+
+
+class HangingGPU(FakeGPU):
+    """A GPU whose power read blocks until released, like a driver call that never returns."""
+
+    def __init__(self) -> None:
+        super().__init__("a40", energy_counter=False)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.armed = False
+
+    def power_w(self) -> float:
+        if self.armed:
+            self.entered.set()
+            self.release.wait(30)
+        return super().power_w()
+
+
+def test_stop_does_not_hang_on_a_hung_device(caplog: pytest.LogCaptureFixture) -> None:
+    gpu = HangingGPU()
+    monitor = Monitor([gpu], interval_s=0.001).start()
+    monitor.stop_timeout_s = 0.05  # the read will not return; do not wait the default 5 s
+    gpu.armed = True
+    assert gpu.entered.wait(10)
+    with caplog.at_level(logging.WARNING, logger="greentrain.monitor"):
+        monitor.stop()
+    assert "a device read hangs" in caplog.text
+    assert monitor.total_energy_j() >= 0.0  # figures are frozen and readable
+    gpu.release.set()

@@ -44,7 +44,11 @@ def test_constraints_default_to_max_and_range_is_checked() -> None:
     gpu = FakeGPU("rtx6000")
     limits = gpu.power_limit_constraints()
     points = load_gpu_profile("rtx6000").points("imagenet/resnet50")
-    assert (limits.min_w, limits.max_w, limits.default_w) == (points[-1].power_limit_w, points[0].power_limit_w, points[0].power_limit_w)
+    assert (limits.min_w, limits.max_w, limits.default_w) == (
+        points[-1].power_limit_w,
+        points[0].power_limit_w,
+        points[0].power_limit_w,
+    )
     assert gpu.power_limit_w() == limits.max_w
     with pytest.raises(ConfigError, match=rf"{limits.min_w - 1:g} W is outside the allowed range"):
         gpu.set_power_limit_w(limits.min_w - 1)
@@ -56,7 +60,7 @@ def test_true_energy_is_the_exact_integral_of_power_across_limit_changes() -> No
     dt, total = 1e-3, 0.0
 
     def integrate(seconds: float) -> float:  # fine midpoint rule over power_w()
-        acc, steps = 0.0, int(round(seconds / dt))
+        acc, steps = 0.0, round(seconds / dt)
         start = clock.t
         for i in range(steps):
             clock.t = start + (i + 0.5) * dt
@@ -80,7 +84,11 @@ def test_privilege_fail_and_set_calls() -> None:
     ok.set_power_limit_w(200)
     ok.lock_sm_clocks_mhz(600, 1200)
     ok.reset_sm_clocks()
-    assert ok.set_calls == [("set_power_limit_w", 200.0), ("lock_sm_clocks_mhz", (600, 1200)), ("reset_sm_clocks", None)]
+    assert ok.set_calls == [
+        ("set_power_limit_w", 200.0),
+        ("lock_sm_clocks_mhz", (600, 1200)),
+        ("reset_sm_clocks", None),
+    ]
     ok.fail(DeviceLostError("GPU 0 lost"))
     for call in (ok.power_w, ok.total_energy_j, ok.power_limit_w, ok.sm_clock_mhz):
         with pytest.raises(DeviceLostError):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import sys
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

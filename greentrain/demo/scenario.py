@@ -1,0 +1,146 @@
+"""The demo's scenario: which day of which shipped trace, how much work, which deadline.
+
+The default start times below were chosen with the simulator (the same
+carbon-aware policy code and the same forecaster the live engine uses), not
+by hand: among the 2022 starts at midnight UTC, they are the day with the
+largest saving versus run-now on which the policy *delays the start*, *pauses
+at least once* and *still meets the deadline*. Re-run the search with::
+
+    python -m greentrain.demo.scenario --zone GB
+    python -m greentrain.demo.scenario --zone US-CAL-CISO
+
+(or, for one day, ``greentrain simulate --trace greentrain/data/carbon/GB_2022_hourly.csv
+--start 2022-05-25T00:00Z --work-hours 8 --deadline-hours 24``).
+The demo itself runs the live engine on a replay clock, not the simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+
+from greentrain.errors import ConfigError
+
+__all__ = [
+    "ATTRIBUTION",
+    "DEFAULT_SCENARIOS",
+    "Candidate",
+    "Scenario",
+    "default_scenario",
+    "find_scenarios",
+    "shipped_trace",
+]
+
+ATTRIBUTION = 'Contains data from Electricity Maps (electricitymaps.com), licensed under ODbL'
+"""The Open Database License attribution the shipped traces require (see greentrain/data/README.md)."""
+
+_TRACES = {"GB": "GB_2022_hourly.csv", "US-CAL-CISO": "US-CAL-CISO_2022_hourly.csv"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """One demo job on the trace's calendar."""
+
+    zone: str
+    """Grid zone label (metrics, summary)."""
+    trace: Path
+    """Electricity Maps hourly CSV replayed as the carbon signal."""
+    start: datetime
+    """Simulated time the job is submitted (aware UTC, a whole hour of the trace)."""
+    work_h: float = 8.0
+    """Running time the job needs at full speed, simulated hours."""
+    deadline_h: float = 24.0
+    """The job must finish within this many simulated hours of ``start``."""
+    speedup: float = 480.0
+    """Simulated seconds per real second (480: a day of trace in 3 minutes)."""
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None:
+            raise ConfigError(f"start: {self.start.isoformat()} has no timezone; add 'Z'")
+        for name in ("work_h", "deadline_h", "speedup"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
+        if self.deadline_h < self.work_h:
+            raise ConfigError(f"deadline: {self.deadline_h:g} h is shorter than the work ({self.work_h:g} h)")
+
+    @property
+    def deadline(self) -> datetime:
+        """Absolute simulated deadline."""
+        return self.start + timedelta(hours=self.deadline_h)
+
+
+# Found with `python -m greentrain.demo.scenario --zone ZONE` (8 h of work, 24 h deadline, carbon-aware,
+# default forecaster); see the module docstring.
+DEFAULT_STARTS: dict[str, datetime] = {
+    "GB": datetime(2022, 5, 25, tzinfo=UTC),
+    "US-CAL-CISO": datetime(2022, 3, 29, tzinfo=UTC),
+}
+DEFAULT_SCENARIOS = DEFAULT_STARTS  # name kept short for callers
+
+
+def shipped_trace(zone: str) -> Path:
+    """Path of the trace shipped for ``zone``; ConfigError naming the valid zones otherwise."""
+    name = _TRACES.get(zone)
+    if name is None:
+        raise ConfigError(f"--zone: no shipped trace for {zone!r}; use one of {', '.join(_TRACES)} or --trace CSV")
+    return Path(str(resources.files("greentrain.data").joinpath("carbon", name)))
+
+
+def default_scenario(zone: str = "GB") -> Scenario:
+    """The chosen day for ``zone`` on its shipped trace."""
+    return Scenario(zone=zone, trace=shipped_trace(zone), start=DEFAULT_STARTS[zone])
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A simulated start that shows every behaviour the demo is meant to show."""
+
+    start: datetime
+    saving: float
+    """Fraction of run-now's emissions the policy avoided."""
+    schedule: list[tuple[datetime, datetime]]
+
+
+def find_scenarios(trace: Path, *, work_h: float = 8.0, deadline_h: float = 24.0,
+                   policy: str = "carbon-aware", every_h: int = 24) -> list[Candidate]:
+    """Simulate a start every ``every_h`` hours; keep delayed-start + pause + deadline-met days, best first."""
+    from greentrain.policies import load_policy
+    from greentrain.signals.forecast import Forecaster
+    from greentrain.signals.trace import load_trace
+    from greentrain.sim import SimJob, TraceIndex, simulate
+
+    points = load_trace(trace)
+    index = TraceIndex(points, str(trace))
+    first = points[0].start.replace(hour=0) + timedelta(days=7)  # a week of history for the forecaster
+    last = points[-1].end - timedelta(hours=deadline_h)
+    starts = [first + timedelta(hours=every_h * i) for i in range(int((last - first) / timedelta(hours=every_h)) + 1)]
+    job = SimJob.constant_power(power_kw=1.0, work_h=work_h, deadline_h=deadline_h, resume_overhead_min=5.0)
+    found = []
+    for result in simulate(index, starts, job, load_policy(policy), Forecaster()):
+        runs = [(i.start, i.end) for i in result.policy.schedule]
+        delayed = bool(runs) and runs[0][0] > result.start
+        if delayed and result.policy.resumes >= 1 and result.deadline_met:
+            run_now_g = result.run_now.emissions_g
+            found.append(Candidate(result.start, (run_now_g - result.policy.emissions_g) / run_now_g, runs))
+    return sorted(found, key=lambda c: -c.saving)
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(description="Find demo days on a shipped trace with the simulator.")
+    parser.add_argument("--zone", default="GB", choices=sorted(_TRACES))
+    parser.add_argument("--work-hours", type=float, default=8.0)
+    parser.add_argument("--deadline-hours", type=float, default=24.0)
+    parser.add_argument("--top", type=int, default=5)
+    args = parser.parse_args()
+    found = find_scenarios(shipped_trace(args.zone), work_h=args.work_hours, deadline_h=args.deadline_hours)
+    print(f"{len(found)} starts delay, pause and meet the deadline; best savings vs run-now:")
+    for c in found[: args.top]:
+        runs = ", ".join(f"{a:%H:%M}-{b:%H:%M}" for a, b in c.schedule)
+        print(f"  {c.start:%Y-%m-%dT%H:%MZ}  saving {100 * c.saving:5.1f} %  runs {runs}")
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,75 @@
+"""What a demo output folder remembers between runs: the scenario, the step count and the simulated time.
+
+A second ``greentrain demo --out SAME_DIR`` reads ``demo.json`` and resumes
+the same job: the same trace, deadline and steps, and a replay clock that
+starts where the first run stopped (not where it started), so the carbon
+trace continues rather than replaying the morning again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+
+from greentrain.errors import ConfigError
+
+__all__ = ["DemoState", "load_demo_state", "save_demo_state", "STATE_FILE"]
+
+STATE_FILE = "demo.json"
+_VERSION = 1
+
+
+@dataclass(slots=True, kw_only=True)
+class DemoState:
+    """The persisted demo job."""
+
+    zone: str
+    trace: str
+    start: str
+    """Simulated submit time (ISO, UTC)."""
+    deadline: str
+    """Simulated deadline (ISO, UTC)."""
+    work_h: float
+    speedup: float
+    policy: str
+    steps_total: int
+    step_time_real_s: float
+    """Measured real seconds per step when the job was sized."""
+    sim_now: str
+    """Simulated time when the last run stopped (the next run's replay origin)."""
+    finished: bool = False
+    runs: int = 0
+    """How many times the demo has been started on this folder."""
+
+    def time(self, name: str) -> datetime:
+        """One of the ISO fields as an aware datetime."""
+        return datetime.fromisoformat(getattr(self, name))
+
+
+def load_demo_state(out_dir: Path) -> DemoState | None:
+    """The folder's state, None for a new folder; ConfigError naming the file if it is damaged."""
+    path = out_dir / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.pop("version", None) != _VERSION:
+            raise ValueError("unknown version")
+        state = DemoState(**data)
+        for name in ("start", "deadline", "sim_now"):
+            if state.time(name).tzinfo is None:
+                raise ValueError(f"{name} has no timezone")
+    except (OSError, ValueError, TypeError) as e:
+        raise ConfigError(f"{path}: not a greentrain demo state ({e}); use another --out or delete the folder") from None
+    return state
+
+
+def save_demo_state(out_dir: Path, state: DemoState) -> None:
+    """Write atomically (a Ctrl-C mid-write must not leave half a file)."""
+    path = out_dir / STATE_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"version": _VERSION, **asdict(state)}, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
