@@ -76,7 +76,7 @@ def overhead(blocks: int, steps: int, fake_gpus: int) -> dict[str, float]:
     devices.close()
 
     def ratio(series: dict[str, list[float]], name: str) -> float:
-        return statistics.median(a / b for a, b in zip(series[name], series["bare"]))
+        return statistics.median(a / b for a, b in zip(series[name], series["bare"], strict=True))
 
     return {
         "bare_step_ms": statistics.median(wall["bare"]) * 1e3,

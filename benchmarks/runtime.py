@@ -59,7 +59,7 @@ class PlainLoop:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.opt.step()
         self.step += 1
-        return float(loss)
+        return loss.detach().item()
 
 
 def _timed(fn, steps: int, device: torch.device) -> float:
@@ -139,13 +139,13 @@ def _energy_per_token(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=4, help="steps per timed block")
-    parser.add_argument("--rounds", type=int, default=8, help="interleaved A/B blocks")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3, help="steps per timed block")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved A/B blocks")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--skip-gpu", action="store_true")
     args = parser.parse_args()

@@ -35,8 +35,9 @@ from greentrain.errors import ConfigError
 from greentrain.events import EventLog
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
-from greentrain.timing.broadcast import Broadcast, TorchBroadcast, auto_broadcast
+from greentrain.timing.broadcast import Broadcast, barrier_for, make_broadcast
 from greentrain.timing.checkpoint import ModelCheckpoint
+from greentrain.timing.process import reexec
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
 from greentrain.timing.state import EngineState, load_state, restore_into, save_state, state_of
 
@@ -164,7 +165,9 @@ class Session:
             return
         if self.relaunch == "exit":
             sys.exit(RESUME_EXIT_CODE)
-        _reexec(self._state_path)
+        if self._state_path is not None:
+            os.environ[_STATE_ENV] = str(self._state_path.resolve())
+        reexec()
 
     # ---- the step boundary --------------------------------------------------------------------------
 
@@ -211,7 +214,7 @@ class Session:
         policy = _load_policy(self.policy_spec)
         settings = getattr(policy, "settings", None)
         self._pause_mode = self._resolve_pause_mode(settings)
-        broadcast = _make_broadcast(args["dist"])
+        broadcast = make_broadcast(args["dist"])
         if self._state_path is None and self.relaunch == "exec":
             # exec keeps the pid: the relaunched process finds this file again
             self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
@@ -219,23 +222,7 @@ class Session:
         deadline = self._resolve_deadline(args["deadline"], prior)
         self._setup_checkpoint(broadcast)
         self.start_step = self._load()
-        event_log = EventLog(args["jsonl"]) if args["jsonl"] else None
-        if event_log is not None:
-            self._closers.append(event_log.close)
-        monitor = args["monitor"]
-        if monitor is None:
-            monitor, _devices = build_monitor(args["devices"], event_log)
-            if monitor is not None:
-                self._closers.insert(0, monitor.stop)
-        signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
-        if args["metrics_port"] is not None:
-            extra: dict[str, Any] = {}
-            if broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
-                extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{self.job}"
-            self.metrics = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
-                                         addr=args["metrics_addr"], port=args["metrics_port"], clock=self.clock,
-                                         **extra)
-            self._closers.insert(0, self.metrics.stop)
+        event_log, monitor, signals = self._open_resources(broadcast)
         self.engine = Engine(
             policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
             steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
@@ -253,6 +240,30 @@ class Session:
             if self.engine.submitted_at is not None and broadcast.is_leader:
                 self.engine.signals.backfill(self.engine.submitted_at, self.clock.now(), self.engine.ledger)
         self._begin()
+
+    def _open_resources(self, broadcast: Broadcast) -> tuple[Any, Any, Any]:
+        """Event log, monitor, carbon signal (rank 0) and metrics endpoint, each closed at exit."""
+        args = self._args
+        event_log = EventLog(args["jsonl"]) if args["jsonl"] else None
+        if event_log is not None:
+            self._closers.append(event_log.close)
+        monitor = args["monitor"]
+        if monitor is None:
+            monitor, _devices = build_monitor(args["devices"], event_log)
+            if monitor is not None:
+                self._closers.insert(0, monitor.stop)
+        signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
+        if isinstance(args["provider"], str | None) and callable(getattr(signals, "close", None)):
+            self._closers.append(signals.close)  # built here from a spec: ours to close
+        if args["metrics_port"] is not None:
+            extra: dict[str, Any] = {}
+            if broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
+                extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{self.job}"
+            self.metrics = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
+                                         addr=args["metrics_addr"], port=args["metrics_port"], clock=self.clock,
+                                         **extra)
+            self._closers.insert(0, self.metrics.stop)
+        return event_log, monitor, signals
 
     def _begin(self) -> None:
         engine = self._require_engine()
@@ -296,7 +307,7 @@ class Session:
     def _setup_checkpoint(self, broadcast: Broadcast) -> None:
         if self._user_save is not None or self._args["model"] is None:
             return
-        barrier = _barrier_for(broadcast)
+        barrier = barrier_for(broadcast)
         self._checkpoint = ModelCheckpoint(self._args["checkpoint_dir"], self._args["model"],
                                            self._args["optimizer"], rank=broadcast.rank, barrier=barrier)
 
@@ -363,32 +374,8 @@ def _load_policy(spec: str | Path | Policy) -> Policy:
     return load_policy(spec)
 
 
-def _make_broadcast(dist: Any) -> Broadcast:
-    if isinstance(dist, Broadcast):
-        return dist
-    if dist is not None:
-        return TorchBroadcast(dist)
-    return auto_broadcast()
-
-
-def _barrier_for(broadcast: Broadcast) -> Callable[[], None]:
-    if broadcast.world_size <= 1:
-        return lambda: None
-    return lambda: broadcast.share(None)  # a collective every rank joins: doubles as a barrier
-
-
 def _default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
     if checkpoint_dir is not None:
         return Path(checkpoint_dir) / "greentrain-state.json"
     env = os.environ.get(_STATE_ENV)
     return Path(env) if env else None
-
-
-def _reexec(state_path: Path | None) -> None:
-    """Replace this process with a fresh run of the same command line (same pid, same environment)."""
-    if state_path is not None:
-        os.environ[_STATE_ENV] = str(state_path.resolve())
-    sys.stdout.flush()
-    sys.stderr.flush()
-    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
-    os.execv(sys.executable, [sys.executable, *argv[1:]])

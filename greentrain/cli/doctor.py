@@ -74,9 +74,15 @@ def doctor(as_json: bool) -> None:
     """Show what this machine can measure and control: GPUs, RAPL, the CPU estimate, versions."""
     from greentrain.device import discover
     from greentrain.device.inventory import machine_report
+    from greentrain.errors import NotSupportedError
 
     rapl_root = rapl_root_from_env()
-    with discover(rapl_root=rapl_root, estimate_cpu=False) as devices:
+    try:
+        devices = discover(rapl_root=rapl_root, estimate_cpu=False)
+    except NotSupportedError as e:  # a MIG slice in CUDA_VISIBLE_DEVICES: diagnose it, show the whole node
+        devices = discover(None, rapl_root=rapl_root, estimate_cpu=False)
+        devices.notes.insert(0, str(e))
+    with devices:
         report = machine_report(devices, rapl_root)
     if as_json:
         click.echo(json.dumps(report, indent=2))

@@ -21,7 +21,9 @@ from greentrain.errors import DeviceError, NotSupportedError
 if TYPE_CHECKING:
     from greentrain.device.nvml import NVMLGPU
 
-__all__ = ["DeviceSet", "discover", "FROM_ENV"]
+__all__ = ["DeviceSet", "discover", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
+
+DEFAULT_RAPL_ROOT = "/sys/class/powercap"
 
 
 class _FromEnv:
@@ -163,12 +165,17 @@ def discover(
 
     ``cuda_visible_devices`` defaults to the environment's value (None: all
     GPUs). ``nvml`` injects a pynvml-like module (e.g.
-    ``greentrain.testing.fake_nvml.FakeNVML``); ``rapl_root=None`` skips RAPL;
+    ``greentrain.testing.fake_nvml.FakeNVML``); ``rapl_root=None`` skips RAPL, and
+    ``$GREENTRAIN_RAPL_ROOT`` replaces the default ``/sys/class/powercap``;
     ``estimate_cpu`` adds a ``CPUEstimate`` when no RAPL zone is readable.
     Raises ``NotSupportedError`` only for an explicitly selected MIG device.
     """
     if cuda_visible_devices is FROM_ENV:
         cuda_visible_devices = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if (
+        rapl_root is not None and str(rapl_root) == DEFAULT_RAPL_ROOT
+    ):  # e.g. a host's powercap tree mounted elsewhere in a container
+        rapl_root = os.environ.get("GREENTRAIN_RAPL_ROOT") or rapl_root
     notes: list[str] = []
     devices = DeviceSet(notes=notes)
     if cuda_visible_devices is not None and not cuda_visible_devices.strip():

@@ -92,8 +92,11 @@ class NVMLGPU(GPU):
 
     def _call(self, function: str, *args: Any) -> Any:
         """Call ``nvml.<function>(handle, *args)``, translating NVMLError into greentrain's tree."""
+        call = getattr(self._nvml, function, None)
+        if call is None:  # an older nvidia-ml-py without this binding
+            raise NotSupportedError(f"{self.label}: {function} is missing from this nvidia-ml-py; upgrade it")
         try:
-            return getattr(self._nvml, function)(self._handle, *args)
+            return call(self._handle, *args)
         except self._nvml.NVMLError as e:
             raise translate_nvml_error(self._nvml, e, self.label, function) from e
 
@@ -253,7 +256,7 @@ class NVMLGPU(GPU):
     def throttle_reasons(self) -> list[str]:
         try:
             mask = self._call("nvmlDeviceGetCurrentClocksEventReasons")
-        except (NotSupportedError, AttributeError):
+        except NotSupportedError:
             mask = self._call("nvmlDeviceGetCurrentClocksThrottleReasons")  # drivers before 535
         return [name for bit, name in THROTTLE_REASONS.items() if int(mask) & bit]
 

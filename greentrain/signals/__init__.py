@@ -1,1 +1,33 @@
-"""greentrain.signals"""
+"""Carbon-intensity signals: providers, cache, fallback chain and forecaster.
+
+``make_provider(spec)`` builds one provider; ``SignalChain`` puts several in
+order with caching and fallback; ``Forecaster`` predicts hours a provider
+does not cover. Everything returns ``IntensityPoint``s labelled with kind,
+provider, zone and emission factor.
+"""
+
+from __future__ import annotations
+
+from greentrain.signals.base import (
+    CarbonIntensityProvider,
+    EmissionFactor,
+    IntensityPoint,
+    Kind,
+    ProviderStatus,
+)
+from greentrain.signals.chain import SignalChain
+from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
+from greentrain.signals.registry import make_provider, provider_names
+
+__all__ = [
+    "CarbonIntensityProvider",
+    "EmissionFactor",
+    "IntensityPoint",
+    "Kind",
+    "ProviderStatus",
+    "SignalChain",
+    "Forecaster",
+    "SeasonalNaiveForecaster",
+    "make_provider",
+    "provider_names",
+]

@@ -106,20 +106,17 @@ def _known_before(history: Sequence[IntensityPoint], now: datetime) -> Intensity
 
 
 class Forecaster:
-    """Seasonal profile + least-squares decaying anomaly; hourly, strictly causal."""
+    """Seasonal profile + least-squares anomaly persistence; hourly, strictly causal."""
 
     def __init__(
         self,
         *,
-        lookback_days: int = 28,
+        lookback_days: int = 56,
         day_half_life_days: float = 7.0,
-        week_shrink_weeks: float = 2.0,
         provider: str | None = None,
     ) -> None:
-        """``lookback_days`` of history are used; day weights halve every ``day_half_life_days``.
+        """``lookback_days`` of history are used; profile day weights halve every ``day_half_life_days``.
 
-        The hour-of-week correction is scaled by n/(n + ``week_shrink_weeks``)
-        for n full weeks seen, so two weeks of data cannot fake a weekly cycle.
         ``provider`` relabels output points (default: the history's provider).
         """
         if lookback_days < 2:
@@ -128,7 +125,6 @@ class Forecaster:
             raise ConfigError(f"day_half_life_days: must be > 0, got {day_half_life_days}")
         self.lookback_days = lookback_days
         self.day_half_life_days = day_half_life_days
-        self.week_shrink_weeks = week_shrink_weeks
         self.provider = provider
 
     def forecast(
@@ -158,56 +154,55 @@ class Forecaster:
         if y.size < 48:
             # Under two days nothing seasonal can be estimated: persist the recent level.
             return np.full(horizon_h, float(np.mean(y[-3:])))
-        profile_past, profile_future = self._profiles(y, horizon_h)
+        profile_past, profile_future = self._daily_profile(y, horizon_h)
         anomaly = y - profile_past
-        beta = _persistence(anomaly, horizon_h)
-        forecast = profile_future + beta * anomaly[-1]
+        forecast = profile_future + _anomaly_forecast(anomaly, horizon_h)
         return np.maximum(forecast, 0.0)
 
-    def _profiles(self, y: np.ndarray, horizon_h: int) -> tuple[np.ndarray, np.ndarray]:
-        """The seasonal profile at each history hour and at each forecast hour."""
+    def _daily_profile(self, y: np.ndarray, horizon_h: int) -> tuple[np.ndarray, np.ndarray]:
+        """The hour-of-day profile at each history hour and at each forecast hour."""
         days = y.size // 24
         recent = y[y.size - days * 24 :].reshape(days, 24)
         ages_d = np.arange(days - 1, -1, -1, dtype=float)
         weights = 0.5 ** (ages_d / self.day_half_life_days)
         daily = weights @ recent / weights.sum()
         # Column k of ``daily`` is the hour of day of y[-24 + k]; the hour after y[-1] is column 0.
-        past = daily[(np.arange(y.size) - y.size) % 24]
-        future = daily[np.arange(horizon_h) % 24]
-        weeks = y.size // 168
-        if weeks >= 2:
-            residual = (y - past)[y.size - weeks * 168 :].reshape(weeks, 168)
-            # Remove each week's mean so level shifts between weeks do not leak in.
-            residual = residual - residual.mean(axis=1, keepdims=True)
-            weekly = residual.mean(axis=0) * weeks / (weeks + self.week_shrink_weeks)
-            past = past + weekly[(np.arange(y.size) - y.size) % 168]
-            future = future + weekly[np.arange(horizon_h) % 168]
-        return past, future
+        return daily[(np.arange(y.size) - y.size) % 24], daily[np.arange(horizon_h) % 24]
 
 
-def _persistence(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
-    """beta_h: least-squares slope of anomaly[t + h] on anomaly[t], h = 1..horizon_h.
+def _autocovariance(a: np.ndarray, max_lag: int) -> np.ndarray:
+    """r[k] = sum_t a[t] a[t + k] / n for k = 0..max_lag (FFT, zero-padded: no wrap-around)."""
+    n = a.size
+    size = 1 << int(np.ceil(np.log2(2 * n)))
+    spectrum = np.fft.rfft(a, size)
+    r = np.fft.irfft(spectrum * np.conj(spectrum), size)[: max_lag + 1] / n
+    return np.concatenate([r, np.zeros(max(0, max_lag + 1 - r.size))])
 
-    Estimated on the history itself (no intercept: anomalies are deviations
-    from a profile and centre on zero), clipped to [0, 1]: an anomaly never
-    grows or flips sign in expectation. Lags beyond the data decay geometrically.
+
+def _anomaly_forecast(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
+    """Predict anomaly[n - 1 + h], h = 1..horizon_h, by least squares on lagged anomalies.
+
+    Regressors per horizon: the anomaly now, the latest anomaly at the same
+    hour of day, and (with >= 3 weeks of data) the one at the same hour a week
+    before the target. Coefficients solve the normal equations built from the
+    history's autocovariance (Yule-Walker style), one small system per horizon.
     """
     n = anomaly.size
-    a = anomaly - anomaly.mean()
-    lags = min(horizon_h, n - 24)
-    beta = np.zeros(horizon_h)
-    if lags < 1 or not np.any(a):
-        return beta
-    full = np.correlate(a, a, mode="full")[n : n + lags]  # sum_t a[t] a[t + h]
-    # Denominator over the same t range as each numerator: sum of a[t]^2, t < n - h.
-    power = np.cumsum(a * a)[n - 1 - np.arange(1, lags + 1)]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        beta[:lags] = np.where(power > 0, full / power, 0.0)
-    beta = np.clip(beta, 0.0, 1.0)
-    if lags < horizon_h and lags > 0:
-        rate = beta[lags - 1] ** (1.0 / lags) if beta[lags - 1] > 0 else 0.0
-        beta[lags:] = beta[lags - 1] * rate ** np.arange(1, horizon_h - lags + 1)
-    return beta
+    h = np.arange(1, horizon_h + 1)
+    lags = [np.zeros(horizon_h, dtype=int), (24 * np.ceil(h / 24).astype(int) - h)]
+    if n >= 3 * 168 + horizon_h:
+        lags.append(168 - h if horizon_h <= 168 else np.maximum(168 - h, 0))
+    lag = np.stack(lags, axis=1)  # (H, k): regressor i for horizon h is anomaly[n - 1 - lag[h, i]]
+    r = _autocovariance(anomaly, int(lag.max() + horizon_h))
+    if r[0] <= 0:
+        return np.zeros(horizon_h)
+    gram = r[np.abs(lag[:, :, None] - lag[:, None, :])]
+    # A small ridge keeps the system solvable when two regressors coincide (h = 24, 48, ...).
+    gram += np.eye(lag.shape[1]) * (1e-3 * r[0])
+    target = r[h[:, None] + lag]
+    coef = np.linalg.solve(gram, target[..., None])[..., 0]
+    regressors = anomaly[n - 1 - lag]
+    return (coef * regressors).sum(axis=1)
 
 
 class SeasonalNaiveForecaster:

@@ -189,7 +189,7 @@ class FakeNVML:
         gpu = self._gpu("nvmlDeviceGetFieldValues", handle, tuple(field_ids))
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         power_ids = (pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE)
-        for slot, field_id in zip(values, field_ids):
+        for slot, field_id in zip(values, field_ids, strict=True):
             slot.fieldId = field_id
             if field_id in power_ids and self.devices[handle.index].power_fields:
                 slot.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
@@ -263,10 +263,13 @@ class FakeNVML:
         return int(self._gpu("nvmlDeviceGetTemperature", handle, sensor).temperature_c())
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:
-        gpu = self._gpu("nvmlDeviceGetCurrentClocksEventReasons", handle)
-        bits = {"sw_power_cap": 0x4, "applications_clocks_setting": 0x2}
-        return sum(bits[r] for r in gpu.throttle_reasons())
+        return _reason_bits(self._gpu("nvmlDeviceGetCurrentClocksEventReasons", handle))
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: _Handle) -> int:
-        self._gpu("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
-        return self.nvmlDeviceGetCurrentClocksEventReasons(handle)
+        return _reason_bits(self._gpu("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
+
+
+def _reason_bits(gpu: FakeGPU) -> int:
+    bits = {"sw_power_cap": pynvml.nvmlClocksEventReasonSwPowerCap,
+            "applications_clocks_setting": pynvml.nvmlClocksEventReasonApplicationsClocksSetting}  # fmt: skip
+    return sum(bits[r] for r in gpu.throttle_reasons())

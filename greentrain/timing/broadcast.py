@@ -11,9 +11,10 @@ is the single-process identity.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Broadcast", "LocalBroadcast", "TorchBroadcast", "auto_broadcast"]
+__all__ = ["Broadcast", "LocalBroadcast", "TorchBroadcast", "auto_broadcast", "make_broadcast", "barrier_for"]
 
 
 class Broadcast(ABC):
@@ -75,3 +76,19 @@ def auto_broadcast(dist_group: Any = None) -> Broadcast:
     if dist.is_available() and dist.is_initialized() and dist.get_world_size(dist_group) > 1:
         return TorchBroadcast(dist_group)
     return LocalBroadcast()
+
+
+def make_broadcast(dist: Any) -> Broadcast:
+    """A Broadcast from a user's ``dist=``: a Broadcast as is, a process group, or None (auto)."""
+    if isinstance(dist, Broadcast):
+        return dist
+    if dist is not None:
+        return TorchBroadcast(dist)
+    return auto_broadcast()
+
+
+def barrier_for(broadcast: Broadcast) -> Callable[[], None]:
+    """A barrier over the broadcast's ranks (a collective every rank joins); a no-op for one process."""
+    if broadcast.world_size <= 1:
+        return lambda: None
+    return lambda: broadcast.share(None)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 
 from greentrain.errors import ConfigError
 
-__all__ = ["ChildProcess", "parse_signal", "exit_status"]
+__all__ = ["ChildProcess", "parse_signal", "exit_status", "reexec"]
 
 
 def parse_signal(name: str, param: str = "--checkpoint-signal") -> signal.Signals:
@@ -104,3 +105,11 @@ class ChildProcess:
             self.send(signal.SIGKILL)
             rc = self.wait(grace_s)
         return rc
+
+
+def reexec() -> None:
+    """Replace this process with a fresh run of the same command line (same pid, same environment)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    os.execv(sys.executable, [sys.executable, *argv[1:]])

@@ -72,3 +72,17 @@ def test_gpus_and_rapl_are_reported(
     main(["doctor"])
     out = capsys.readouterr().out
     assert "NVIDIA A40" in out and "package-0" in out and "measurable: GPU 0" in out
+
+
+def test_mig_slice_in_cuda_visible_devices_is_diagnosed_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeNVML([FakeNVMLDevice("a40", mig=True), FakeNVMLDevice("a40")])
+    monkeypatch.setattr(nvml_module, "load_pynvml", lambda: fake)
+    monkeypatch.setenv("GREENTRAIN_RAPL_ROOT", str(tmp_path / "none"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-0c4b2d9e-1111-2222-3333-444455556666")
+    main(["doctor", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert "is a MIG slice" in report["notes"][0] and "per physical GPU" in report["notes"][0]
+    assert [g["index"] for g in report["gpus"]] == [1]  # the MIG-mode GPU itself is skipped with a note
+    assert any("GPU 0" in n and "MIG mode" in n for n in report["notes"])

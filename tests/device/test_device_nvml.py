@@ -167,3 +167,14 @@ def test_lost_gpu_raises_device_lost_on_every_call() -> None:
     for call in (gpu.power_w, gpu.total_energy_j, gpu.sm_clock_mhz, gpu.temperature_c):
         with pytest.raises(DeviceLostError, match="stopped answering"):
             call()
+
+
+def test_older_bindings_fall_back_or_say_not_supported() -> None:
+    nvml, (gpu,) = _gpus(FakeNVMLDevice("a40"))
+    gpu.set_power_limit_w(200)
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = None  # nvidia-ml-py before the clock-event rename
+    assert gpu.throttle_reasons() == ["sw_power_cap"]
+    assert nvml.calls[-1][0] == "nvmlDeviceGetCurrentClocksThrottleReasons"
+    nvml.nvmlDeviceGetTemperature = None
+    with pytest.raises(NotSupportedError, match="missing from this nvidia-ml-py"):
+        gpu.temperature_c()

@@ -93,3 +93,8 @@ def test_missing_root_is_a_note(tmp_path: Path) -> None:
         [],
         [f"no RAPL interface at {tmp_path / 'none'} (not Linux, no intel_rapl/powercap driver, or a VM that hides it)"],
     )
+
+
+def test_environment_points_discover_at_another_powercap_tree(powercap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GREENTRAIN_RAPL_ROOT", str(powercap))
+    assert [c.name for c in discover("").cpus] == ["package-0", "dram-0", "package-1"]

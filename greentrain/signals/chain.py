@@ -1,0 +1,166 @@
+"""An ordered fallback chain of providers with cache, backoff and visible staleness.
+
+``latest()`` asks each provider in order (skipping any still backing off),
+takes the first good answer, and never raises while it has *some* value: when
+every provider fails it serves the last good one and ``status()`` says it is
+stale. ``forecast()`` prefers a provider's own forecast and fills the rest of
+the horizon (or all of it) with the causal ``Forecaster`` over recent history.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from greentrain.clock import Clock
+from greentrain.errors import GreentrainError, RateLimitedError, SignalError
+from greentrain.signals.backoff import Backoff
+from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, ProviderStatus
+from greentrain.signals.cache import CachedProvider
+from greentrain.signals.forecast import Forecaster, floor_hour
+
+__all__ = ["SignalChain"]
+
+log = logging.getLogger(__name__)
+
+
+def _describe(error: Exception) -> str:
+    """Error text safe to show: our own messages are redacted at the source; others only by type."""
+    if isinstance(error, GreentrainError):
+        return str(error)[:300]
+    return f"{type(error).__name__} (unexpected provider error)"
+
+
+class SignalChain:
+    """Carbon signal for one zone from an ordered list of providers."""
+
+    def __init__(
+        self,
+        providers: Sequence[CarbonIntensityProvider],
+        *,
+        zone: str,
+        clock: Clock,
+        forecaster: Forecaster | None = None,
+        ttl_s: float = 300.0,
+        stale_after_s: float = 3600.0,
+        cache_dir: Path | str | None = None,
+        backoff_base_s: float = 30.0,
+        backoff_max_s: float = 3600.0,
+        history_days: int = 28,
+        rng: random.Random | None = None,
+    ) -> None:
+        """Each provider is wrapped in a TTL cache (``cache_dir`` shares it across processes)."""
+        if not providers:
+            raise SignalError("SignalChain: needs at least one provider")
+        self.zone, self._clock = zone, clock
+        self._providers = [
+            p if isinstance(p, CachedProvider) else CachedProvider(p, clock=clock, ttl_s=ttl_s, cache_dir=cache_dir)
+            for p in providers
+        ]
+        self._forecaster = forecaster or Forecaster()
+        self._stale_after_s = stale_after_s
+        self._history = timedelta(days=history_days)
+        shared_rng = rng or random.Random()
+        self._backoff = [Backoff(base_s=backoff_base_s, max_s=backoff_max_s, rng=shared_rng) for _ in providers]
+        self._lock = threading.RLock()
+        self._last_good: tuple[IntensityPoint, datetime] | None = None
+        self._serving_last_good = False
+        self._last_error: str | None = None
+
+    @property
+    def providers(self) -> list[CarbonIntensityProvider]:
+        """The wrapped providers, in order."""
+        return list(self._providers)
+
+    def _try(self, index: int, call):  # type: ignore[no-untyped-def]
+        """Run ``call(provider)`` for provider ``index``; record success/failure. None on failure."""
+        provider, backoff = self._providers[index], self._backoff[index]
+        now = self._clock.now()
+        if not backoff.ready(now):
+            return None
+        try:
+            result = call(provider)
+        except Exception as e:  # noqa: BLE001 - a provider fault must never reach training
+            retry_after = e.retry_after_s if isinstance(e, RateLimitedError) else None
+            wait_s = backoff.failed(now, retry_after)
+            self._last_error = f"{provider.name}: {_describe(e)}"
+            log.warning("carbon provider %s failed, retry in %.0f s: %s", provider.name, wait_s, _describe(e))
+            return None
+        backoff.succeeded()
+        return result
+
+    def latest(self) -> IntensityPoint:
+        """The current value from the first working provider, or the last good one (stale)."""
+        with self._lock:
+            for index in range(len(self._providers)):
+                entry = self._try(index, lambda p: p.latest_entry(self.zone))
+                if entry is not None:
+                    self._last_good, self._serving_last_good = entry, False
+                    if index == 0:
+                        self._last_error = None  # the preferred provider is back
+                    return entry[0]
+            if self._last_good is None:
+                raise SignalError(f"no carbon signal for zone {self.zone!r}: {self._last_error}")
+            self._serving_last_good = True
+            return self._last_good[0]
+
+    def forecast(self, horizon_h: int = 72) -> list[IntensityPoint]:
+        """Hourly-or-finer points covering up to ``horizon_h`` hours ahead; [] if nothing is known."""
+        with self._lock:
+            now = self._clock.now()
+            for index in range(len(self._providers)):
+                points = self._try(index, lambda p: p.forecast(self.zone, float(horizon_h)))
+                if points is None:
+                    continue
+                points = [p for p in points if p.end > now]
+                covered_until = points[-1].end if points else floor_hour(now) + timedelta(hours=1)
+                if covered_until >= now + timedelta(hours=horizon_h):
+                    return points
+                extension = self._own_forecast(index, now, horizon_h)
+                tail = [p for p in extension if p.start >= covered_until]
+                if points or tail:
+                    return points + tail
+            return []
+
+    def _own_forecast(self, index: int, now: datetime, horizon_h: int) -> list[IntensityPoint]:
+        """The Forecaster over provider ``index``'s recent history (empty if it has none)."""
+        end = floor_hour(now) + timedelta(hours=1)
+        history = self._try(index, lambda p: p.history(self.zone, end - self._history, end))
+        if not history:
+            return []
+        return self._forecaster.forecast(history, now, horizon_h)
+
+    def history(self, start: datetime, end: datetime) -> list[IntensityPoint]:
+        """Actual points over [start, end) from the first provider that has them."""
+        with self._lock:
+            for index in range(len(self._providers)):
+                points = self._try(index, lambda p: p.history(self.zone, start, end))
+                if points:
+                    return points
+            return []
+
+    def status(self) -> ProviderStatus:
+        """Provider in use, age of its value (s), whether stale, and the last error (no secrets)."""
+        with self._lock:
+            if self._last_good is None:
+                return ProviderStatus(provider="none", zone=self.zone, age_s=float("inf"), stale=True,
+                                      last_error=self._last_error)
+            point, fetched_at = self._last_good
+            now = self._clock.now()
+            age_s = max(0.0, (now - fetched_at).total_seconds(), (now - point.end).total_seconds())
+            return ProviderStatus(
+                provider=point.provider,
+                zone=self.zone,
+                age_s=age_s,
+                stale=self._serving_last_good or age_s > self._stale_after_s,
+                last_error=self._last_error,
+            )
+
+    def close(self) -> None:
+        """Close every provider's connections."""
+        for provider in self._providers:
+            provider.close()

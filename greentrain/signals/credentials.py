@@ -1,0 +1,33 @@
+"""Secrets come from the environment or a file, never from the command line.
+
+``ps`` shows every process's arguments to every user, so API keys are read
+from an environment variable or a file named in the config. Values are only
+ever passed to the HTTP layer, which redacts them from any error text.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from greentrain.errors import ConfigError
+
+__all__ = ["read_secret"]
+
+
+def read_secret(env_var: str, file: str | Path | None = None, *, env: dict[str, str] | None = None) -> str | None:
+    """The secret in ``file`` if given, else in ``$env_var``; None when neither is set.
+
+    Raises ConfigError naming the file (not its content) when it cannot be read or is empty.
+    """
+    if file is not None:
+        path = Path(file).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read secret file ({e.strerror})") from None
+        if not text:
+            raise ConfigError(f"{path}: secret file is empty")
+        return text
+    value = (env if env is not None else os.environ).get(env_var, "").strip()
+    return value or None

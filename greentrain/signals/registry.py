@@ -1,0 +1,70 @@
+"""Build providers by name: ``make_provider('electricitymaps')``, ``make_provider('csv:trace.csv')``.
+
+Built-ins resolve directly; third-party providers register under the
+``greentrain.providers`` entry-point group and are found the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from greentrain import plugins
+from greentrain.clock import Clock, ensure_aware_utc
+from greentrain.errors import ConfigError
+from greentrain.signals.base import CarbonIntensityProvider
+from greentrain.signals.cache import CachedProvider
+
+__all__ = ["make_provider", "provider_names", "BUILTIN_PROVIDERS"]
+
+BUILTIN_PROVIDERS = {
+    "electricitymaps": "greentrain.signals.electricitymaps:ElectricityMapsProvider",
+    "watttime": "greentrain.signals.watttime:WattTimeProvider",
+    "ukgrid": "greentrain.signals.ukgrid:UKGridProvider",
+    "csv": "greentrain.signals.csvtrace:CSVTraceProvider",
+    "static": "greentrain.signals.static:StaticProvider",
+}
+_HTTP = {"electricitymaps", "watttime", "ukgrid"}
+
+
+def provider_names() -> list[str]:
+    """Every provider name: built-ins and installed plugins."""
+    return sorted(set(BUILTIN_PROVIDERS) | set(plugins.available("providers")))
+
+
+def make_provider(
+    spec: str,
+    *,
+    clock: Clock | None = None,
+    api_base: str | None = None,
+    cache_dir: Path | None = None,
+    ttl_s: float = 300.0,
+    **options: Any,
+) -> CarbonIntensityProvider:
+    """A provider from ``spec`` ('electricitymaps', 'watttime', 'ukgrid', 'static' or 'csv:PATH').
+
+    ``options`` go to the provider (CSV: ``column``, ``replay_start``, ``speedup``).
+    With ``cache_dir`` the provider is wrapped in an on-disk TTL cache.
+    """
+    name, _, argument = spec.partition(":")
+    name = name.strip().lower()
+    if name == "csv":
+        if not argument:
+            raise ConfigError("provider 'csv' needs a path: csv:PATH (an Electricity Maps CSV export)")
+        if isinstance(options.get("replay_start"), str):
+            options["replay_start"] = ensure_aware_utc(datetime.fromisoformat(options["replay_start"]), "replay_start")
+    elif argument:
+        raise ConfigError(f"provider {spec!r}: only 'csv' takes ':PATH'")
+    if api_base is not None:
+        if name not in _HTTP and name in BUILTIN_PROVIDERS:
+            raise ConfigError(f"api_base: provider {name!r} does not use HTTP")
+        options["api_base"] = api_base
+    cls = plugins.load("providers", name, BUILTIN_PROVIDERS)
+    try:
+        provider = cls(argument, clock=clock, **options) if name == "csv" else cls(clock=clock, **options)
+    except TypeError as e:
+        raise ConfigError(f"provider {name!r}: bad option ({e})") from None
+    if cache_dir is not None:
+        return CachedProvider(provider, clock=clock, ttl_s=ttl_s, cache_dir=cache_dir, key_prefix=api_base or "")
+    return provider
