@@ -19,10 +19,13 @@ def shared_data() -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    try:
-        import torch
+    has_gpu = False
+    try:  # NVML, not torch.cuda: CI's torch is a CPU build even where a GPU exists.
+        import pynvml
 
-        has_gpu = torch.cuda.is_available()
+        pynvml.nvmlInit()
+        has_gpu = pynvml.nvmlDeviceGetCount() > 0
+        pynvml.nvmlShutdown()
     except Exception:
         has_gpu = False
     if has_gpu:

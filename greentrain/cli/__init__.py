@@ -75,9 +75,17 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else e.format_message(), err=True)
+        sys.exit(2)
+    except click.UsageError as e:
+        # One line, naming the argument and where to look; no usage dump.
+        where = f"greentrain {e.ctx.command_path.partition(' ')[2]}".strip() if e.ctx else "greentrain"
+        click.echo(f"greentrain: error: {e.format_message()} (see '{where} --help')", err=True)
+        sys.exit(2)
     except click.ClickException as e:
         e.show()
-        sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
+        sys.exit(e.exit_code)
     except GreentrainError as e:
         click.echo(f"greentrain: error: {e}", err=True)
         sys.exit(2)

@@ -70,6 +70,7 @@ class SignalChain:
         self._last_good: tuple[IntensityPoint, datetime] | None = None
         self._serving_last_good = False
         self._last_error: str | None = None
+        self._last_forecast: list[IntensityPoint] = []
 
     @property
     def providers(self) -> list[CarbonIntensityProvider]:
@@ -119,12 +120,24 @@ class SignalChain:
                 points = [p for p in points if p.end > now]
                 covered_until = points[-1].end if points else floor_hour(now) + timedelta(hours=1)
                 if covered_until >= now + timedelta(hours=horizon_h):
+                    self._last_forecast = points
                     return points
                 extension = self._own_forecast(index, now, horizon_h)
                 tail = [p for p in extension if p.start >= covered_until]
                 if points or tail:
+                    self._last_forecast = points + tail
                     return points + tail
             return []
+
+    def peek(self) -> IntensityPoint | None:
+        """The value in use, from memory: no I/O and no waiting on a fetch (for scrape threads)."""
+        last_good = self._last_good  # one attribute read: atomic, so no lock is needed
+        return None if last_good is None else last_good[0]
+
+    def peek_forecast(self) -> list[IntensityPoint]:
+        """The last forecast, from memory, without points that have already ended (no I/O, no waiting)."""
+        now = self._clock.now()
+        return [p for p in self._last_forecast if p.end > now]
 
     def _own_forecast(self, index: int, now: datetime, horizon_h: int) -> list[IntensityPoint]:
         """The Forecaster over provider ``index``'s recent history (empty if it has none)."""
