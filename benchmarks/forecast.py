@@ -10,7 +10,7 @@ only, then compared with what really happened:
   oracle's saving (what a timing policy gets out of the forecast);
 * time per ``Forecaster.forecast`` call with 4 weeks of history.
 
-Run: ``python benchmarks/forecast.py [--data ../shared/data/carbon] [--step-h 6]``
+Run: ``python benchmarks/forecast.py [--data ../shared/data/carbon] [--step-h 5]``
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def evaluate(path: Path, step_h: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared/data/carbon")
-    parser.add_argument("--step-h", type=int, default=6)
+    # 5 is coprime with 24, so every hour of the day is a forecast origin.
+    parser.add_argument("--step-h", type=int, default=5, help="hours between forecast origins")
     args = parser.parse_args()
     all_ratio = []
     print(f"MAE g/kWh by horizon, ours / seasonal-naive (ratio < 1 = better); origins every {args.step_h} h\n")

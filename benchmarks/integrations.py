@@ -53,7 +53,7 @@ def submit_savings(path: Path, hour: int, estimate_h: float, deadline_h: float) 
     return statistics.fmean(real), statistics.fmean(perfect), len(real)
 
 
-def hf_step_ratio(steps: int) -> float:
+def hf_step_ratio(steps: int, pairs: int) -> float:
     import transformers
 
     from greentrain.integrations.hf import GreenTrainCallback
@@ -75,10 +75,36 @@ def hf_step_ratio(steps: int) -> float:
         trainer.train()
         return (time.perf_counter() - start) / steps
 
-    run([])  # warm-up: imports, allocator
-    plain = min(run([]) for _ in range(2))
-    green = min(run([GreenTrainCallback(policy="run-now", devices=False, progress=False)]) for _ in range(2))
-    return green / plain
+    run([])  # warm-up: imports, allocator, policy loading on both sides
+    run([GreenTrainCallback(policy="run-now", devices=False, progress=False)])
+    ratios = []
+    for _ in range(pairs):  # alternate, so load from other processes hits both sides alike
+        plain = run([])
+        green = run([GreenTrainCallback(policy="run-now", devices=False, progress=False)])
+        ratios.append(green / plain)
+    return statistics.median(ratios)
+
+
+def engine_costs() -> tuple[float, float]:
+    """(per-step cost of step_begin + step_end in µs, start cost of a callback's engine in ms)."""
+    from greentrain.integrations.driver import GreenOptions, StepDriver
+
+    opens = []
+    for _ in range(3):
+        start = time.perf_counter()
+        driver = StepDriver(GreenOptions(policy="run-now", devices=False, progress=False))
+        driver.open(steps_total=100_000, steps_done=0)
+        opens.append(time.perf_counter() - start)
+        driver.close()
+    driver = StepDriver(GreenOptions(policy="run-now", devices=False, progress=False))
+    driver.open(steps_total=100_000, steps_done=0)
+    start = time.perf_counter()
+    for _ in range(5000):
+        driver.step_begin()
+        driver.step_end()
+    per_step_us = (time.perf_counter() - start) / 5000 * 1e6
+    driver.close()
+    return per_step_us, min(opens[1:]) * 1000
 
 
 def planner_latency_ms() -> float:
@@ -93,6 +119,7 @@ def planner_latency_ms() -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--pairs", type=int, default=5, help="alternating with/without runs (median ratio)")
     parser.add_argument("--hour", type=int, default=9)
     parser.add_argument("--estimate-h", type=float, default=4.0)
     parser.add_argument("--deadline-h", type=float, default=24.0)
@@ -104,7 +131,10 @@ def main(argv: list[str] | None = None) -> None:
         real, perfect, n = submit_savings(path, args.hour, args.estimate_h, args.deadline_h)
         print(f"| {path.stem} | {n} | {real:.1%} | {perfect:.1%} |")
     print(f"\nplanner: best_window over a 72 h forecast, 8 h job: {planner_latency_ms():.2f} ms")
-    print(f"HF Trainer wall time per step, with / without GreenTrainCallback: {hf_step_ratio(args.steps):.3f}")
+    per_step_us, open_ms = engine_costs()
+    print(f"engine per step (step_begin + step_end, run-now, no devices): {per_step_us:.0f} µs; "
+          f"engine start: {open_ms:.0f} ms")
+    print(f"HF Trainer wall time per step, with / without GreenTrainCallback: {hf_step_ratio(args.steps, args.pairs):.3f} (median of {args.pairs} alternating pairs, {args.steps} steps each)")
     sys.stdout.flush()
 
 

@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import DATA, HISTORY_DAYS, CachedForecaster
+from timing import DATA, HISTORY_DAYS, CachedForecaster, forecaster_version
 
 from greentrain.device.profiles import BUILTIN_GPUS, load_gpu_profile
 from greentrain.policies import load_policy
@@ -131,7 +131,7 @@ def main() -> None:
     missed = {v: sum(t[(f, *v)][3] for t in per_trace.values() for f in FACTORS) for v in VARIANTS}
     runs = sum(t[(f, *VARIANTS[0])][4] for t in per_trace.values() for f in FACTORS)
     print(f"\nruns per variant: {runs}; deadlines missed: " + ", ".join(f"{n} ({f}) {m}" for (n, f), m in missed.items()))
-    print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+    print(f"\nforecaster source sha256 {forecaster_version()}; wall time {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -140,6 +140,16 @@ def decide_latency_ms(points) -> dict:
     return out
 
 
+def forecaster_version() -> str:
+    """sha256 prefix of the forecaster's source: the 'real' columns depend on its exact version."""
+    import hashlib
+    import inspect
+
+    import greentrain.signals.forecast as module
+
+    return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:12]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--every-days", type=float, default=7.0)
@@ -156,7 +166,7 @@ def main() -> None:
     print("\ndecide() CPU time with a 72-point forecast, 24 h of work, 72 h deadline:")
     for label, (cold, warm) in latency.items():
         print(f"- {label}: {cold:.2f} ms fresh plan, {warm:.2f} ms re-plan within the interval")
-    print(f"\nwall time {time.perf_counter() - t0:.0f} s")
+    print(f"\nforecaster source sha256 {forecaster_version()}; wall time {time.perf_counter() - t0:.0f} s")
 
 
 def print_tables(per_trace: dict) -> None:

@@ -138,6 +138,7 @@ class Session:
         """The running ``MetricsServer`` when ``metrics_port`` was given (its bound port in ``.port``)."""
         self._closers: list[Callable[[], Any]] = []
         self._checkpoint: ModelCheckpoint | None = None
+        self._temp_state = False
 
     # ---- context manager ---------------------------------------------------------------------------
 
@@ -218,6 +219,7 @@ class Session:
         if self._state_path is None and self.relaunch == "exec":
             # exec keeps the pid: the relaunched process finds this file again
             self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
+            self._temp_state = True
         prior = load_state(self._state_path, self.job) if self._state_path else None
         deadline = self._resolve_deadline(args["deadline"], prior)
         self._setup_checkpoint(broadcast)
@@ -249,7 +251,7 @@ class Session:
             self._closers.append(event_log.close)
         monitor = args["monitor"]
         if monitor is None:
-            monitor, _devices = build_monitor(args["devices"], event_log)
+            monitor, _devices = build_monitor(args["devices"], event_log, self.clock)
             if monitor is not None:
                 self._closers.insert(0, monitor.stop)
         signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
@@ -346,7 +348,10 @@ class Session:
         if engine is None:
             return
         try:
-            self._persist(finished=engine.finished)
+            if self._temp_state and engine.finished and self._state_path is not None:
+                self._state_path.unlink(missing_ok=True)  # our own scratch file: nothing left to resume
+            else:
+                self._persist(finished=engine.finished)
         finally:
             engine.close()
 

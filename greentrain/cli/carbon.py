@@ -12,15 +12,16 @@ environment or a file only, never from an option (``ps`` would show them).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import click
 
-from greentrain.clock import SystemClock
-from greentrain.errors import ConfigError
+from greentrain.clock import Clock, FrozenClock, SystemClock
+from greentrain.errors import ConfigError, SignalError
 
 __all__ = ["carbon"]
 
@@ -33,14 +34,21 @@ def _point_dict(point: Any) -> dict[str, Any]:
     return point_to_dict(point)
 
 
-def _build(zone: str, provider: str | None, api_base: str | None, column: str) -> Any:
-    """A provider (explicit spec) or the default chain for ``zone``."""
+def _build(zone: str, provider: str | None, api_base: str | None, column: str) -> tuple[Any, Clock]:
+    """A provider (explicit spec) or the default chain for ``zone``, and the clock it runs on.
+
+    A CSV trace runs on a clock frozen at the trace's "now" (this month/day/hour
+    in the trace's year), so every time printed is trace time, consistently.
+    """
     from greentrain.signals import SignalChain, make_provider
 
-    clock = SystemClock()
+    clock: Clock = SystemClock()
+    if provider and provider.strip().lower().startswith("csv:"):
+        probe = make_provider(provider, clock=clock, column=column)
+        clock = FrozenClock(probe.trace_now())
+        return make_provider(provider, clock=clock, column=column), clock
     if provider:
-        options: dict[str, Any] = {"column": column} if provider.strip().lower().startswith("csv:") else {}
-        return make_provider(provider, clock=clock, api_base=api_base, **options)
+        return make_provider(provider, clock=clock, api_base=api_base), clock
     if api_base:
         raise click.BadParameter("--api-base needs --provider (which provider's base URL?)", param_hint="--api-base")
     chain = [make_provider("electricitymaps", clock=clock)]
@@ -48,7 +56,7 @@ def _build(zone: str, provider: str | None, api_base: str | None, column: str) -
     if zone.upper() == "GB" or zone.lower().startswith(("postcode:", "region:")):
         chain.append(make_provider("ukgrid", clock=clock))
     chain.append(make_provider("static", clock=clock))
-    return SignalChain(chain, zone=zone, clock=clock)
+    return SignalChain(chain, zone=zone, clock=clock), clock
 
 
 def _is_chain(source: Any) -> bool:
@@ -104,15 +112,18 @@ def _common(func: Any) -> Any:
 
 
 @click.group()
-def carbon() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Log each provider failure as it happens.")
+def carbon(verbose: bool) -> None:
     """Read grid carbon intensity: now, forecast, history; list providers."""
+    # Fallbacks are reported once in the output (status / error line), not as log noise.
+    logging.getLogger("greentrain.signals").setLevel(logging.INFO if verbose else logging.ERROR)
 
 
 @carbon.command()
 @_common
 def now(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool) -> None:
     """The current carbon intensity of ZONE."""
-    source = _build(zone, provider, api_base, column)
+    source, _clock = _build(zone, provider, api_base, column)
     try:
         point = source.latest() if _is_chain(source) else source.latest(zone)
         _emit([point], as_json, f"Carbon intensity now: {zone}", source.status() if _is_chain(source) else None)
@@ -127,12 +138,12 @@ def forecast(zone: str, provider: str | None, api_base: str | None, column: str,
     """Forecast for ZONE (the provider's own, else greentrain's causal forecaster)."""
     from greentrain.signals import SignalChain
 
-    source = _build(zone, provider, api_base, column)
-    chain = source if _is_chain(source) else SignalChain([source], zone=zone, clock=SystemClock())
+    source, clock = _build(zone, provider, api_base, column)
+    chain = source if _is_chain(source) else SignalChain([source], zone=zone, clock=clock)
     try:
         points = chain.forecast(hours)
         if provider and not points and chain.status().last_error:
-            raise ConfigError(f"--provider {provider}: no forecast ({chain.status().last_error})")
+            raise SignalError(f"--provider {provider}: no forecast ({chain.status().last_error})")
         _emit(points, as_json, f"Carbon intensity forecast: {zone}, next {hours} h")
     finally:
         chain.close()
@@ -143,30 +154,17 @@ def forecast(zone: str, provider: str | None, api_base: str | None, column: str,
 @click.option("--hours", type=click.IntRange(1, 24 * 31), default=24, show_default=True, help="How far back.")
 def history(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, hours: int) -> None:
     """Actual carbon intensity of ZONE over the last --hours hours."""
-    source = _build(zone, provider, api_base, column)
-    end = SystemClock().now()
+    source, clock = _build(zone, provider, api_base, column)
+    end = clock.now()
     start = end - timedelta(hours=hours)
     try:
         if _is_chain(source):
-            points = _chain_history(source, start, end)
+            points = source.history(start, end)
         else:
             points = source.history(zone, start, end)
         _emit(points, as_json, f"Carbon intensity history: {zone}, last {hours} h")
     finally:
         source.close()
-
-
-def _chain_history(chain: Any, start: datetime, end: datetime) -> list[Any]:
-    from greentrain.errors import SignalError
-
-    for provider in chain.providers:
-        try:
-            points = provider.history(chain.zone, start, end)
-        except SignalError:
-            continue
-        if points:
-            return points
-    return []
 
 
 @carbon.command()

@@ -135,7 +135,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     console = _console()
 
     def say(message: str) -> None:
-        console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False)
+        console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
     try:
@@ -170,15 +170,15 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
 
 def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int, out_dir: Path) -> None:
     resumed = f" (run {state.runs}, resuming at {state.time('sim_now'):%Y-%m-%d %H:%M} UTC)" if state.runs > 1 else ""
-    console.print(f"[bold]greentrain demo[/bold]{resumed}", highlight=False)
+    console.print(f"[bold]greentrain demo[/bold]{resumed}", highlight=False, soft_wrap=True)
     console.print(f"  carbon trace: {scenario.trace.name} (zone {scenario.zone}), replayed ×{scenario.speedup:g}",
-                  highlight=False)
-    console.print(f"  {attribution}", highlight=False)
+                  highlight=False, soft_wrap=True)
+    console.print(f"  {attribution}", highlight=False, soft_wrap=True)
     console.print(f"  job: {state.steps_total} steps (~{scenario.work_h:g} h of work), submitted "
                   f"{scenario.start:%Y-%m-%d %H:%M} UTC, deadline {scenario.deadline:%Y-%m-%d %H:%M} UTC, "
-                  f"policy {state.policy}", highlight=False)
-    console.print(f"  metrics: http://127.0.0.1:{port}/metrics", highlight=False)
-    console.print(f"  output: {out_dir}", highlight=False)
+                  f"policy {state.policy}", highlight=False, soft_wrap=True)
+    console.print(f"  metrics: http://127.0.0.1:{port}/metrics", highlight=False, soft_wrap=True)
+    console.print(f"  output: {out_dir}", highlight=False, soft_wrap=True)
     sys.stdout.flush()
 
 

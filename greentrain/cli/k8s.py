@@ -9,8 +9,8 @@ import threading
 
 import click
 
-from greentrain.clock import SystemClock
 from greentrain.cli.common import parse_deadline
+from greentrain.clock import SystemClock
 from greentrain.errors import ConfigError
 
 __all__ = ["k8s_controller"]

@@ -152,7 +152,7 @@ class _Resources:
                 self.event_log = EventLog(opts["jsonl"])
             self.signals = build_signals(opts["zone"], opts["provider"], self.clock)
             if not opts["no_measure"]:
-                self.monitor, _devices = build_monitor(None, self.event_log)
+                self.monitor, _devices = build_monitor(None, self.event_log, self.clock)
             if opts["metrics_port"] is not None:
                 self.server = start_metrics(job=self.job, monitor=self.monitor, signals=self.signals,
                                             job_stats=self.job_stats, addr=opts["metrics_addr"],

@@ -7,8 +7,8 @@ from datetime import datetime
 
 import click
 
-from greentrain.clock import SystemClock
 from greentrain.cli.common import DEADLINE_HELP, parse_deadline
+from greentrain.clock import SystemClock
 from greentrain.integrations.forecasts import ProviderForecasts, TraceForecasts
 from greentrain.integrations.placement import Place
 from greentrain.integrations.slurm import SlurmClient

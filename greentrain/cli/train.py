@@ -136,7 +136,7 @@ def _train_here(cfg) -> None:
             _echo_step(m)
 
     try:
-        trainer, history = run_training(cfg, on_step=report)
+        trainer, history = run_training(cfg, on_step=report, handle_signals=True)
         if rank == 0:
             if trainer.plan is not None:
                 click.echo(f"mesh auto: {trainer.plan.reason}")

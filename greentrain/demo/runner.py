@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from greentrain.clock import ReplayClock
+from greentrain.demo.clock import HoldableReplayClock
 from greentrain.demo.progress import StepProgress
 from greentrain.demo.scenario import Scenario
 from greentrain.demo.state import DemoState, save_demo_state
@@ -37,6 +37,10 @@ __all__ = ["DemoRunner", "SegmentEnd", "measure_step_time_s", "demo_config"]
 
 CHECKPOINT_INTERVAL = 50
 """Steps between periodic checkpoints (pauses and Ctrl-C always save)."""
+
+DECIDE_INTERVAL_S = 900.0
+"""Re-plan every 15 simulated minutes while training: the trace is hourly, and at a high speed-up each
+decision's real cost (a forecast) would otherwise be scaled into hours of apparent step time."""
 
 
 class SegmentEnd:
@@ -94,7 +98,8 @@ class DemoRunner:
         self.metrics_port = metrics_port
         self.say = say
         self.progress = progress
-        self.clock = ReplayClock(state.time("sim_now"), scenario.speedup)
+        self.clock = HoldableReplayClock(state.time("sim_now"), scenario.speedup)
+        """Simulated time; held while the demo builds a trainer or a Session (see ``greentrain.demo.clock``)."""
         self.interrupted = False
         self.metrics_url: str | None = None
         self.segments: list[str] = []
@@ -113,8 +118,6 @@ class DemoRunner:
         previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             trainer = self._new_trainer()
-            # The calendar starts once the job can begin: building it is not simulated hours of waiting.
-            self.clock = ReplayClock(self.state.time("sim_now"), self.scenario.speedup)
             self._start_monitor()
             end = SegmentEnd.PAUSED
             while end == SegmentEnd.PAUSED:
@@ -123,6 +126,7 @@ class DemoRunner:
                 self.segments.append(end)
             return end
         finally:
+            self.clock.hold()
             signal.signal(signal.SIGINT, previous)
             self._stop_monitor()
             self.state.sim_now = self.clock.now().isoformat()
@@ -169,12 +173,16 @@ class DemoRunner:
         session = self._make_session(trainer)
         self._session = session
         try:
-            with session:
+            with session:  # its first wait (a delayed start) releases the clock
+                self.clock.release()
                 self._announce_metrics(session)
                 if self.interrupted:  # Ctrl-C during the wait for a clean window
                     return SegmentEnd.INTERRUPTED
-                return self._train(trainer, session)
+                end = self._train(trainer, session)
+                self.clock.hold()  # closing this segment and opening the next is not job time
+                return end
         finally:
+            self.clock.hold()
             self._session = None
 
     def _make_session(self, trainer: Any) -> Any:
@@ -192,6 +200,7 @@ class DemoRunner:
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
             monitor=self._monitor, step_time_s=self.state.step_time_real_s * sc.speedup, relaunch="none",
             state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
+            decide_interval_s=DECIDE_INTERVAL_S,
         )
 
     def _announce_metrics(self, session: Any) -> None:

@@ -6,11 +6,11 @@ by hand: among the 2022 starts at midnight UTC, they are the day with the
 largest saving versus run-now on which the policy *delays the start*, *pauses
 at least once* and *still meets the deadline*. Re-run the search with::
 
-    python -m greentrain.demo.scenario --zone GB
-    python -m greentrain.demo.scenario --zone US-CAL-CISO
+    python -m greentrain.demo --zone GB
+    python -m greentrain.demo --zone US-CAL-CISO
 
 (or, for one day, ``greentrain simulate --trace greentrain/data/carbon/GB_2022_hourly.csv
---start 2022-05-25T00:00Z --work-hours 8 --deadline-hours 24``).
+--start 2022-03-14T00:00Z --work-hours 8 --deadline-hours 24``).
 The demo itself runs the live engine on a replay clock, not the simulator.
 """
 
@@ -31,6 +31,7 @@ __all__ = [
     "Scenario",
     "default_scenario",
     "find_scenarios",
+    "main",
     "shipped_trace",
 ]
 
@@ -72,10 +73,10 @@ class Scenario:
         return self.start + timedelta(hours=self.deadline_h)
 
 
-# Found with `python -m greentrain.demo.scenario --zone ZONE` (8 h of work, 24 h deadline, carbon-aware,
+# Found with `python -m greentrain.demo --zone ZONE` (8 h of work, 24 h deadline, carbon-aware,
 # default forecaster); see the module docstring.
 DEFAULT_STARTS: dict[str, datetime] = {
-    "GB": datetime(2022, 5, 25, tzinfo=UTC),
+    "GB": datetime(2022, 3, 14, tzinfo=UTC),
     "US-CAL-CISO": datetime(2022, 3, 29, tzinfo=UTC),
 }
 
@@ -104,12 +105,14 @@ class Candidate:
 
 
 def find_scenarios(trace: Path, *, work_h: float = 8.0, deadline_h: float = 24.0, policy: str = "carbon-aware",
-                   every_h: int = 24, work_spread: tuple[float, ...] = (0.8, 1.0, 1.25)) -> list[Candidate]:
+                   every_h: int = 24, work_spread: tuple[float, ...] = (0.8, 1.0, 1.25),
+                   between: tuple[datetime, datetime] | None = None) -> list[Candidate]:
     """Simulate a start every ``every_h`` hours; keep the days that delay, pause and meet the deadline, best first.
 
     A live run never matches its plan exactly (the step time on a busy machine
     varies, so the work does), so a day is kept only if it shows all three
-    behaviours for every work size ``work_h × work_spread``.
+    behaviours for every work size ``work_h × work_spread``. ``between`` limits the starts
+    (default: the whole trace after its first week).
     """
     from greentrain.policies import load_policy
     from greentrain.signals.forecast import Forecaster
@@ -119,7 +122,9 @@ def find_scenarios(trace: Path, *, work_h: float = 8.0, deadline_h: float = 24.0
     points = load_trace(trace)
     index = TraceIndex(points, str(trace))
     first = points[0].start.replace(hour=0) + timedelta(days=7)  # a week of history for the forecaster
-    last = points[-1].end - timedelta(hours=deadline_h * 1.0)
+    last = points[-1].end - timedelta(hours=deadline_h)
+    if between is not None:
+        first, last = max(first, between[0]), min(last, between[1])
     starts = [first + timedelta(hours=every_h * i) for i in range(int((last - first) / timedelta(hours=every_h)) + 1)]
     kept: dict[datetime, Candidate] | None = None
     for factor in sorted(work_spread, key=lambda f: f != 1.0):  # nominal first: its schedule is reported
@@ -140,7 +145,8 @@ def find_scenarios(trace: Path, *, work_h: float = 8.0, deadline_h: float = 24.0
     return sorted((kept or {}).values(), key=lambda c: -c.saving)
 
 
-def _main() -> None:
+def main() -> None:
+    """``python -m greentrain.demo``: print the days that show the demo's behaviours, best first."""
     parser = argparse.ArgumentParser(description="Find demo days on a shipped trace with the simulator.")
     parser.add_argument("--zone", default="GB", choices=sorted(_TRACES))
     parser.add_argument("--work-hours", type=float, default=8.0)
@@ -152,7 +158,3 @@ def _main() -> None:
     for c in found[: args.top]:
         runs = ", ".join(f"{a:%H:%M}-{b:%H:%M}" for a, b in c.schedule)
         print(f"  {c.start:%Y-%m-%dT%H:%MZ}  saving {100 * c.saving:5.1f} %  runs {runs}")
-
-
-if __name__ == "__main__":
-    _main()

@@ -9,6 +9,7 @@ back to starting now instead of failing the submission.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -57,25 +58,43 @@ class TraceForecasts:
 
 
 class ProviderForecasts:
-    """Forecasts from a live provider; a failing provider gives [] and records why in ``notes``."""
+    """Forecasts from a live provider through a ``SignalChain`` per zone (cache, backoff, forecaster fill).
+
+    The current interval comes from ``latest()``, the rest from ``forecast()``. A provider
+    that fails gives what is known (possibly []) and records why in ``notes``.
+    """
 
     def __init__(self, spec: str, *, clock: Clock, horizon_h: float = 72.0) -> None:
         try:
-            from greentrain.signals import make_provider  # type: ignore[attr-defined]
+            from greentrain.signals import SignalChain, make_provider
         except ImportError:
             raise ConfigError("--provider: live providers are not available in this install; use --replay-trace") from None
-        self._provider = make_provider(spec, clock=clock)
-        self._horizon_h = horizon_h
+        self._spec, self._clock, self._horizon_h = spec, clock, horizon_h
+        self._make, self._chain_type = make_provider, SignalChain
+        self._chains: dict[str, object] = {}
         self.notes: list[str] = []
 
+    def _chain(self, zone: str):  # type: ignore[no-untyped-def]
+        if zone not in self._chains:
+            provider = self._make(self._spec, clock=self._clock)
+            self._chains[zone] = self._chain_type([provider], zone=zone, clock=self._clock)
+        return self._chains[zone]
+
     def __call__(self, zone: str) -> list[IntensityPoint]:
+        chain = self._chain(zone)
+        points: list[IntensityPoint] = []
         try:
-            return list(self._provider.forecast(zone, self._horizon_h))
+            points = list(chain.forecast(int(math.ceil(self._horizon_h))))
+            current = chain.latest()
         except SignalError as e:
             # Never block a submission on a carbon API: the caller starts the job now instead.
-            self.notes.append(f"forecast for {zone} unavailable ({e}); planning without it")
-            return []
+            self.notes.append(f"carbon signal for {zone} unavailable ({e}); planning with what is known")
+            return points
+        if not points or points[0].start > current.start:
+            points.insert(0, current)
+        return points
 
     def close(self) -> None:
-        """Release the provider's connections."""
-        self._provider.close()
+        """Release the providers' connections."""
+        for chain in self._chains.values():
+            chain.close()  # type: ignore[attr-defined]

@@ -193,7 +193,8 @@ class SlurmClient:
             raise ConfigError(f"{argv[0]}: not found on PATH; run this on a Slurm login node")
         try:
             done = subprocess.run(
-                [program, *argv[1:]], env=self._env, capture_output=True, text=True, timeout=self._timeout_s
+                [program, *argv[1:]], env=self._env, capture_output=True, text=True, timeout=self._timeout_s,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             raise ActuationError(f"{argv[0]}: no answer within {self._timeout_s:g} s; is slurmctld up?") from None

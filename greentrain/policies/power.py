@@ -112,7 +112,7 @@ class CompositePolicy(Policy):
         chosen = self.power.decide(snapshot, now)
         points = _usable(snapshot)
         point = next((p for p in points if p.power_limit_w == chosen.power_limit_w), None)
-        if point is not None and not self._fits(snapshot, now, point):
+        if point is not None and not self._fits(snapshot, now, point, self._margin_z()):
             point = max(points, key=lambda p: p.relative_speed)
             chosen = _point_decision(point, f"{self.power.name} overridden for the deadline")
         narrowed = replace(snapshot, operating_points=(point,)) if point is not None else snapshot
@@ -126,12 +126,17 @@ class CompositePolicy(Policy):
             reason=f"{decision.reason}; {chosen.reason}",
         )
 
+    def _margin_z(self) -> tuple[float, float]:
+        config = getattr(self.timing, "config", None)
+        return getattr(config, "safety_z", 2.0), getattr(config, "reserve_s", 0.0)
+
     @staticmethod
-    def _fits(snapshot: Snapshot, now: datetime, point: OperatingPoint) -> bool:
+    def _fits(snapshot: Snapshot, now: datetime, point: OperatingPoint, margin: tuple[float, float]) -> bool:
+        """Whether running flat out at ``point`` still finishes with the timing policy's margin."""
         end = horizon_end(snapshot, now)
         if snapshot.deadline is None or end is None:
             return True
-        need_s = snapshot.work_remaining_s + safety_margin_s(snapshot, 2.0, 0.0)
+        need_s = snapshot.work_remaining_s + safety_margin_s(snapshot, *margin)
         return capacity_s(snapshot, now, end, point.relative_speed) >= need_s
 
     def __repr__(self) -> str:

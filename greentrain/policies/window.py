@@ -67,7 +67,29 @@ def intensity_slots(snapshot: Snapshot, now: datetime, end: datetime) -> list[Sl
             slot_end, value = min(next_hour, end), tail_g
         slots.append(Slot(cursor, slot_end, value))
         cursor = slot_end
-    return slots
+    return slots[:1] + _hourly(slots[1:])
+
+
+def _hourly(slots: list[Slot]) -> list[Slot]:
+    """Merge sub-hourly slots (5-minute or half-hourly forecasts) into hour-bounded ones.
+
+    Planning per hour keeps the DP small (72 slots for 72 h whatever the
+    provider's resolution); the merged value is the time-weighted mean.
+    """
+    merged: list[Slot] = []
+    for slot in slots:
+        last = merged[-1] if merged else None
+        if last is not None and last.end == slot.start and _hour(last.start) == _hour(slot.start):
+            length_s = last.duration_s + slot.duration_s
+            mean_g = (last.intensity_g_per_kwh * last.duration_s + slot.intensity_g_per_kwh * slot.duration_s) / length_s
+            merged[-1] = Slot(last.start, slot.end, mean_g)
+        else:
+            merged.append(slot)
+    return merged
+
+
+def _hour(when: datetime) -> datetime:
+    return when.replace(minute=0, second=0, microsecond=0)
 
 
 def modes_of(snapshot: Snapshot, *, power: bool = True) -> list[Mode]:

@@ -98,10 +98,12 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
 
 
 def run_training(cfg: JobConfig, *, on_step=None, session_kwargs: dict[str, Any] | None = None,
-                 ) -> tuple[Trainer, list[StepMetrics]]:
+                 handle_signals: bool = False) -> tuple[Trainer, list[StepMetrics]]:
     """Build the trainer for this rank and train, under the greentrain session when a policy is set.
 
     ``session_kwargs`` go to ``Session`` as they are (e.g. ``clock``, ``policy`` as an object).
+    ``handle_signals``: on SIGTERM/SIGINT checkpoint at the next step boundary and return (without a
+    policy; under a policy the Session owns the signals).
     """
     trainer = Trainer(cfg)
     world_size = trainer.dims.world_size
@@ -110,7 +112,7 @@ def run_training(cfg: JobConfig, *, on_step=None, session_kwargs: dict[str, Any]
     if cfg.greentrain.policy is None and "policy" not in extra:
         with _plain_metrics(trainer.cfg, trainer) as count:
             trainer.on_step = _chain(callbacks + [count])
-            return trainer, trainer.fit()
+            return trainer, trainer.fit(handle_signals=handle_signals)
     session = _session(trainer.cfg, trainer, world_size, extra)
     trainer.on_step = _chain(callbacks)
     with session:

@@ -32,30 +32,49 @@ __all__ = ["TimedStage", "PipelinePlan", "split_layers", "stage_ids_for_rank", "
 
 
 class TimedStage(PipelineStage):
-    """A PipelineStage that accumulates its forward and backward compute time (seconds)."""
+    """A PipelineStage that accumulates its forward and backward compute time (seconds) per microbatch.
+
+    With ``sync_device`` the device is synchronised around each chunk so GPU
+    kernels are inside the measurement (exact, but it stalls the pipeline:
+    turn it on for profiling steps only).
+    """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.forward_s = 0.0
-        self.backward_s = 0.0
+        self.sync_device = False
+        self.reset_times()
 
     def reset_times(self) -> None:
-        self.forward_s = 0.0
-        self.backward_s = 0.0
+        self.forward_s = self.backward_s = 0.0
+        self.forward_chunks = self.backward_chunks = 0
+
+    def _sync(self) -> None:
+        if self.sync_device and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def forward_one_chunk(self, *args, **kwargs):  # type: ignore[override]
+        self._sync()
         start = time.perf_counter()
         try:
             return super().forward_one_chunk(*args, **kwargs)
         finally:
+            self._sync()
             self.forward_s += time.perf_counter() - start
+            self.forward_chunks += 1
 
     def backward_one_chunk(self, *args, **kwargs):  # type: ignore[override]
+        self._sync()
         start = time.perf_counter()
         try:
             return super().backward_one_chunk(*args, **kwargs)
         finally:
+            self._sync()
             self.backward_s += time.perf_counter() - start
+            self.backward_chunks += 1
+
+    def mean_times_s(self) -> tuple[float, float]:
+        """(forward, backward) seconds per microbatch since the last reset."""
+        return self.forward_s / max(1, self.forward_chunks), self.backward_s / max(1, self.backward_chunks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,20 @@ def _invalid(model, layout, global_batch: int, hw: Hardware) -> str | None:
     return None
 
 
+def _comm_s(model, layout, tokens_per_rank: float, n_params: int, hw: Hardware) -> tuple[float, float]:
+    """(exposed TP time, FSDP + DDP time before overlap) per step, seconds."""
+    pp, rep, shard, tp = layout
+    intra, inter = hw.intra_bw_gbps * 1e9, hw.inter_bw_gbps * 1e9
+    layers = model.n_layers / pp
+    # TP: 4 all-reduce-sized collectives of the activations per block (2 forward, 2 backward).
+    tp_s = 0.0 if tp == 1 else 8 * layers * tokens_per_rank * model.dim * hw.bytes_per_value * (tp - 1) / tp / intra
+    # FSDP: all-gather forward, all-gather backward, reduce-scatter gradients.
+    fsdp_s = 0.0 if shard == 1 else 3 * n_params / (tp * pp) * hw.bytes_per_value * (shard - 1) / shard / intra
+    rep_bw = inter if shard * tp * pp >= hw.gpus_per_node else intra
+    ddp_s = 0.0 if rep == 1 else 2 * 4 * n_params / (tp * pp * shard) * (rep - 1) / rep / rep_bw
+    return tp_s, fsdp_s + ddp_s
+
+
 def _estimate(model, layout, seq_len: int, global_batch: int, hw: Hardware) -> list[LayoutEstimate]:
     pp, rep, shard, tp = layout
     n_params = count_params(model)
@@ -108,26 +122,18 @@ def _estimate(model, layout, seq_len: int, global_batch: int, hw: Hardware) -> l
     act_layer = seq_len * micro * model.dim * (34 + 5 * model.n_heads * seq_len / model.dim) / tp
     in_flight = min(microbatches, pp)  # 1F1B keeps at most pp microbatches alive on the first stage
     tokens = global_batch * seq_len
-    flops = 6 * n_params * tokens * (1 + 12 * model.n_layers * model.dim * seq_len / (6 * n_params))
-    bytes_v = hw.bytes_per_value
-    tp_comm = 0.0 if tp == 1 else 8 * layers * (tokens / dp) * model.dim * bytes_v * (tp - 1) / tp / (hw.intra_bw_gbps * 1e9)
-    fsdp_comm = 0.0 if shard == 1 else 3 * n_params / (tp * pp) * bytes_v * (shard - 1) / shard / (hw.intra_bw_gbps * 1e9)
-    rep_bw = hw.inter_bw_gbps if shard * tp * pp >= hw.gpus_per_node else hw.intra_bw_gbps
-    ddp_comm = 0.0 if rep == 1 else 2 * 4 * n_params / (tp * pp * shard) * (rep - 1) / rep / (rep_bw * 1e9)
-    out = []
+    flops = 6 * n_params * tokens + 12 * model.n_layers * model.dim * seq_len * tokens
+    tp_s, dp_s = _comm_s(model, layout, tokens / dp, n_params, hw)
     for ac, recompute, act_bytes in (("none", 1.0, act_layer), ("full", 4 / 3, seq_len * micro * model.dim * 2)):
         memory_gb = state_gb + act_bytes * layers * in_flight / 1e9
         if memory_gb > 0.85 * hw.memory_gb:
             continue
         compute = flops * recompute / (pp * tp * dp * hw.peak_flops * hw.efficiency)
-        busy = compute + tp_comm + 0.3 * (fsdp_comm + ddp_comm)  # FSDP/DDP traffic mostly overlaps compute
+        busy = compute + tp_s + 0.3 * dp_s  # FSDP/DDP traffic mostly overlaps compute
         bubble = busy * (pp - 1) / microbatches if pp > 1 else 0.0
-        step = busy + bubble
-        world = pp * dp * tp
-        energy = world * (hw.active_power_w * busy + hw.idle_power_w * bubble)
-        out.append(LayoutEstimate(pp, rep, shard, tp, ac, memory_gb, step, energy / tokens))
-        break  # the cheapest AC setting that fits
-    return out
+        energy = pp * dp * tp * (hw.active_power_w * busy + hw.idle_power_w * bubble)
+        return [LayoutEstimate(pp, rep, shard, tp, ac, memory_gb, busy + bubble, energy / tokens)]
+    return []  # does not fit, even with full activation checkpointing
 
 
 def plan_mesh(model, *, world_size: int, seq_len: int, global_batch: int,

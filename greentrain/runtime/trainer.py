@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -85,6 +86,8 @@ class Trainer:
         self.step = 0
         self.tokens_total = 0
         self._saved_step = -1
+        self._stop_requested = False
+        self._sync_timing = False
         self._stage_times: list[tuple[float, float]] = []
         self._flops_per_token = flops_per_token(cfg.model, cfg.train.seq_len)
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
@@ -104,8 +107,18 @@ class Trainer:
         self.precision = dtype_name
 
     def stage_times_s(self) -> list[tuple[float, float]]:
-        """(forward_s, backward_s) of each local pipeline stage in the last step (one entry without PP)."""
+        """Per local pipeline stage: (forward_s, backward_s) per microbatch in the last step.
+
+        Without pipeline parallelism: one entry, per micro-step of gradient accumulation. This is what
+        ``greentrain.stageclocks`` plans clocks from (see ``exact_stage_timing`` for GPU accuracy).
+        """
         return list(self._stage_times)
+
+    def exact_stage_timing(self, enabled: bool = True) -> None:
+        """Synchronise the device around each timed chunk (exact GPU times; slower: profile steps only)."""
+        self._sync_timing = enabled
+        for stage in self.built.stages:
+            stage.sync_device = enabled
 
     # ---- one step ---------------------------------------------------------
     def _autocast(self):
@@ -121,6 +134,11 @@ class Trainer:
             return loss_parallel()
         return contextlib.nullcontext()
 
+    def _now(self) -> float:
+        if self._sync_timing and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
     def _forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         model, ga = self.built.parts[0], self.cfg.train.grad_accum
         total = torch.zeros((), device=self.device)
@@ -128,15 +146,15 @@ class Trainer:
         for i, (x, y) in enumerate(zip(inputs.chunk(ga), labels.chunk(ga))):
             if self.uses_fsdp:
                 model.set_requires_gradient_sync(i == ga - 1)  # reduce gradients once per step
-            t0 = time.perf_counter()
+            t0 = self._now()
             with self._loss_parallel():
                 with self._autocast():
                     loss = cross_entropy(model(x), y) / ga
-                t1 = time.perf_counter()
+                t1 = self._now()
                 loss.backward()
-            fwd_s, bwd_s = fwd_s + t1 - t0, bwd_s + time.perf_counter() - t1
+            fwd_s, bwd_s = fwd_s + t1 - t0, bwd_s + self._now() - t1
             total += _local(loss.detach())
-        self._stage_times = [(fwd_s, bwd_s)]
+        self._stage_times = [(fwd_s / ga, bwd_s / ga)]
         return total
 
     def _pipeline_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -155,7 +173,7 @@ class Trainer:
                     built.schedule.step(target=target, losses=losses)
             if has_last:
                 total += torch.stack([_local(loss.detach()) for loss in losses]).mean()
-        self._stage_times = [(s.forward_s, s.backward_s) for s in built.stages]
+        self._stage_times = [s.mean_times_s() for s in built.stages]
         return total
 
     def _global_loss(self, loss: torch.Tensor) -> float:
@@ -227,8 +245,40 @@ class Trainer:
         return self.step
 
     # ---- the loop -----------------------------------------------------------
-    def fit(self, steps: int | None = None, *, resume: bool = True) -> list[StepMetrics]:
-        """Resume (unless told not to), then train until ``steps`` (default ``train.steps``) or the hook stops us."""
+    def request_stop(self) -> None:
+        """Checkpoint and stop at the next step boundary (safe to call from a signal handler)."""
+        self._stop_requested = True
+
+    def _stop_agreed(self) -> bool:
+        # Signals reach ranks at different moments: agree (max over ranks) so all stop at one step.
+        flag = torch.tensor([1.0 if self._stop_requested else 0.0], device=self.device)
+        if self.dims.distributed:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    @contextlib.contextmanager
+    def _signals(self, enabled: bool):
+        if not enabled:
+            yield
+            return
+        previous = {sig: signal.signal(sig, lambda *_: self.request_stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def fit(self, steps: int | None = None, *, resume: bool = True, handle_signals: bool = False,
+            ) -> list[StepMetrics]:
+        """Resume (unless told not to), then train until ``steps`` (default ``train.steps``) or the hook stops us.
+
+        With ``handle_signals``, SIGTERM/SIGINT (e.g. preemption) make every rank save a checkpoint at the
+        next step boundary and return; a relaunch continues from it.
+        """
+        with self._signals(handle_signals):
+            return self._fit(steps, resume, handle_signals)
+
+    def _fit(self, steps: int | None, resume: bool, watch_signals: bool) -> list[StepMetrics]:
         total = self.cfg.train.steps if steps is None else steps
         interval = self.cfg.checkpoint.interval
         writer = MetricsWriter(self.cfg.metrics.jsonl) if self.cfg.metrics.jsonl and self.rank == 0 else None
@@ -244,6 +294,8 @@ class Trainer:
                 if self.on_step is not None:
                     self.on_step(metrics)
                 stop = self._boundary(metrics)
+                if watch_signals:
+                    stop = self._stop_agreed() or stop
                 due = self.step % interval == 0 or self.step == total
                 if self.checkpointer is not None and (due or stop) and self._saved_step != self.step:
                     self.save_checkpoint()

@@ -122,7 +122,7 @@ class SignalChain:
                 if covered_until >= now + timedelta(hours=horizon_h):
                     self._last_forecast = points
                     return points
-                extension = self._own_forecast(index, now, horizon_h)
+                extension = self._own_forecast(index, now, -int(-horizon_h // 1))  # whole hours (callers pass 72.0)
                 tail = [p for p in extension if p.start >= covered_until]
                 if points or tail:
                     self._last_forecast = points + tail

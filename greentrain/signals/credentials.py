@@ -16,7 +16,9 @@ __all__ = ["read_secret"]
 
 
 def read_secret(env_var: str, file: str | Path | None = None, *, env: dict[str, str] | None = None) -> str | None:
-    """The secret in ``file`` if given, else in ``$env_var``; None when neither is set.
+    """The secret in ``file`` if given, else in ``$env_var``, else in the file named by ``$env_var_FILE``.
+
+    None when none is set.
 
     Raises ConfigError naming the file (not its content) when it cannot be read or is empty.
     """
@@ -29,5 +31,10 @@ def read_secret(env_var: str, file: str | Path | None = None, *, env: dict[str, 
         if not text:
             raise ConfigError(f"{path}: secret file is empty")
         return text
-    value = (env if env is not None else os.environ).get(env_var, "").strip()
-    return value or None
+    environ = env if env is not None else os.environ
+    value = environ.get(env_var, "").strip()
+    if value:
+        return value
+    # ``$NAME_FILE`` names a file holding the secret (e.g. a mounted Kubernetes secret).
+    file_var = environ.get(f"{env_var}_FILE", "").strip()
+    return read_secret(env_var, file_var) if file_var else None

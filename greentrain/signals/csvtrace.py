@@ -8,7 +8,10 @@ corresponds to ``clock.now()``:
   origin is ``replay_start`` (speedup 1 here, the clock runs fast) and trace
   time and clock time coincide — the easy path;
 * without it: ``clock.now()`` itself when it falls inside the trace, else the
-  same month/day/hour in the trace's year; returned points keep TRACE time.
+  same month/day/hour in the trace's year. Returned points are in trace time
+  when the clock is inside the trace (then trace and clock time are the
+  same); otherwise they are moved by whole years into the clock's year, so a
+  wall clock replaying 2022 sees the 2022 values at today's date and hour.
 
 ``forecast()`` never peeks at future rows: it is the ``Forecaster``'s causal
 forecast from rows up to trace-now, unless ``oracle=True`` (simulation
@@ -32,6 +35,13 @@ from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
 
 __all__ = ["CSVTraceProvider"]
+
+
+def _shift_years(when: datetime, years: int) -> datetime:
+    try:
+        return when.replace(year=when.year + years)
+    except ValueError:  # 29 February into a non-leap year
+        return when.replace(year=when.year + years, day=28)
 
 
 class CSVTraceProvider(CarbonIntensityProvider):
@@ -58,6 +68,10 @@ class CSVTraceProvider(CarbonIntensityProvider):
         self._clock = clock or SystemClock()
         self._created = self._clock.now()
         self._replay_start = None if replay_start is None else ensure_aware_utc(replay_start, "replay_start")
+        if self._replay_start is not None and timedelta(0) <= self._created - self._replay_start < timedelta(hours=1):
+            # replay_start was read from this same clock just before (``replay_start=clock.now()``): anchor
+            # on it exactly, or the trace would lag by however long loading took x the clock's speed-up.
+            self._created = self._replay_start
         self._speedup = float(speedup)
         self._oracle = oracle
         self._forecaster = forecaster or Forecaster()
@@ -78,9 +92,21 @@ class CSVTraceProvider(CarbonIntensityProvider):
         except ValueError:  # 29 February mapped into a non-leap year
             return now.replace(year=year, day=28)
 
+    def _year_offset(self) -> int:
+        """Whole years from trace time to clock time (0 while the clock is inside the trace)."""
+        now = self._clock.now()
+        if self._points[0].start <= now < self._points[-1].end:
+            return 0
+        return now.year - self._points[0].start.year
+
     def _to_output(self, point: IntensityPoint) -> IntensityPoint:
         if self._replay_start is None:
-            return point
+            # A clock outside the trace (wall time replaying an old year) gets the points in its own
+            # year, so a SignalChain comparing them with clock.now() sees the current interval.
+            years = self._year_offset()
+            if not years:
+                return point
+            return replace(point, start=_shift_years(point.start, years), end=_shift_years(point.end, years))
         start = self._created + (point.start - self._replay_start) / self._speedup
         end = self._created + (point.end - self._replay_start) / self._speedup
         return replace(point, start=start, end=end)
@@ -88,11 +114,15 @@ class CSVTraceProvider(CarbonIntensityProvider):
     def _to_trace(self, when: datetime) -> datetime:
         when = ensure_aware_utc(when, "time")
         if self._replay_start is None:
-            return when
+            inside = self._points[0].start <= when <= self._points[-1].end
+            return when if inside else _shift_years(when, -self._year_offset())
         return self._replay_start + (when - self._created) * self._speedup
 
     def _check_zone(self, zone: str) -> None:
-        if zone.upper() != self.zone.upper():
+        # The export's 'Zone Id' can be coarser than the zone the file was exported for (DE-LU_*.csv says
+        # 'DE'), so the file-name prefix is accepted too.
+        accepted = {self.zone.upper(), self.path.stem.split("_")[0].upper()}
+        if zone.upper() not in accepted:
             raise SignalError(f"csv {self.path.name}: trace is for zone {self.zone!r}, asked for {zone!r}")
 
     def _index_at(self, when: datetime) -> int:

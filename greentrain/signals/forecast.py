@@ -1,25 +1,28 @@
 """Causal carbon-intensity forecasts for providers (or plans) that give none.
 
-``Forecaster`` models the next hours as *seasonal profile + decaying anomaly*:
+``Forecaster`` models the next hours as *daily profile + persisting anomaly*:
 
-* the profile is the mean intensity at each hour of day over recent days, with
-  exponentially decaying weights (recent days count more), plus a shrunk
-  hour-of-week correction once a few weeks of history exist (weekends differ);
-* the anomaly is how far the current hour sits from that profile (a windy
-  day, a cold snap). Grid anomalies persist for hours to days, so it is carried
-  forward scaled by ``beta_h``, the least-squares coefficient of the anomaly
-  ``h`` hours later on the anomaly now, fitted on the same recent history.
+* the profile is the mean intensity at each hour of day over recent days,
+  weighted so recent days count more (exponential decay, half-life a week);
+* the anomaly is how far each hour sits from that profile (a windy spell, a
+  cold snap). Grid anomalies persist for hours to days and echo at the same
+  hour a day or a week later, so the anomaly ``h`` hours ahead is predicted by
+  least squares from the anomaly now, the latest one at the same hour of day
+  and (given three weeks of data) the one a week before the target. The
+  coefficients are re-fitted at every call from the history's own
+  autocovariance: nothing is tuned to a particular grid.
 
-Nothing is tuned to a particular grid: the two weights come from the data at
-every call, and the constants (lookback, half-lives) are generic time scales.
+The model is fitted twice, to the values (additive) and to their logarithm
+(multiplicative, which suits spiky clean grids), and the two are averaged.
 Only points that start at or before the hour containing ``now`` are used, so
 the forecast made at ``now`` cannot see the future. ``SeasonalNaiveForecaster``
-(the value one day earlier) is the baseline it is measured against.
+(the value one day earlier) is the baseline it is measured against in
+``benchmarks/forecast.py``.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -49,17 +52,26 @@ def hourly_series(history: Sequence[IntensityPoint], now: datetime, hours: int) 
     now_h = floor_hour(now)
     first_h = now_h - (hours - 1) * _HOUR
     stop = bisect_right(history, now_h, key=lambda p: p.start)
-    total = np.zeros(hours)
-    count = np.zeros(hours)
-    for i in range(stop - 1, -1, -1):
-        point = history[i]
-        if point.start < first_h:
-            break
-        index = hours - 1 - int((now_h - point.start).total_seconds() // 3600)
+    lo = bisect_left(history, first_h, 0, stop, key=lambda p: p.start)
+    window = history[lo:stop]
+    out = np.full(hours, np.nan)
+    if not window:
+        return out
+    last = hours - 1 - int((now_h - window[-1].start).total_seconds() // 3600)
+    span_h = (window[-1].start - window[0].start).total_seconds() / 3600
+    # Fast path (the simulator's case): one point per whole hour, no gaps.
+    if len(window) == span_h + 1 and all(p.start.minute == p.start.second == p.start.microsecond == 0 for p in window):
+        out[last - len(window) + 1 : last + 1] = [p.intensity_g_per_kwh for p in window]
+        return out
+    total, count = np.zeros(hours), np.zeros(hours)
+    for point in window:
+        # Floor division of a negative offset puts a half-hour into the hour it starts in.
+        index = hours - 1 + int((point.start - now_h).total_seconds() // 3600)
         total[index] += point.intensity_g_per_kwh
         count[index] += 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    known = count > 0
+    out[known] = total[known] / count[known]
+    return out
 
 
 def _fill_gaps(values: np.ndarray) -> np.ndarray:
@@ -145,19 +157,30 @@ class Forecaster:
         return _points(values, now, template, self.provider)
 
     def predict(self, series: np.ndarray, horizon_h: int) -> np.ndarray | None:
-        """Forecast ``horizon_h`` values after the last element of an hourly ``series`` (NaN = gap)."""
+        """Forecast ``horizon_h`` values after the last element of an hourly ``series`` (NaN = gap).
+
+        The average of the model fitted to the values (additive anomalies) and
+        to their logarithm (multiplicative anomalies, which suits spiky,
+        strictly positive grids and tracks the median): two views of the same
+        structure, combined because neither wins on every grid.
+        """
         known = ~np.isnan(series)
         if not known.any():
             return None
         first = int(np.argmax(known))
-        y = _fill_gaps(series[first:])
+        y = np.maximum(_fill_gaps(series[first:]), 0.0)
         if y.size < 48:
             # Under two days nothing seasonal can be estimated: persist the recent level.
             return np.full(horizon_h, float(np.mean(y[-3:])))
+        additive = self._fit_predict(y, horizon_h)
+        offset_g_per_kwh = 0.1 * float(np.mean(y)) or 1.0  # keeps log() finite for zero-carbon hours
+        multiplicative = np.exp(self._fit_predict(np.log(y + offset_g_per_kwh), horizon_h)) - offset_g_per_kwh
+        return np.maximum(0.5 * (additive + multiplicative), 0.0)
+
+    def _fit_predict(self, y: np.ndarray, horizon_h: int) -> np.ndarray:
+        """Profile + least-squares anomaly forecast of a gap-free hourly series."""
         profile_past, profile_future = self._daily_profile(y, horizon_h)
-        anomaly = y - profile_past
-        forecast = profile_future + _anomaly_forecast(anomaly, horizon_h)
-        return np.maximum(forecast, 0.0)
+        return profile_future + _anomaly_forecast(y - profile_past, horizon_h)
 
     def _daily_profile(self, y: np.ndarray, horizon_h: int) -> tuple[np.ndarray, np.ndarray]:
         """The hour-of-day profile at each history hour and at each forecast hour."""
@@ -191,7 +214,7 @@ def _anomaly_forecast(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
     h = np.arange(1, horizon_h + 1)
     lags = [np.zeros(horizon_h, dtype=int), (24 * np.ceil(h / 24).astype(int) - h)]
     if n >= 3 * 168 + horizon_h:
-        lags.append(168 - h if horizon_h <= 168 else np.maximum(168 - h, 0))
+        lags.append(168 * np.ceil(h / 168).astype(int) - h)
     lag = np.stack(lags, axis=1)  # (H, k): regressor i for horizon h is anomaly[n - 1 - lag[h, i]]
     r = _autocovariance(anomaly, int(lag.max() + horizon_h))
     if r[0] <= 0:

@@ -79,6 +79,11 @@ def static_intensity(zone: str) -> tuple[float, str]:
     return _country(country)
 
 
+def _factor(source: str) -> EmissionFactor:
+    """eGRID output rates count combustion only; the world (OWID/Ember) and Nordic figures are lifecycle."""
+    return EmissionFactor.DIRECT if "eGRID" in source else EmissionFactor.LIFECYCLE
+
+
 class StaticProvider(CarbonIntensityProvider):
     """A constant annual average per zone, labelled ``static``; never fails for a known zone."""
 
@@ -100,7 +105,7 @@ class StaticProvider(CarbonIntensityProvider):
             kind=Kind.STATIC,
             provider=self.name,
             zone=zone,
-            emission_factor=EmissionFactor.DIRECT,
+            emission_factor=_factor(_source),
             estimated=True,
         )
 

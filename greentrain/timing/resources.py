@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from greentrain.clock import Clock, SystemClock
+from greentrain.clock import Clock
 from greentrain.errors import ConfigError
 from greentrain.signals.base import CarbonIntensityProvider
 
@@ -43,10 +43,9 @@ def build_signals(zone: str | None, provider: Any, clock: Clock) -> Any:
 
 
 def _make(make_provider: Any, spec: str, clock: Clock) -> Any:
-    options: dict[str, Any] = {}
-    if spec.startswith("csv:") and not isinstance(clock, SystemClock):
-        options["replay_start"] = clock.now()  # replay the trace from the clock's origin
-    return make_provider(spec, clock=clock, **options)
+    # A CSV trace is read at the clock's own time (a ReplayClock inside the trace's year replays it
+    # as is; wall time maps to the same date in that year), so trace and job clock never drift apart.
+    return make_provider(spec, clock=clock)
 
 
 def _default_providers(make_provider: Any, clock: Clock) -> list[Any]:
@@ -62,8 +61,11 @@ def _zone_of(provider: Any) -> str:
     return str(getattr(provider, "zone", "") or "")
 
 
-def build_monitor(devices: Any, event_log: Any) -> tuple[Any, Any]:
-    """Start a Monitor over ``devices`` (default: discovered); ``devices=False`` disables measurement."""
+def build_monitor(devices: Any, event_log: Any, clock: Clock | None = None) -> tuple[Any, Any]:
+    """Start a Monitor over ``devices`` (default: discovered); ``devices=False`` disables measurement.
+
+    ``clock`` stamps the monitor's JSONL samples with the job's time (a replayed calendar included).
+    """
     if devices is False:
         return None, None
     try:
@@ -74,7 +76,7 @@ def build_monitor(devices: Any, event_log: Any) -> tuple[Any, Any]:
 
             devices = discover()
         monitor = Monitor(list(getattr(devices, "gpus", [])), list(getattr(devices, "cpus", [])),
-                          event_log=event_log)
+                          event_log=event_log, wall_clock=clock)
         monitor.start()
     except ConfigError:
         raise

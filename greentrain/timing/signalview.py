@@ -8,6 +8,7 @@ signal = run now), and every value seen lands in the ledger for pricing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -84,7 +85,8 @@ class SignalView:
         if self._fresh(self._forecast_at, now, self.forecast_refresh_s):
             return tuple(p for p in self._forecast if p.end > now)
         try:
-            points = tuple(sorted(self.signals.forecast(horizon_h=self.horizon_h), key=lambda p: p.start))
+            hours = max(1, math.ceil(self.horizon_h))  # SignalChain takes whole hours
+            points = tuple(sorted(self.signals.forecast(horizon_h=hours), key=lambda p: p.start))
         except Exception as e:
             self._on_note(f"carbon forecast unavailable ({type(e).__name__}: {e}); planning without it")
             self._forecast_at = now

@@ -145,3 +145,20 @@ def test_real_command_with_default_forecaster_and_table(tmp_path):
                           "PATH": "/usr/bin:/bin", "COLUMNS": "160"})
     assert done.returncode == 0, done.stderr
     assert "fraction of oracle saving" in done.stdout and "deadlines missed: 0/1" in done.stdout
+
+
+def test_policy_file_and_seasonal_forecaster(tmp_path, capsys):
+    trace = write_trace(tmp_path, [300, 100, 50, 400, 20, 30, 500, 60] * 9)
+    policy = tmp_path / "mine.toml"
+    policy.write_text('[policy]\nkind = "threshold"\nthreshold_g_per_kwh = 60\n', encoding="utf-8")
+    code, out, _ = run_cli(capsys, "--trace", str(trace), "--start", "2022-03-03T00:00Z", "--work-hours", "2",
+                           "--deadline-hours", "8", "--policy", str(policy), "--forecaster", "seasonal-naive",
+                           "--json")
+    assert code == 0
+    doc = json.loads(out)
+    [run] = doc["runs"]
+    # Runs only in the hours at or below 60 g/kWh (50, 20, 30), pausing the rest, and meets the deadline.
+    assert [(i["start"][11:16], i["end"][11:16]) for i in run["schedule"]] == [("02:00", "03:00"),
+                                                                              ("04:00", "05:05")]
+    assert run["deadline_met"] and run["resumes"] == 1
+    assert doc["summary"]["policy"] == "threshold"

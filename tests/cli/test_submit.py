@@ -110,3 +110,13 @@ def test_reschedule_rejects_a_malformed_job_id_without_calling_slurm(tmp_path: P
     gb = trace(tmp_path / "gb.csv", "GB", [200] * 48)
     code, _, err = run(capsys, "--reschedule", "42;rm -rf /", "--replay-trace", gb, *REPLAY)
     assert code == 2 and "is not a Slurm job id" in err
+
+
+@pytest.mark.timeout(30)
+def test_unavailable_carbon_signal_warns_and_plans_to_start_now(capsys, monkeypatch) -> None:
+    monkeypatch.delenv("ELECTRICITYMAPS_TOKEN", raising=False)  # no token: fails before any network call
+    code, out, err = run(capsys, "--zone", "GB", "--provider", "electricitymaps", "--estimate-hours", "2",
+                         "--dry-run", "--", "job.sh")
+    assert code == 0
+    assert "greentrain: warning: carbon signal for GB unavailable" in err and "no API token" in err
+    assert "forecast mean unknown" in out

@@ -81,10 +81,27 @@ def test_torchrun_launch_matches_single_process(job_toml: Path, tmp_path: Path, 
     (["--config", "nope"], "no such file or preset"),
     (["--deadline", "tomorrow"], "is not ISO-8601"),
     (["--steps", "0"], "train.steps: must be >= 1"),
+    (["--config", "1b", "--device", "cuda"], "no CUDA device is visible"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str, capsys) -> None:
+    if "cuda" in args:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is present: the cuda preset would really train")
     with pytest.raises(SystemExit) as info:
         main(["train", *args])
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "Traceback" not in err
+
+
+def test_help_lists_the_documented_flags(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--config", "--steps", "--seed", "--dp-replicate", "--dp-shard", "--tp", "--pp", "--pp-schedule",
+                 "--microbatches", "--dtype", "--metrics-jsonl", "--metrics-port", "--metrics-addr",
+                 "--checkpoint-dir", "--policy", "--zone", "--provider", "--deadline", "--nproc", "--mesh"):
+        assert flag in out

@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import torch
 import transformers
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_replay_chain import ReplayChain  # noqa: E402
+from gt_dirty_spell import T0  # noqa: E402
 
 from greentrain.clock import ReplayClock  # noqa: E402
 from greentrain.integrations.hf import GreenTrainCallback  # noqa: E402
-from greentrain.signals.base import IntensityPoint, Kind  # noqa: E402
 
-T0 = datetime(2022, 3, 1, tzinfo=UTC)
 STEPS = 12
 
 
@@ -44,11 +42,9 @@ def main(out: Path) -> None:
     trainer = transformers.Trainer(model=transformers.GPT2LMHeadModel(config), args=args, train_dataset=Tokens())
     # The replayed day starts now, not before the (slow) process-group and Trainer set-up.
     clock = ReplayClock(T0 + timedelta(minutes=59, seconds=50), speedup=3600.0)
-    chain = ReplayChain([IntensityPoint(start=T0 + timedelta(hours=i), end=T0 + timedelta(hours=i + 1),
-                                        intensity_g_per_kwh=v, kind=Kind.ACTUAL, provider="replay", zone="GB")
-                         for i, v in enumerate([100, 500, 500] + [100] * 45)], clock)
-    policy = out / "policy.toml"
-    callback = GreenTrainCallback(policy=str(policy), provider=chain, clock=clock, deadline=T0 + timedelta(hours=24),
+    policy = out / "policy.toml"  # policy and trace were written by the test before launch
+    callback = GreenTrainCallback(policy=str(policy), provider=f"csv:{out / 'gb-dirty-spell.csv'}", zone="GB",
+                                  clock=clock, deadline=T0 + timedelta(hours=24),
                                   devices=False, progress=False, decide_interval_s=1.0)
     trainer.add_callback(callback)
     trainer.train()

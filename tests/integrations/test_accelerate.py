@@ -4,7 +4,7 @@ ends identical to an uninterrupted run."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,13 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 accelerate = pytest.importorskip("accelerate")
 
-from gt_replay_chain import ReplayChain  # noqa: E402
+from gt_dirty_spell import T0, dirty_spell_trace  # noqa: E402
 
 from greentrain.clock import ReplayClock  # noqa: E402
 from greentrain.integrations.accelerate import GreenAccelerate  # noqa: E402
-from greentrain.signals.base import IntensityPoint, Kind  # noqa: E402
 
-T0 = datetime(2022, 3, 1, tzinfo=UTC)
 STEPS = 20
 
 
@@ -43,12 +41,10 @@ def one_step(accelerator, model, optimizer, batch):
 def green(accelerator, tmp_path: Path, start: timedelta = timedelta(minutes=59, seconds=57),
           **kwargs) -> GreenAccelerate:
     clock = ReplayClock(T0 + start, speedup=3600.0)
-    chain = ReplayChain([IntensityPoint(start=T0 + timedelta(hours=i), end=T0 + timedelta(hours=i + 1),
-                                        intensity_g_per_kwh=v, kind=Kind.ACTUAL, provider="replay", zone="GB")
-                         for i, v in enumerate([100, 500, 500] + [100] * 45)], clock)
     policy = tmp_path / "policy.toml"
     policy.write_text('[policy]\nkind = "threshold"\nthreshold_g_per_kwh = 200\n\n[settings]\nresume_overhead_s = 0\n')
-    return GreenAccelerate(accelerator, str(policy), checkpoint_dir=tmp_path / "ckpt", provider=chain, clock=clock,
+    return GreenAccelerate(accelerator, str(policy), checkpoint_dir=tmp_path / "ckpt", clock=clock, zone="GB",
+                           provider=f"csv:{dirty_spell_trace(tmp_path)}",
                            deadline=T0 + timedelta(hours=24), devices=False, progress=False,
                            decide_interval_s=1.0, **kwargs)
 

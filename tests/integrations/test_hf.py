@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,19 +14,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from gt_replay_chain import ReplayChain  # noqa: E402
+from gt_dirty_spell import T0, dirty_spell_trace  # noqa: E402
 
 from greentrain.clock import ReplayClock  # noqa: E402
 from greentrain.integrations.hf import STATE_FILE, GreenTrainCallback, train  # noqa: E402
-from greentrain.signals.base import IntensityPoint, Kind  # noqa: E402
 
-T0 = datetime(2022, 3, 1, tzinfo=UTC)
 STEPS = 24
-
-
-def hourly(values: list[float]) -> list[IntensityPoint]:
-    return [IntensityPoint(start=T0 + timedelta(hours=i), end=T0 + timedelta(hours=i + 1), intensity_g_per_kwh=v,
-                           kind=Kind.ACTUAL, provider="replay", zone="GB") for i, v in enumerate(values)]
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -75,8 +68,8 @@ def reference(tmp_path_factory) -> dict:
 def green(tmp_path: Path, mode: str) -> GreenTrainCallback:
     # Clean now, dirty from 01:00 to 03:00, clean after; one trace hour passes per real second.
     clock = ReplayClock(T0 + timedelta(minutes=59, seconds=50), speedup=3600.0)
-    chain = ReplayChain(hourly([100, 500, 500] + [100] * 45), clock)
-    return GreenTrainCallback(policy=str(threshold_policy(tmp_path, mode)), provider=chain, clock=clock,
+    return GreenTrainCallback(policy=str(threshold_policy(tmp_path, mode)), zone="GB", clock=clock,
+                              provider=f"csv:{dirty_spell_trace(tmp_path)}",
                               deadline=T0 + timedelta(hours=24), pause_mode=mode, devices=False,
                               progress=False, decide_interval_s=1.0, jsonl=tmp_path / "run.jsonl")
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gt_dirty_spell import dirty_spell_trace
 
 pytest.importorskip("transformers")
 
@@ -26,6 +27,7 @@ def free_port() -> int:
 def test_all_ranks_pause_at_the_same_step_and_finish_identically(tmp_path: Path) -> None:
     (tmp_path / "policy.toml").write_text('[policy]\nkind = "threshold"\nthreshold_g_per_kwh = 200\n\n'
                                           '[settings]\npause_mode = "checkpoint"\nresume_overhead_s = 0\n')
+    dirty_spell_trace(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "MASTER_ADDR": "127.0.0.1"}
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",

@@ -202,7 +202,8 @@ def test_cli_once_runs_a_pass_with_a_replayed_trace(tmp_path, monkeypatch, capsy
     header = ("Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),"
               "Carbon Intensity gCO₂eq/kWh (LCA),Low Carbon Percentage,Renewable Percentage,Data Source,"
               "Data Estimated,Data Estimation Method")
-    rows = [f"{(T0 + i * HOUR):%Y-%m-%d %H:%M:%S},X,GB,GB,{v},{v},0,0,t,false," for i, v in enumerate([20.0] * 2 + [300.0] * 46)]
+    values = [20.0] * 2 + [300.0] * 46  # clean only for the next two hours: run now
+    rows = [f"{(T0 + i * HOUR):%Y-%m-%d %H:%M:%S},X,GB,GB,{v},{v},0,0,t,false," for i, v in enumerate(values)]
     trace = tmp_path / "gb.csv"
     trace.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
     api = FakeBatchApi()

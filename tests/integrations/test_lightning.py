@@ -4,7 +4,7 @@ identical to an uninterrupted run; the callback's own state survives the checkpo
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,19 +12,12 @@ import pytest
 torch = pytest.importorskip("torch")
 L = pytest.importorskip("lightning.pytorch")
 
-from gt_replay_chain import ReplayChain  # noqa: E402
+from gt_dirty_spell import T0, dirty_spell_trace  # noqa: E402
 
 from greentrain.clock import ReplayClock  # noqa: E402
 from greentrain.integrations.lightning import PAUSE_CHECKPOINT, GreenTrainCallback, ResumableLoader, fit  # noqa: E402
-from greentrain.signals.base import IntensityPoint, Kind  # noqa: E402
 
-T0 = datetime(2022, 3, 1, tzinfo=UTC)
 STEPS = 24
-
-
-def hourly(values: list[float]) -> list[IntensityPoint]:
-    return [IntensityPoint(start=T0 + timedelta(hours=i), end=T0 + timedelta(hours=i + 1), intensity_g_per_kwh=v,
-                           kind=Kind.ACTUAL, provider="replay", zone="GB") for i, v in enumerate(values)]
 
 
 class Regressor(L.LightningModule):
@@ -63,8 +56,8 @@ def threshold_policy(tmp_path: Path) -> Path:
 
 def green(tmp_path: Path, clock_start: timedelta = timedelta(minutes=59, seconds=55)) -> GreenTrainCallback:
     clock = ReplayClock(T0 + clock_start, speedup=3600.0)  # a trace hour per real second
-    chain = ReplayChain(hourly([100, 500, 500] + [100] * 45), clock)
-    return GreenTrainCallback(policy=str(threshold_policy(tmp_path)), provider=chain, clock=clock,
+    return GreenTrainCallback(policy=str(threshold_policy(tmp_path)), zone="GB", clock=clock,
+                              provider=f"csv:{dirty_spell_trace(tmp_path)}",
                               deadline=T0 + timedelta(hours=24), devices=False, progress=False,
                               decide_interval_s=1.0, jsonl=tmp_path / "run.jsonl")
 

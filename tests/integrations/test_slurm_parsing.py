@@ -64,8 +64,9 @@ def test_resume_time_file_for_the_batch_template(tmp_path, monkeypatch) -> None:
 
 
 def test_exit_code_matches_the_session_and_the_template() -> None:
-    from greentrain.session import RESUME_EXIT_CODE
     from pathlib import Path
+
+    from greentrain.session import RESUME_EXIT_CODE
 
     template = (Path(__file__).resolve().parents[2] / "integrations" / "slurm" / "greentrain-job.sbatch").read_text()
     assert PAUSED_EXIT_CODE == RESUME_EXIT_CODE == 75

@@ -197,3 +197,19 @@ def test_clock_based_operating_points_come_back_as_clocks():
     )
     d = CarbonAwarePolicy().decide(snap([500, 500, 500], 1.6, 3, operating_points=points_by_clock), T0)
     assert d.action == Action.RUN and d.sm_clocks_mhz == (1410, 1410) and d.power_limit_w is None
+
+
+def test_sub_hourly_forecasts_are_planned_per_hour():
+    from greentrain.policies.window import intensity_slots
+
+    half = [replace(p, start=T0 + i * HOUR / 2, end=T0 + (i + 1) * HOUR / 2)
+            for i, p in enumerate(points([100, 300, 10, 30, 50, 70]))]
+    s = Snapshot(work_remaining_s=1800, carbon_now=half[0], forecast=tuple(half[1:]), deadline=T0 + 3 * HOUR)
+    slots = intensity_slots(s, T0, T0 + 3 * HOUR)
+    assert [(sl.start, sl.end, sl.intensity_g_per_kwh) for sl in slots] == [
+        (T0, T0 + HOUR / 2, 100.0),
+        (T0 + HOUR / 2, T0 + HOUR, 300.0),
+        (T0 + HOUR, T0 + 2 * HOUR, 20.0),
+        (T0 + 2 * HOUR, T0 + 3 * HOUR, 60.0),
+    ]
+    assert ForecastOptimalPolicy().decide(s, T0).plan == ((T0 + HOUR, T0 + 1.5 * HOUR),)

@@ -96,3 +96,19 @@ def test_checkpoints_are_pruned_and_incomplete_ones_ignored(tmp_path: Path) -> N
     assert sorted(p.name for p in folder.iterdir()) == ["step-3", "step-4"]
     (folder / "step-9").mkdir()  # a save killed before its .metadata was written
     assert latest_step(folder) == 4
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_checkpoints_at_the_step_boundary(tmp_path: Path, uninterrupted) -> None:
+    import os
+    import signal
+
+    cfg = _cfg(str(tmp_path / "ckpt")).replace("checkpoint", interval=100)
+    trainer = Trainer(cfg)
+    trainer.on_step = lambda m: os.kill(os.getpid(), signal.SIGTERM) if m.step == 1 else None
+    handler = signal.getsignal(signal.SIGTERM)
+    before = trainer.fit(handle_signals=True)
+    assert [m.step for m in before] == [1] and latest_step(tmp_path / "ckpt") == 1
+    assert signal.getsignal(signal.SIGTERM) == handler, "the previous handler is restored"
+    after = Trainer(cfg).fit()
+    compare(uninterrupted, [(m.loss, m.grad_norm) for m in before + after], "SIGTERM/resume")

@@ -54,13 +54,15 @@ def _pp_stage_times(rank: int, world: int):
     cfg = tiny_config(parallel={"pp": 2, "dp_shard": 1, "pp_schedule": "interleaved", "microbatches": 2})
     trainer = Trainer(cfg)
     trainer.train_step()
-    return trainer.stage_times_s(), trainer.built.plan.local_stage_ids
+    chunks = [(s.forward_chunks, s.backward_chunks) for s in trainer.built.stages]
+    return trainer.stage_times_s(), trainer.built.plan.local_stage_ids, chunks
 
 
 @pytest.mark.timeout(120)
 def test_stage_times_per_local_stage() -> None:
-    for times, stage_ids in run_ranks(_pp_stage_times, 2, timeout_s=100):
+    for times, stage_ids, chunks in run_ranks(_pp_stage_times, 2, timeout_s=100):
         assert len(times) == len(stage_ids) == 2  # interleaved: two virtual stages per rank
+        assert chunks == [(2, 2), (2, 2)]  # means are per microbatch: each stage ran 2 of them
         assert all(fwd > 0 and bwd > 0 for fwd, bwd in times)
     single = Trainer(tiny_config(parallel={"dp_shard": 1}))
     single.train_step()

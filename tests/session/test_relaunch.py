@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent(
     model, opt = make_model()
     with Session(PauseAtSteps({{5}}, pause_s=0.3), provider=signals, steps_total={steps}, model=model,
                  optimizer=opt, checkpoint_dir={ckpt!r}, clock=clock, devices=False, progress=False,
-                 decide_interval_s=0.001, jsonl={jsonl!r}) as session:
+                 decide_interval_s=1e-9, jsonl={jsonl!r}) as session:
         for step in range(session.start_step, {steps}):
             loss = train_step(model, opt, step)
             with open({out!r}, "a") as f:
