@@ -132,6 +132,8 @@ class Engine:
         self._closed = False
         self._logged: tuple[Action, str] = (Action.RUN, "")
         self._shared_version = 0
+        self.decided_on: tuple = ()
+        """Fingerprint of the carbon data behind the last decision (periodic re-plans skip identical data)."""
         self.job_stats.update(deadline=self.deadline)
 
     # ---- public loop API -------------------------------------------------------------------------
@@ -219,8 +221,9 @@ class Engine:
         """Make a running ``wait_until`` return at once (e.g. from a signal handler)."""
         self.waiter.interrupt()
 
-    def close(self) -> None:
-        """Write the summary event, restore actuators and stop the scheduler; safe to call twice."""
+    def close(self, **summary: Any) -> None:
+        """Write the summary event (``summary`` adds or overrides fields), restore actuators and stop the
+        scheduler; safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -229,12 +232,13 @@ class Engine:
             self._guarded("actuators.restore_all", self.actuators.restore_all)
         if self.event_log is not None:
             stats = self.job_stats.snapshot()
-            self.event_log.write(
-                "summary", self.clock.now(), steps=self.steps_done, tokens=stats.tokens_total,
-                energy_j=self.ledger.energy_j, emissions_g=self.ledger.emissions_g,
-                emissions_avoided_g=self.ledger.avoided_g, running_s=self.running_s,
-                deadline=self.deadline, finished=self.finished, notes=list(self.notes),
-            )
+            fields: dict[str, Any] = {
+                "steps": self.steps_done, "tokens": stats.tokens_total, "energy_j": self.ledger.energy_j,
+                "emissions_g": self.ledger.emissions_g, "emissions_avoided_g": self.ledger.avoided_g,
+                "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
+                "notes": list(self.notes),
+            }
+            self.event_log.write("summary", self.clock.now(), **{**fields, **summary})
 
     # ---- derived quantities -----------------------------------------------------------------------
 
@@ -256,8 +260,9 @@ class Engine:
             step_s = self.times.mean_s
             return None if step_s is None else steps_left * step_s
         if self.work_total_s is not None:
-            remaining_s = max(0.0, self.work_total_s - self.running_s)
-            return remaining_s * (1.0 + 2.0 * _rel_std(self.times)) if pessimistic else remaining_s
+            # The user's estimate is the only knowledge here; the jitter of polling intervals says nothing
+            # about it, so the guard's safety fraction is the only margin.
+            return max(0.0, self.work_total_s - self.running_s)
         return None
 
     def latest_safe_resume(self) -> datetime | None:
@@ -279,9 +284,10 @@ class Engine:
     def _decide(self, now: datetime, state: JobState) -> Decision:
         return decider.decide(self, now, state)
 
-    def replan_paused(self, now: datetime) -> datetime | None:
-        """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now)."""
-        return decider.replan_paused(self, now)
+    def replan_paused(self, now: datetime, force: bool = True) -> datetime | None:
+        """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now,
+        None = keep the plan: without ``force`` only changed carbon data triggers a new decision)."""
+        return decider.replan_paused(self, now, force)
 
     # ---- applying ---------------------------------------------------------------------------------
 
@@ -400,11 +406,6 @@ def _resolve_policy(policy: Policy | str) -> Policy:
     from greentrain.policies import load_policy  # lazy: the policy package loads TOML presets
 
     return load_policy(policy)
-
-
-def _rel_std(times: StepTimes) -> float:
-    mean = times.mean_s
-    return times.std_s / mean if mean else 0.0
 
 
 def _config(name: str, reason: str) -> Exception:

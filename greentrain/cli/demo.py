@@ -44,9 +44,14 @@ def _parse_start(text: str) -> datetime:
     return parse_time(text, "--start")
 
 
-def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, deadline: str,
+def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, deadline: str | None,
               speedup: float) -> Any:
-    from greentrain.demo.scenario import DEFAULT_STARTS, Scenario, shipped_trace
+    from greentrain.demo.scenario import (
+        DEFAULT_DEADLINE_H,
+        DEFAULT_STARTS,
+        Scenario,
+        shipped_trace,
+    )
 
     if trace is None:
         trace_path = shipped_trace(zone)
@@ -55,7 +60,7 @@ def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, d
         if start is None:
             raise ConfigError("--start: required with --trace (the simulated time the job is submitted)")
         trace_path, start_at = trace, _parse_start(start)
-    deadline_at = parse_deadline(deadline, start_at)
+    deadline_at = parse_deadline(deadline or f"+{DEFAULT_DEADLINE_H.get(zone, 24.0):g}", start_at)
     deadline_h = (deadline_at - start_at).total_seconds() / 3600
     return Scenario(zone=zone, trace=trace_path, start=start_at, work_h=work_h, deadline_h=deadline_h,
                     speedup=speedup)
@@ -70,7 +75,7 @@ def _check_trace_covers(scenario: Any) -> None:
     index.require_cover(scenario.start, scenario.deadline, "the deadline")
 
 
-def _new_state(scenario: Any, policy: str, steps: int | None, say: Any) -> Any:
+def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, say: Any) -> Any:
     from greentrain.demo.runner import measure_step_time_s
     from greentrain.demo.state import DemoState
 
@@ -81,7 +86,7 @@ def _new_state(scenario: Any, policy: str, steps: int | None, say: Any) -> Any:
         f"{steps_total * step_s * scenario.speedup / 3600:.1f} simulated hours of work")
     return DemoState(zone=scenario.zone, trace=str(scenario.trace), start=scenario.start.isoformat(),
                      deadline=scenario.deadline.isoformat(), work_h=scenario.work_h, speedup=scenario.speedup,
-                     policy=policy, steps_total=steps_total, step_time_real_s=step_s,
+                     policy=policy, reserve_h=reserve_h, steps_total=steps_total, step_time_real_s=step_s,
                      sim_now=scenario.start.isoformat())
 
 
@@ -109,28 +114,31 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
               "(default: the day chosen for the zone).")
 @click.option("--speedup", type=float, default=480.0, show_default=True,
               help="Simulated seconds per real second (480: a day in 3 minutes).")
-@click.option("--deadline", default="+24", show_default=True, help="'+H' hours after the start, or ISO-8601.")
+@click.option("--deadline", default=None,
+              help="'+H' hours after the start, or ISO-8601 (default: +24; +30 for US-CAL-CISO).")
 @click.option("--work-hours", type=float, default=8.0, show_default=True,
               help="Simulated running time of the job at full speed (sets the number of steps).")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Number of steps (overrides --work-hours).")
 @click.option("--policy", default="carbon-aware", show_default=True, help="Policy preset name or TOML file.")
+@click.option("--reserve-hours", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Simulated hours the policy keeps free before the deadline (absorbs a busy machine's slowdowns).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=9464, show_default=True,
               help="Prometheus endpoint on 127.0.0.1 (0: any free port).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report/index.html at the end.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on a terminal.")
 @click.pass_context
 def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start: str | None, speedup: float,
-         deadline: str, work_hours: float, steps: int | None, policy: str, metrics_port: int, report: bool,
-         progress: bool) -> None:
+         deadline: str | None, work_hours: float, steps: int | None, policy: str, reserve_hours: float,
+         metrics_port: int, report: bool, progress: bool) -> None:
     """Train the reference model on CPU under a carbon-aware policy while a real carbon trace replays.
 
     Waits for a clean window, pauses through a dirty one, resumes from its checkpoint without losing a
     step and finishes before the deadline; then prints a summary and writes an HTML report. Ctrl-C
     stops cleanly with a checkpoint; run the same command again to resume.
     """
+    from greentrain.demo.runner import demo_policy
     from greentrain.demo.scenario import ATTRIBUTION
     from greentrain.demo.state import load_demo_state, save_demo_state
-    from greentrain.policies import load_policy
 
     console = _console()
 
@@ -150,11 +158,12 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     if state is None:
         scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
         _check_trace_covers(scenario)
-        load_policy(policy)  # a bad --policy fails now, before any training
-        state = _new_state(scenario, policy, steps, say)
+        demo_policy(policy, reserve_hours)  # a bad --policy fails now, before any training
+        state = _new_state(scenario, policy, reserve_hours, steps, say)
         save_demo_state(out_dir, state)
     else:
-        ignored = _explicit(ctx, ("zone", "trace", "start", "speedup", "deadline", "work_hours", "steps", "policy"))
+        ignored = _explicit(ctx, ("zone", "trace", "start", "speedup", "deadline", "work_hours", "steps", "policy",
+                                  "reserve_hours"))
         if ignored:
             say(f"resuming the job in {out_dir}; its saved settings win over {', '.join('--' + n for n in ignored)}")
         scenario = _scenario_of(state)
@@ -176,7 +185,8 @@ def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int
     console.print(f"  {attribution}", highlight=False, soft_wrap=True)
     console.print(f"  job: {state.steps_total} steps (~{scenario.work_h:g} h of work), submitted "
                   f"{scenario.start:%Y-%m-%d %H:%M} UTC, deadline {scenario.deadline:%Y-%m-%d %H:%M} UTC, "
-                  f"policy {state.policy}", highlight=False, soft_wrap=True)
+                  f"policy {state.policy} (keeping {state.reserve_h:g} h before the deadline free)",
+                  highlight=False, soft_wrap=True)
     console.print(f"  metrics: http://127.0.0.1:{port}/metrics", highlight=False, soft_wrap=True)
     console.print(f"  output: {out_dir}", highlight=False, soft_wrap=True)
     sys.stdout.flush()

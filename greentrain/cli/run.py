@@ -74,6 +74,7 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
         res.engine = engine
         status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
                             checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
+        engine.close(finished=True, exit_status=status, launches=child.launches)
     sys.exit(status)
 
 

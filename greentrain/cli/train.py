@@ -96,6 +96,34 @@ def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -
     return argv
 
 
+def _pause_resume_at(cfg) -> datetime | None:
+    """When the ranks stopped for a checkpoint-mode pause: the planned resume time (else None)."""
+    if not (cfg.greentrain.policy and cfg.checkpoint.dir):
+        return None
+    from greentrain.timing.state import EngineState, load_state
+
+    state = load_state(f"{cfg.checkpoint.dir}/greentrain-state.json", cfg.greentrain.job)
+    return EngineState.parse_time(state.resume_at) if state is not None and state.resume_at else None
+
+
+def _launch_until_done(cfg, nproc: int, max_restarts: int, argv: list[str]) -> None:
+    """Run torchrun; after a policy pause (ranks checkpoint and exit) wait for the resume time and relaunch."""
+    import time
+
+    last_resume_at = None
+    while True:
+        rc = _launch(nproc, max_restarts, argv)
+        if rc == 0:
+            return
+        resume_at = _pause_resume_at(cfg)
+        if resume_at is None or resume_at == last_resume_at:  # a failure, not a (new) pause
+            raise click.ClickException(f"torchrun exited with status {rc} (see the rank output above)")
+        last_resume_at = resume_at
+        wait_s = max(0.0, (resume_at - datetime.now(UTC)).total_seconds())
+        click.echo(f"paused by policy; checkpoint saved; relaunching at {resume_at.isoformat()} ({wait_s:.0f} s)")
+        time.sleep(wait_s)
+
+
 def _echo_step(m) -> None:
     mfu = f" mfu {m.mfu:.1%}" if m.mfu is not None else ""
     click.echo(f"step {m.step:>6}  loss {m.loss:.4f}  grad_norm {m.grad_norm:.3f}  lr {m.lr:.2e}  "
@@ -197,8 +225,6 @@ def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: i
 
             p = cfg.parallel
             ParallelDims(dp_replicate=p.dp_replicate, dp_shard=p.dp_shard, tp=p.tp, pp=p.pp, world_size=nproc)
-        rc = _launch(nproc, max_restarts, _argv_for_ranks(config, sets, flags))
-        if rc:
-            raise click.ClickException(f"torchrun exited with status {rc} (see the rank output above)")
+        _launch_until_done(cfg, nproc, max_restarts, _argv_for_ranks(config, sets, flags))
         return
     _train_here(cfg)

@@ -7,8 +7,20 @@ checkpoint without losing a step and finishes before its deadline, with the
 Prometheus exporter serving and an HTML report at the end.
 """
 
-from greentrain.demo.runner import DemoRunner, SegmentEnd, demo_config, measure_step_time_s
-from greentrain.demo.scenario import ATTRIBUTION, DEFAULT_STARTS, Scenario, default_scenario, find_scenarios
+from greentrain.demo.runner import (
+    DemoRunner,
+    SegmentEnd,
+    demo_config,
+    demo_policy,
+    measure_step_time_s,
+)
+from greentrain.demo.scenario import (
+    ATTRIBUTION,
+    DEFAULT_STARTS,
+    Scenario,
+    default_scenario,
+    find_scenarios,
+)
 from greentrain.demo.state import DemoState, load_demo_state, save_demo_state
 from greentrain.demo.summary import DemoSummary, render_summary, summarize_run
 
@@ -22,6 +34,7 @@ __all__ = [
     "SegmentEnd",
     "default_scenario",
     "demo_config",
+    "demo_policy",
     "find_scenarios",
     "load_demo_state",
     "measure_step_time_s",

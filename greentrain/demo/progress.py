@@ -9,7 +9,7 @@ line per event instead.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Self
 
 from greentrain.clock import Clock
 
@@ -27,7 +27,7 @@ class StepProgress:
         self._progress: Any = None
         self._task: Any = None
 
-    def __enter__(self) -> StepProgress:
+    def __enter__(self) -> Self:
         if not self.enabled:
             return self
         from rich.console import Console

@@ -33,7 +33,7 @@ from greentrain.demo.progress import StepProgress
 from greentrain.demo.scenario import Scenario
 from greentrain.demo.state import DemoState, save_demo_state
 
-__all__ = ["DemoRunner", "SegmentEnd", "measure_step_time_s", "demo_config"]
+__all__ = ["DemoRunner", "SegmentEnd", "demo_config", "demo_policy", "measure_step_time_s"]
 
 CHECKPOINT_INTERVAL = 50
 """Steps between periodic checkpoints (pauses and Ctrl-C always save)."""
@@ -59,6 +59,25 @@ def demo_config(out_dir: Path | None, steps: int) -> Any:
     if out_dir is not None:
         cfg = cfg.replace("checkpoint", dir=str(out_dir / "checkpoint"), interval=CHECKPOINT_INTERVAL)
     return cfg
+
+
+def demo_policy(spec: str, reserve_h: float) -> Any:
+    """The policy ``spec``, keeping at least ``reserve_h`` simulated hours free before the deadline.
+
+    Applies to policies with a ``reserve_s`` parameter (carbon-aware, forecast-optimal, ...); others are
+    returned as loaded. At a high speed-up every real jitter of the step time (a busy machine) is scaled into
+    simulated hours of work, which the policy cannot foresee; the reserve absorbs it.
+    """
+    import dataclasses
+
+    from greentrain.policies import load_policy
+
+    policy = load_policy(spec)
+    config = getattr(policy, "config", None)
+    reserve_s = reserve_h * 3600.0
+    if config is None or not hasattr(config, "reserve_s") or config.reserve_s >= reserve_s:
+        return policy
+    return type(policy)(dataclasses.replace(config, reserve_s=reserve_s), settings=policy.settings)
 
 
 def measure_step_time_s(steps: int = 4) -> float:
@@ -195,7 +214,7 @@ class DemoRunner:
 
         sc = self.scenario
         return Session(
-            self.state.policy, zone=sc.zone, provider=self.provider, deadline=self.state.time("deadline"),
+            demo_policy(self.state.policy, self.state.reserve_h), zone=sc.zone, provider=self.provider, deadline=self.state.time("deadline"),
             steps_total=self.state.steps_total, save=save, load=trainer.resume, pause_mode="checkpoint",
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
             monitor=self._monitor, step_time_s=self.state.step_time_real_s * sc.speedup, relaunch="none",

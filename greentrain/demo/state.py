@@ -16,7 +16,7 @@ from pathlib import Path
 
 from greentrain.errors import ConfigError
 
-__all__ = ["DemoState", "load_demo_state", "save_demo_state", "STATE_FILE"]
+__all__ = ["STATE_FILE", "DemoState", "load_demo_state", "save_demo_state"]
 
 STATE_FILE = "demo.json"
 _VERSION = 1
@@ -40,6 +40,8 @@ class DemoState:
     """Measured real seconds per step when the job was sized."""
     sim_now: str
     """Simulated time when the last run stopped (the next run's replay origin)."""
+    reserve_h: float = 2.0
+    """Simulated hours the policy keeps free before the deadline (``demo_policy``)."""
     finished: bool = False
     runs: int = 0
     """How many times the demo has been started on this folder."""

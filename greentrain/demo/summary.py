@@ -67,7 +67,7 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 def _time(text: str) -> datetime:
-    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    return datetime.fromisoformat(str(text))
 
 
 def summarize_run(jsonl: Path, state: DemoState) -> DemoSummary:
@@ -120,12 +120,12 @@ def rows(s: DemoSummary) -> list[tuple[str, str]]:
         ("Pauses (checkpoint + resume)", str(s.pauses)),
         ("Finished vs deadline", finished),
         ("Energy", f"{s.energy_j:,.1f} J ({labels})"),
-        ("Emissions", f"{s.emissions_g * 1000:,.3f} mgCO2eq = training {s.steps_emissions_g * 1000:,.3f} "
-                      f"+ idle while waiting {idle_g * 1000:,.3f} (energy × trace intensity of its interval)"),
+        ("Emissions", (f"{s.emissions_g * 1000:,.3f} mgCO2eq = training {s.steps_emissions_g * 1000:,.3f} "
+                       f"+ idle while waiting {idle_g * 1000:,.3f} (energy × trace intensity of its interval)")),
         ("Run-now emissions (same steps, no wait)", f"{s.run_now_g * 1000:,.3f} mgCO2eq"),
-        ("Avoided vs run-now", f"{timing_g * 1000:,.3f} mgCO2eq ({pct(timing_g)}) by timing the steps; "
-                               f"{s.emissions_avoided_g * 1000:,.3f} mgCO2eq ({pct(s.emissions_avoided_g)}) "
-                               "net of the idle draw"),
+        ("Avoided vs run-now", (f"{timing_g * 1000:,.3f} mgCO2eq ({pct(timing_g)}) by timing the steps; "
+                                f"{s.emissions_avoided_g * 1000:,.3f} mgCO2eq ({pct(s.emissions_avoided_g)}) "
+                                "net of the idle draw")),
     ]
 
 

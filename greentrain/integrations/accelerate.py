@@ -77,7 +77,8 @@ class GreenAccelerate:
         if self.driver.step_end(tokens=tokens, loss=_scalar(loss)):
             self.accelerator.set_trigger()
         if self.accelerator.check_trigger():
-            self.driver.paused = True
+            if not self.driver.paused:  # another rank got a stop signal
+                self.driver.paused = self.driver.stopped_by_signal = True
             self.accelerator.save_state(str(self.checkpoint_dir))
             if self.accelerator.is_main_process:
                 (self.checkpoint_dir / "greentrain.json").write_text('{"paused": true}\n', encoding="utf-8")
@@ -92,9 +93,11 @@ class GreenAccelerate:
                 (self.checkpoint_dir / "greentrain.json").unlink(missing_ok=True)
             self.driver.close()
             return False
-        if self.after_pause == "exit":
+        if self.after_pause == "exit" or self.driver.stopped_by_signal:
             self.driver.close()
-            sys.exit(PAUSED_EXIT_CODE)
+            if self.after_pause == "exit":
+                sys.exit(PAUSED_EXIT_CODE)
+            return False  # stopped from outside: the checkpoint is saved, the scheduler relaunches
         if not self.driver.wait_for_resume():
             self.driver.close()
             return False

@@ -56,6 +56,9 @@ class GreenOptions:
     decide_interval_s: float = 300.0
     deadline_policy: str | None = None
     progress: bool = True
+    stop_signals: tuple[int, ...] = ()
+    """Signals that make the job checkpoint and stop at the next step boundary, e.g.
+    ``(signal.SIGTERM, signal.SIGUSR1)``: a Kubernetes suspend, Slurm's ``--signal`` before the time limit."""
 
     def __post_init__(self) -> None:
         if self.pause_mode not in ("checkpoint", "suspend"):
@@ -73,7 +76,11 @@ class StepDriver:
         self.resume_at: datetime | None = None
         """Set by a checkpoint-mode pause: when to train again."""
         self.paused = False
+        self.stopped_by_signal = False
+        """The last stop came from one of ``stop_signals`` (no resume time: relaunch when the scheduler does)."""
         self._closers: list[Any] = []
+        self._stop_requested = False
+        self._previous_handlers: dict[int, Any] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -84,9 +91,10 @@ class StepDriver:
         """
         if self.engine is None:
             self._build(steps_total, steps_done, prior)
+            self._install_signal_handlers()
         else:  # same process, training again after a checkpoint pause
             self.engine.steps_done = steps_done
-        self.paused = False
+        self.paused = self.stopped_by_signal = False
         self.resume_at = None
         decision = self.engine.begin()
         if decision.action is not Action.RUN:
@@ -153,16 +161,36 @@ class StepDriver:
         if engine is None:
             return False
         decision = engine.step_end(tokens=tokens, loss=loss)
+        if self._stop_requested:
+            return self._stop_for_signal()
         if decision.action is Action.RUN or engine.finished:
             return False
         if self.options.pause_mode == "suspend":
             engine.wait_until(decision.until, decision.reason or "paused")
-            return False
+            return self._stop_for_signal() if self._stop_requested else False
         self.paused = True
         self.resume_at = decision.until
         if engine.is_leader:
             write_resume_time(decision.until)  # for the Slurm template's requeue (no-op elsewhere)
         return True
+
+    def _stop_for_signal(self) -> bool:
+        self._stop_requested = False
+        self.paused = self.stopped_by_signal = True
+        self.resume_at = None
+        return True
+
+    def _install_signal_handlers(self) -> None:
+        import signal
+
+        for signum in self.options.stop_signals:
+            self._previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
+
+    def _on_stop_signal(self, signum: int, frame: Any) -> None:
+        # Only set flags here: the checkpoint is written at the next step boundary, by the framework.
+        self._stop_requested = True
+        if self.engine is not None:
+            self.engine.interrupt()  # end a suspend-mode wait at once
 
     def state(self) -> Any:
         """The job's deadline and totals as an ``EngineState``, to save with a checkpoint (None before open)."""
@@ -177,12 +205,20 @@ class StepDriver:
         """After a checkpoint pause: block until the planned resume time; False if interrupted."""
         if self.engine is None or not self.paused:
             return True
+        if self.stopped_by_signal:
+            return False  # the process is being stopped from outside: leave the resume to the scheduler
         return not self.engine.wait_until(self.resume_at, "checkpoint pause")
 
     def close(self) -> None:
         """Restore hardware settings, write the summary, stop helpers; safe to call twice."""
         closers, self._closers = self._closers, []
         engine, self.engine = self.engine, None
+        if self._previous_handlers:
+            import signal
+
+            for signum, handler in self._previous_handlers.items():
+                signal.signal(signum, handler)
+            self._previous_handlers.clear()
         try:
             if engine is not None:
                 engine.close()

@@ -62,6 +62,11 @@ class GreenTrainCallback(TrainerCallback):
         return self.driver.paused
 
     @property
+    def stopped_by_signal(self) -> bool:
+        """The last stop came from one of ``stop_signals`` (the scheduler relaunches; nothing to wait for)."""
+        return self.driver.stopped_by_signal
+
+    @property
     def resume_at(self) -> datetime | None:
         """When the paused job plans to resume."""
         return self.driver.resume_at
@@ -85,7 +90,12 @@ class GreenTrainCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         seen = state.num_input_tokens_seen or 0
         tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
-        if self.driver.step_end(tokens=tokens):
+        stop = self.driver.step_end(tokens=tokens)
+        if self.options.stop_signals:  # a signal may reach one rank only: stop if any rank must
+            stop = _any_rank(stop, args.device)
+            if stop and not self.driver.paused:
+                self.driver.paused = self.driver.stopped_by_signal = True
+        if stop:
             self.pauses += 1
             control.should_save = True
             control.should_training_stop = True
@@ -118,6 +128,17 @@ class GreenTrainCallback(TrainerCallback):
         """Close and exit with status 75 so a scheduler (Slurm template, K8s) relaunches the job later."""
         self.close()
         sys.exit(PAUSED_EXIT_CODE)
+
+
+def _any_rank(flag: bool, device: Any) -> bool:
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    value = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
 
 
 def _load_prior(path: Path, job: str) -> Any:

@@ -61,6 +61,11 @@ class GreenTrainCallback(Callback):
         return self.driver.paused
 
     @property
+    def stopped_by_signal(self) -> bool:
+        """The last stop came from one of ``stop_signals`` (the scheduler relaunches; nothing to wait for)."""
+        return self.driver.stopped_by_signal
+
+    @property
     def resume_at(self) -> datetime | None:
         """When the paused job plans to resume."""
         return self.driver.resume_at
@@ -84,8 +89,8 @@ class GreenTrainCallback(Callback):
         if not pause:
             return
         self.pauses += 1
-        if not self.driver.paused:  # another rank paused: adopt its stop
-            self.driver.paused = True
+        if not self.driver.paused:  # another rank got a stop signal: stop with it
+            self.driver.paused = self.driver.stopped_by_signal = True
         path = (self.checkpoint_dir or Path(trainer.default_root_dir)) / PAUSE_CHECKPOINT
         trainer.save_checkpoint(path)
         self.pause_checkpoint = path

@@ -111,7 +111,7 @@ def run_training(cfg: JobConfig, *, on_step=None, session_kwargs: dict[str, Any]
     extra = dict(session_kwargs or {})
     if cfg.greentrain.policy is None and "policy" not in extra:
         with _plain_metrics(trainer.cfg, trainer) as count:
-            trainer.on_step = _chain(callbacks + [count])
+            trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
             return trainer, trainer.fit(handle_signals=handle_signals)
     session = _session(trainer.cfg, trainer, world_size, extra)
     trainer.on_step = _chain(callbacks)

@@ -161,7 +161,7 @@ def plan_mesh(model, *, world_size: int, seq_len: int, global_batch: int,
     best = candidates[0]
     runner_up = (f"; next best {candidates[1].describe()} at {candidates[1].energy_per_token_j * 1e3:.3g} mJ/token"
                  if len(candidates) > 1 else "")
-    reason = (f"{best.describe()}: fits ({best.memory_gb:.1f} of {hw.memory_gb:g} GB per device) with the lowest "
+    reason = (f"{best.describe()}: fits ({best.memory_gb:.1f} of {hw.memory_gb:.3g} GB per device) with the lowest "
               f"estimated energy per token, {best.energy_per_token_j * 1e3:.3g} mJ, of {len(candidates)} valid "
               f"layouts{runner_up}; {len(rejected)} rejected")
     return Plan(best, tuple(candidates), tuple(rejected), reason)

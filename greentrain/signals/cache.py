@@ -70,9 +70,15 @@ class TTLCache:
 
     def get(self, key: str) -> CacheEntry | None:
         """The entry for ``key`` if fetched within the TTL, else None (a miss)."""
+        ttl = timedelta(seconds=self.ttl_s)
         with self._lock:
-            entry = self._memory.get(key) or self._read(key)
-            if entry is not None and self._clock.now() - entry[1] <= timedelta(seconds=self.ttl_s):
+            entry = self._memory.get(key)
+            if entry is None or self._clock.now() - entry[1] > ttl:
+                # Another process (rank, restart) may have refreshed the disk copy since.
+                disk = self._read(key)
+                if disk is not None and (entry is None or disk[1] > entry[1]):
+                    entry = disk
+            if entry is not None and self._clock.now() - entry[1] <= ttl:
                 self._memory[key] = entry
                 self.hits += 1
                 return entry

@@ -65,7 +65,12 @@ class SignalChain:
         self._stale_after_s = stale_after_s
         self._history = timedelta(days=history_days)
         shared_rng = rng or random.Random()
-        self._backoff = [Backoff(base_s=backoff_base_s, max_s=backoff_max_s, rng=shared_rng) for _ in providers]
+        # One schedule per (provider, query): a plan without /forecast access must not silence /latest.
+        self._backoff = {
+            (index, query): Backoff(base_s=backoff_base_s, max_s=backoff_max_s, rng=shared_rng)
+            for index in range(len(providers))
+            for query in ("latest", "forecast", "history")
+        }
         self._lock = threading.RLock()
         self._last_good: tuple[IntensityPoint, datetime] | None = None
         self._serving_last_good = False
@@ -77,9 +82,9 @@ class SignalChain:
         """The wrapped providers, in order."""
         return list(self._providers)
 
-    def _try(self, index: int, call):  # type: ignore[no-untyped-def]
+    def _try(self, index: int, call, query: str = "latest"):  # type: ignore[no-untyped-def]
         """Run ``call(provider)`` for provider ``index``; record success/failure. None on failure."""
-        provider, backoff = self._providers[index], self._backoff[index]
+        provider, backoff = self._providers[index], self._backoff[(index, query)]
         now = self._clock.now()
         if not backoff.ready(now):
             return None
@@ -114,10 +119,9 @@ class SignalChain:
         with self._lock:
             now = self._clock.now()
             for index in range(len(self._providers)):
-                points = self._try(index, lambda p: p.forecast(self.zone, float(horizon_h)))
-                if points is None:
-                    continue
-                points = [p for p in points if p.end > now]
+                # A failed forecast call still leaves history + Forecaster (e.g. a plan without /forecast).
+                points = self._try(index, lambda p: p.forecast(self.zone, float(horizon_h)), "forecast")
+                points = [p for p in points or [] if p.end > now]
                 covered_until = points[-1].end if points else floor_hour(now) + timedelta(hours=1)
                 if covered_until >= now + timedelta(hours=horizon_h):
                     self._last_forecast = points
@@ -142,7 +146,7 @@ class SignalChain:
     def _own_forecast(self, index: int, now: datetime, horizon_h: int) -> list[IntensityPoint]:
         """The Forecaster over provider ``index``'s recent history (empty if it has none)."""
         end = floor_hour(now) + timedelta(hours=1)
-        history = self._try(index, lambda p: p.history(self.zone, end - self._history, end))
+        history = self._try(index, lambda p: p.history(self.zone, end - self._history, end), "history")
         if not history:
             return []
         return self._forecaster.forecast(history, now, horizon_h)
@@ -151,7 +155,7 @@ class SignalChain:
         """Actual points over [start, end) from the first provider that has them."""
         with self._lock:
             for index in range(len(self._providers)):
-                points = self._try(index, lambda p: p.history(self.zone, start, end))
+                points = self._try(index, lambda p: p.history(self.zone, start, end), "history")
                 if points:
                     return points
             return []

@@ -7,8 +7,9 @@
 * the anomaly is how far each hour sits from that profile (a windy spell, a
   cold snap). Grid anomalies persist for hours to days and echo at the same
   hour a day or a week later, so the anomaly ``h`` hours ahead is predicted by
-  least squares from the anomaly now, the latest one at the same hour of day
-  and (given three weeks of data) the one a week before the target. The
+  least squares from the anomaly now and 2 h and 6 h ago, the latest one at
+  the same hour of day and (given three weeks of data) the one a week before
+  the target. The
   coefficients are re-fitted at every call from the history's own
   autocovariance: nothing is tuned to a particular grid.
 
@@ -35,6 +36,8 @@ from greentrain.signals.base import IntensityPoint, Kind
 __all__ = ["Forecaster", "SeasonalNaiveForecaster", "floor_hour", "hourly_series"]
 
 _HOUR = timedelta(hours=1)
+_RECENT_LAGS_H = (0, 2, 6)
+"""Hours back of the recent anomalies used as regressors (now, and two earlier for momentum)."""
 
 
 def floor_hour(when: datetime) -> datetime:
@@ -107,9 +110,11 @@ def _points(
 
 
 def _check_horizon(horizon_h: int) -> int:
-    if not isinstance(horizon_h, int) or horizon_h < 1:
+    """``horizon_h`` as an int >= 1 (numpy ints and whole floats accepted); ConfigError otherwise."""
+    whole = isinstance(horizon_h, int | np.integer) or (isinstance(horizon_h, float) and horizon_h.is_integer())
+    if isinstance(horizon_h, bool) or not whole or horizon_h < 1:
         raise ConfigError(f"horizon_h: must be a positive whole number of hours, got {horizon_h!r}")
-    return horizon_h
+    return int(horizon_h)
 
 
 def _known_before(history: Sequence[IntensityPoint], now: datetime) -> IntensityPoint | None:
@@ -205,14 +210,15 @@ def _autocovariance(a: np.ndarray, max_lag: int) -> np.ndarray:
 def _anomaly_forecast(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
     """Predict anomaly[n - 1 + h], h = 1..horizon_h, by least squares on lagged anomalies.
 
-    Regressors per horizon: the anomaly now, the latest anomaly at the same
-    hour of day, and (with >= 3 weeks of data) the one at the same hour a week
+    Regressors per horizon: the anomaly now and 2 h and 6 h ago (level and
+    momentum: is the wind picking up or dying down?), the latest anomaly at
+    the target's hour of day, and (with >= 3 weeks of data) the one a week
     before the target. Coefficients solve the normal equations built from the
     history's autocovariance (Yule-Walker style), one small system per horizon.
     """
     n = anomaly.size
     h = np.arange(1, horizon_h + 1)
-    lags = [np.zeros(horizon_h, dtype=int), (24 * np.ceil(h / 24).astype(int) - h)]
+    lags = [np.full(horizon_h, lag_h) for lag_h in _RECENT_LAGS_H] + [24 * np.ceil(h / 24).astype(int) - h]
     if n >= 3 * 168 + horizon_h:
         lags.append(168 * np.ceil(h / 168).astype(int) - h)
     lag = np.stack(lags, axis=1)  # (H, k): regressor i for horizon h is anomaly[n - 1 - lag[h, i]]
@@ -224,8 +230,7 @@ def _anomaly_forecast(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
     gram += np.eye(lag.shape[1]) * (1e-3 * r[0])
     target = r[h[:, None] + lag]
     coef = np.linalg.solve(gram, target[..., None])[..., 0]
-    regressors = anomaly[n - 1 - lag]
-    return (coef * regressors).sum(axis=1)
+    return (coef * anomaly[n - 1 - lag]).sum(axis=1)
 
 
 class SeasonalNaiveForecaster:

@@ -102,7 +102,8 @@ class JSONClient:
         """Decoded JSON of GET ``api_base/path``; typed SignalError on any fault."""
         where = f"{self.provider} {path}"
         try:
-            response = self._client.get(f"{self.api_base}/{path.lstrip('/')}", params=params, headers=headers, auth=auth)
+            url = f"{self.api_base}/{path.lstrip('/')}"
+            response = self._client.get(url, params=params, headers=headers, auth=auth)
         except httpx.TimeoutException:
             raise SignalError(f"{where}: timed out") from None
         except httpx.ConnectError as e:

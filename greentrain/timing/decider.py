@@ -81,6 +81,7 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
         current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
         operating_points=engine.operating_points,
     )
+    engine.decided_on = engine.signals.fingerprint()
     try:
         decision = engine.policy.decide(snapshot, now)
     except Exception as e:  # a policy bug must not stop training
@@ -108,12 +109,21 @@ def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:
     return replace(decision, until=until)
 
 
-def replan_paused(engine: Engine, now: datetime) -> datetime | None:
-    """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now)."""
+def replan_paused(engine: Engine, now: datetime, force: bool = True) -> datetime | None:
+    """Leader, during a wait: re-decide with fresh signals; the new resume time (``now`` = run now).
+
+    Without ``force`` (a periodic tick) the policy is asked only if the carbon data changed since the
+    last decision: re-deciding on identical inputs can only add noise. None = keep the current plan.
+    """
     if engine.best_effort or engine.finished:
         return now
     state = JobState.WAITING if engine.first_start is None else JobState.PAUSED
     engine.signals.invalidate()
+    if not force:
+        engine.signals.latest(now, engine.ledger)
+        engine.signals.forecast(now, engine.ledger)
+        if engine.signals.fingerprint() == engine.decided_on:
+            return None
     decision = decide(engine, now, state)
     if decision.action == Action.RUN:
         return now

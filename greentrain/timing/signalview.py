@@ -53,6 +53,12 @@ class SignalView:
         """The latest point and the forecast in hand (no I/O), for other ranks' ledgers."""
         return ((self._latest,) if self._latest is not None else ()) + self._forecast
 
+    def fingerprint(self) -> tuple:
+        """The carbon data in hand (no I/O): equal fingerprints mean a decision would see the same inputs."""
+        latest = self._latest
+        head = (latest.start, latest.intensity_g_per_kwh) if latest is not None else None
+        return head, tuple((p.start, p.intensity_g_per_kwh) for p in self._forecast)
+
     def invalidate(self) -> None:
         """Force a fresh read next time (a re-plan during a pause)."""
         self._latest_at = None

@@ -171,10 +171,12 @@ class Waiter:
         with self._replan_lock:
             now = engine.clock.now()
             try:
-                new_target = engine.replan_paused(now)
+                new_target = engine.replan_paused(now, force=at_wake)
             except Exception as e:  # never let the scheduler thread die silently
                 engine._note(f"re-plan failed ({type(e).__name__}: {e}); keeping the current plan")
                 return
+            if new_target is None:  # same data as the last decision: keep the plan
+                new_target = self.target
             latest = engine.latest_safe_resume()
             if latest is not None and new_target is not None and latest < new_target:
                 engine.guard_engaged = True

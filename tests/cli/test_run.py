@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from greentrain.cli import main
+from greentrain.events import read_events
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -72,3 +77,76 @@ def test_best_effort_warns_and_runs_now(capfd: pytest.CaptureFixture[str]) -> No
     out, err = capfd.readouterr()
     assert code == 0 and "ran" in out
     assert "best-effort" in err
+
+
+# ---- end to end: a real child process under a replayed synthetic trace ----------------------------------
+
+WORKER = """
+import os, signal, sys, time
+out, state, n, tick = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+stop = False
+def on_usr1(signum, frame):
+    global stop
+    stop = True
+signal.signal(signal.SIGUSR1, on_usr1)
+start = int(open(state).read()) if os.path.exists(state) else 0
+for i in range(start, n):
+    time.sleep(tick)
+    with open(out, "a") as f:
+        f.write(f"{i} {time.monotonic()!r} {os.environ.get('GREENTRAIN_RESTARTS')}\\n")
+    if stop:
+        with open(state, "w") as f:
+            f.write(str(i + 1))
+        sys.exit(0)
+print("worker finished")
+sys.exit(7)
+"""
+
+
+def write_trace(path: Path) -> None:
+    """Two weeks of an Electricity Maps-format export: 100 g/kWh, except 600 from 02:00 to 05:00 daily."""
+    header = ("Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),"
+              "Carbon Intensity gCO₂eq/kWh (LCA),Low Carbon Percentage,Renewable Percentage,Data Source,"
+              "Data Estimated,Data Estimation Method")
+    start = datetime(2022, 3, 1, tzinfo=UTC)
+    rows = [header]
+    for h in range(24 * 14):
+        t = start + timedelta(hours=h)
+        value = 600 if 2 <= t.hour < 5 else 100
+        rows.append(f"{t:%Y-%m-%d %H:%M:%S},Testland,Test,TL,{value},{value + 50},50,50,test,false,")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("mode", ["suspend", "checkpoint"])
+def test_run_pauses_a_real_command_through_the_dirty_hours(tmp_path: Path, mode: str) -> None:
+    write_trace(tmp_path / "trace.csv")
+    (tmp_path / "worker.py").write_text(WORKER)
+    out, state, jsonl = tmp_path / "out.txt", tmp_path / "state", tmp_path / "run.jsonl"
+    # One trace hour per second; 00:30 start, dirty 02:00-05:00, deadline 06:30: a clean plan runs
+    # before 02:00, pauses, and finishes after 05:00 (not all of the work fits before 02:00).
+    args = [sys.executable, "-m", "greentrain", "run", "--policy", "forecast-optimal", "--zone", "TL",
+            "--provider", f"csv:{tmp_path / 'trace.csv'}", "--replay-speedup", "3600",
+            "--replay-start", "2022-03-10T00:30Z", "--deadline", "+6", "--estimate-hours", "2",
+            "--pause-mode", mode, "--no-measure", "--interval-s", "0.05", "--jsonl", str(jsonl), "--",
+            sys.executable, str(tmp_path / "worker.py"), str(out), str(state), "30", "0.05"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=50, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 7, proc.stderr
+    assert "worker finished" in proc.stdout
+    rows = [line.split() for line in out.read_text().splitlines()]
+    assert [int(r[0]) for r in rows] == list(range(30)), "every tick once"
+    events = read_events(jsonl)
+    pause = next(e for e in events if e["event"] == "action" and e["action"] == "pause")
+    resumed = [e for e in events if e["event"] == "state" and e["state"] == "running"][-1]
+    assert pause["t"] < "2022-03-10T02:10" and resumed["t"] > "2022-03-10T04:00", "paused for the dirty hours"
+    summary = events[-1]
+    pauses = sum(1 for e in events if e["event"] == "action" and e["action"] == "pause")
+    assert summary["event"] == "summary" and summary["exit_status"] == 7
+    assert summary["launches"] == (1 if mode == "suspend" else 1 + pauses), "one relaunch per checkpoint pause"
+    assert summary["t"] <= "2022-03-10T06:30"
+    if mode == "suspend":
+        gaps = [float(b[1]) - float(a[1]) for a, b in zip(rows, rows[1:], strict=False)]
+        assert max(gaps) > 2.0, "stopped for the dirty hours"
+        assert {r[2] for r in rows} == {"0"}
+    else:
+        assert [r[2] for r in rows] == sorted(r[2] for r in rows), "launches resume where the last one stopped"
+        assert len({r[2] for r in rows}) == 1 + pauses

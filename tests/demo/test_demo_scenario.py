@@ -6,14 +6,22 @@ from datetime import UTC, datetime
 
 import pytest
 
-from greentrain.demo.scenario import DEFAULT_STARTS, Scenario, default_scenario, find_scenarios, shipped_trace
+from greentrain.demo.scenario import (
+    DEFAULT_DEADLINE_H,
+    DEFAULT_STARTS,
+    Scenario,
+    default_scenario,
+    find_scenarios,
+    shipped_trace,
+)
 from greentrain.errors import ConfigError
 
 
 @pytest.mark.timeout(60)
-def test_default_gb_day_delays_pauses_and_meets_the_deadline_in_the_simulator() -> None:
-    start = DEFAULT_STARTS["GB"]
-    found = find_scenarios(shipped_trace("GB"), between=(start, start))
+@pytest.mark.parametrize("zone", ["GB", "US-CAL-CISO"])
+def test_default_day_delays_pauses_and_meets_the_deadline_in_the_simulator(zone: str) -> None:
+    start = DEFAULT_STARTS[zone]
+    found = find_scenarios(shipped_trace(zone), deadline_h=DEFAULT_DEADLINE_H[zone], between=(start, start))
     assert [c.start for c in found] == [start], "the documented search no longer picks this day"
     (candidate,) = found
     assert candidate.saving > 0.05

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.demo.state import STATE_FILE, DemoState, load_demo_state, save_demo_state
+from greentrain.demo.state import (
+    STATE_FILE,
+    DemoState,
+    load_demo_state,
+    save_demo_state,
+)
 from greentrain.errors import ConfigError
 
 
@@ -26,9 +31,9 @@ def test_round_trip_and_new_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"version": 1, "zone": "GB"}', '{"version": 99}',
-                                  '{"version": 1, "zone": "GB", "trace": "t", "start": "2022-03-14T00:00",'
-                                  ' "deadline": "2022-03-15T00:00Z", "work_h": 8, "speedup": 1, "policy": "p",'
-                                  ' "steps_total": 1, "step_time_real_s": 1, "sim_now": "2022-03-14T00:00Z"}'])
+                                  ('{"version": 1, "zone": "GB", "trace": "t", "start": "2022-03-14T00:00",'
+                                   ' "deadline": "2022-03-15T00:00Z", "work_h": 8, "speedup": 1, "policy": "p",'
+                                   ' "steps_total": 1, "step_time_real_s": 1, "sim_now": "2022-03-14T00:00Z"}')])
 def test_damaged_state_names_the_file(tmp_path: Path, text: str) -> None:
     (tmp_path / STATE_FILE).write_text(text)
     with pytest.raises(ConfigError, match=str(tmp_path / STATE_FILE)):

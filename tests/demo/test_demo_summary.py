@@ -21,7 +21,7 @@ def _write(path: Path, events: list[dict]) -> Path:
 
 
 def _run(last_step_t: str, finished: bool = True) -> list[dict]:
-    step = lambda n, t, e: {"t": t, "event": "step", "step": n, "duration_s": 600.0, "energy_j": 10.0,  # noqa: E731
+    step = lambda n, t, e: {"t": t, "event": "step", "step": n, "duration_s": 600.0, "energy_j": 10.0,
                             "emissions_g": e, "tokens": 512, "loss": 5.0 - n}
     return [
         {"t": "2022-03-14T00:00:00Z", "event": "action", "action": "delay_start", "until": "2022-03-14T03:00:00Z"},

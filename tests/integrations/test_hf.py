@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from datetime import timedelta
 from pathlib import Path
 
@@ -65,9 +66,9 @@ def reference(tmp_path_factory) -> dict:
     return weights(trainer)
 
 
-def green(tmp_path: Path, mode: str) -> GreenTrainCallback:
-    # Clean now, dirty from 01:00 to 03:00, clean after; one trace hour passes per real second.
-    clock = ReplayClock(T0 + timedelta(minutes=59, seconds=50), speedup=3600.0)
+def green(tmp_path: Path, mode: str, speedup: float = 3600.0) -> GreenTrainCallback:
+    # Clean now, dirty from 01:00 to 03:00, clean after; at 3600x one trace hour passes per real second.
+    clock = ReplayClock(T0 + timedelta(minutes=59, seconds=50), speedup=speedup)
     return GreenTrainCallback(policy=str(threshold_policy(tmp_path, mode)), zone="GB", clock=clock,
                               provider=f"csv:{dirty_spell_trace(tmp_path)}",
                               deadline=T0 + timedelta(hours=24), pause_mode=mode, devices=False,
@@ -111,3 +112,58 @@ def test_train_helper_and_in_process_suspend_reach_the_same_state(tmp_path: Path
         assert any(e["event"] == "action" and e["action"] == "pause" for e in events), f"{mode}: no pause"
         steps = [e for e in events if e["event"] == "step"]
         assert len(steps) == STEPS, f"{mode}: every step measured exactly once"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_runs_beside_transformers_codecarbon_callback(tmp_path: Path, reference, monkeypatch) -> None:
+    codecarbon = pytest.importorskip("codecarbon")
+    from codecarbon.external.geography import CloudMetadata as Cloud, GeoMetadata
+
+    # CodeCarbon looks up location and cloud over the network at start-up; answer locally instead.
+    monkeypatch.setattr(codecarbon.EmissionsTracker, "_get_geo_metadata",
+                        lambda self: GeoMetadata(country_iso_code="GBR", country_name="United Kingdom"))
+    monkeypatch.setattr(codecarbon.EmissionsTracker, "_get_cloud_metadata",
+                        lambda self: Cloud(provider=None, region=None))
+    monkeypatch.setenv("CODECARBON_LOG_LEVEL", "error")
+    trainer = make_trainer(tmp_path / "out", [])
+    tracker = transformers.integrations.CodeCarbonCallback()  # what report_to=["codecarbon"] adds
+    trainer.add_callback(tracker)
+    tracker.on_init_end(trainer.args, trainer.state, trainer.control)
+    # CodeCarbon's tracker.start() takes ~2 s at train begin: a slower replay keeps the dirty spell ahead.
+    callback = green(tmp_path, "checkpoint", speedup=900.0)
+    trainer.add_callback(callback)
+    train(trainer)
+    assert callback.pauses >= 1 and trainer.state.global_step == STEPS
+    assert (tmp_path / "out" / "emissions.csv").exists()  # CodeCarbon measured its runs
+    final = weights(trainer)
+    assert all(torch.equal(final[k], v) for k, v in reference.items())
+
+
+class _SendSignalAt(transformers.TrainerCallback):
+    """Plays the scheduler: SIGUSR1 (Slurm --signal / the batch template) while step ``at`` runs."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_step_begin(self, args, state, control, **kwargs) -> None:
+        if state.global_step + 1 == self.at:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+
+@pytest.mark.timeout(120)
+def test_stop_signal_checkpoints_at_the_next_step_and_a_new_run_resumes(tmp_path: Path, reference) -> None:
+    previous = signal.getsignal(signal.SIGUSR1)
+    callback = GreenTrainCallback(policy="run-now", devices=False, progress=False, stop_signals=(signal.SIGUSR1,))
+    trainer = make_trainer(tmp_path / "out", [_SendSignalAt(7), callback])
+    train(trainer)  # does not wait: a signal stop is the scheduler's to resume
+    assert callback.paused and callback.stopped_by_signal and callback.resume_at is None
+    assert trainer.state.global_step == 7 and (tmp_path / "out" / "checkpoint-7").is_dir()
+    assert signal.getsignal(signal.SIGUSR1) is previous  # handler restored on close
+
+    fresh = GreenTrainCallback(policy="run-now", devices=False, progress=False)
+    trainer = make_trainer(tmp_path / "out", [fresh])
+    train(trainer, resume_from_checkpoint=True)
+    assert trainer.state.global_step == STEPS
+    final = weights(trainer)
+    assert all(torch.equal(final[k], v) for k, v in reference.items())

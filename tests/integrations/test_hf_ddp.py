@@ -23,6 +23,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_all_ranks_pause_at_the_same_step_and_finish_identically(tmp_path: Path) -> None:
     (tmp_path / "policy.toml").write_text('[policy]\nkind = "threshold"\nthreshold_g_per_kwh = 200\n\n'

@@ -20,6 +20,7 @@ LAYOUTS: dict[int, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
         "fsdp-zero2-accum": ({"dp_shard": 2, "reshard_after_forward": False}, {"grad_accum": 2}),
         "fsdp-ac-full": ({"dp_shard": 2}, {"ac": "full"}),
         "fsdp-ac-selective-op": ({"dp_shard": 2}, {"ac": "selective-op"}),
+        "fsdp-cpu-offload-ac-layer": ({"dp_shard": 2, "cpu_offload": True}, {"ac": "selective-layer"}),
         "fsdp-compiled": ({"dp_shard": 2}, _AOT),
         "tp": ({"tp": 2, "dp_shard": 1, **_NO_SP}, {}),
         "tp-sp-lossparallel": ({"tp": 2, "dp_shard": 1}, {}),

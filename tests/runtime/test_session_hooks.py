@@ -76,3 +76,22 @@ def test_policy_pause_checkpoints_and_relaunch_resumes(tmp_path: Path) -> None:
     _, second = run_training(cfg, session_kwargs=_session_kwargs(_Script()))
     assert [m.step for m in second] == [3, 4]
     assert latest_step(folder) == 4
+
+
+def _ranked_run(rank: int, world: int, folder: str):
+    cfg = tiny_config(parallel={"dp_shard": 2}, train={"steps": 4},
+                      checkpoint={"dir": folder, "interval": 100}, greentrain={"zone": "GB"})
+    policy = _Script()
+    trainer, history = run_training(cfg, session_kwargs=_session_kwargs(policy))
+    return [(m.step, m.precision, m.loss) for m in history], len(policy.calls)
+
+
+@pytest.mark.timeout(120)
+def test_rank0_decides_and_every_rank_acts_at_the_same_step(tmp_path: Path) -> None:
+    from .harness import run_ranks
+
+    (hist0, calls0), (hist1, calls1) = run_ranks(_ranked_run, 2, str(tmp_path / "ckpt"), timeout_s=100)
+    assert hist0 == hist1, "same steps, same precision switch, same losses on both ranks"
+    assert [(s, p) for s, p, _ in hist0] == [(1, "fp32"), (2, "bf16")]
+    assert calls0 > 0 and calls1 == 0, "only rank 0 consults the policy; rank 1 receives the decision"
+    assert latest_step(tmp_path / "ckpt") == 2

@@ -238,3 +238,22 @@ def test_status_age_grows_with_the_value(gb_points, clock):
     assert 1199 <= status.age_s <= 1201 and not status.stale
     clock.advance(3 * 3600)
     assert chain.status().stale
+
+
+class NoForecastPlan(TraceBackedProvider):
+    """A live provider whose plan lacks the forecast endpoint (HTTP 403 there, fine elsewhere)."""
+
+    def forecast(self, zone: str, horizon_h: float = 72.0) -> list[IntensityPoint]:
+        from greentrain.errors import AuthError
+
+        raise AuthError(f"{self.name} forecast: HTTP 403, not authorised")
+
+
+def test_forecast_endpoint_refused_keeps_latest_and_uses_history(gb_points, clock):
+    live = NoForecastPlan("live", gb_points, clock)
+    chain = _chain([live, make_provider("static", clock=clock)], clock, ttl_s=1)
+    points = chain.forecast(48)
+    assert len(points) == 48 and points[0].start == datetime(2022, 3, 1, 13, tzinfo=UTC)
+    assert all(p.kind == Kind.FORECAST for p in points)  # the Forecaster on the provider's history
+    clock.advance(5)
+    assert chain.latest().provider == "live"  # the 403 on /forecast did not back off /latest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -57,7 +58,7 @@ def test_shape_times_and_labels() -> None:
     out = Forecaster().forecast(history, now, 72)
     assert len(out) == 72
     assert out[0].start == floor_hour(now) + HOUR
-    assert all(b.start == a.end and a.end - a.start == HOUR for a, b in zip(out, out[1:], strict=False))
+    assert all(b.start == a.end and a.end - a.start == HOUR for a, b in itertools.pairwise(out))
     assert {p.kind for p in out} == {Kind.FORECAST}
     assert {(p.zone, p.provider, p.emission_factor) for p in out} == {("DE", "test", EmissionFactor.LIFECYCLE)}
     assert all(math.isfinite(p.intensity_g_per_kwh) and p.intensity_g_per_kwh >= 0 for p in out)
@@ -68,7 +69,9 @@ def test_changing_data_after_now_does_not_change_the_forecast() -> None:
     history = series_points(daily_cycle(24 * 70, seed=3, phi=0.9, shock=10))
     now = history[24 * 60 + 7].start + timedelta(minutes=59)
     cut = floor_hour(now)
-    tampered = [p if p.start <= cut else replace(p, intensity_g_per_kwh=p.intensity_g_per_kwh * 7 + 300) for p in history]
+    tampered = [
+        p if p.start <= cut else replace(p, intensity_g_per_kwh=p.intensity_g_per_kwh * 7 + 300) for p in history
+    ]
     truncated = [p for p in history if p.start <= cut]
     for forecaster in (Forecaster(), SeasonalNaiveForecaster()):
         expected = values(forecaster.forecast(history, now))
@@ -79,7 +82,10 @@ def test_changing_data_after_now_does_not_change_the_forecast() -> None:
 def test_the_current_hour_is_used() -> None:
     history = series_points(daily_cycle(24 * 30, seed=4, phi=0.9, shock=10))
     now = history[600].start + timedelta(minutes=10)
-    bumped = [replace(p, intensity_g_per_kwh=p.intensity_g_per_kwh + 100) if p.start == floor_hour(now) else p for p in history]
+    bumped = [
+        replace(p, intensity_g_per_kwh=p.intensity_g_per_kwh + 100) if p.start == floor_hour(now) else p
+        for p in history
+    ]
     before, after = values(Forecaster().forecast(history, now, 6)), values(Forecaster().forecast(bumped, now, 6))
     # A higher value now means a higher value soon: anomalies persist.
     assert after[0] > before[0] + 10

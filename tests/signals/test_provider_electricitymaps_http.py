@@ -26,12 +26,23 @@ def server():
 
 
 @pytest.fixture
-def em(server, monkeypatch):
+def at(server, monkeypatch):
+    """``at(when)``: an Electricity Maps client on a clock frozen at ``when``, talking to the local server."""
     monkeypatch.setenv("ELECTRICITYMAPS_TOKEN", TOKEN)
-    clock = FrozenClock(datetime(2024, 3, 6, 19, 20, tzinfo=UTC))
-    provider = make_provider("electricitymaps", clock=clock, api_base=server.url, timeout_s=2.0)
-    yield provider
-    provider.close()
+    made = []
+
+    def build(when: datetime):
+        made.append(make_provider("electricitymaps", clock=FrozenClock(when), api_base=server.url, timeout_s=2.0))
+        return made[-1]
+
+    yield build
+    for provider in made:
+        provider.close()
+
+
+@pytest.fixture
+def em(at):
+    return at(datetime(2024, 3, 6, 19, 20, tzinfo=UTC))
 
 
 def test_latest_sends_token_and_never_lets_the_api_guess_location(server, em):
@@ -48,25 +59,26 @@ def test_latest_sends_token_and_never_lets_the_api_guess_location(server, em):
     assert request.query["emissionFactorType"] == ["direct"]
 
 
-def test_history_and_past_range(server, em):
+def test_history_and_past_range(server, at):
     server.route("/carbon-intensity/history", Reply(body=recorded("electricitymaps_v3_carbon-intensity_history.json")))
     clock_now = datetime(2024, 3, 6, 20, tzinfo=UTC)
-    em._clock = FrozenClock(clock_now)  # history answers the last 24 h
+    em = at(clock_now)  # the history endpoint answers the last 24 h
     points = em.history("DE", clock_now - timedelta(hours=24), clock_now)
     assert len(points) == 24 and points[0].intensity_g_per_kwh == 599
-    assert all(a.start < b.start for a, b in zip(points, points[1:]))
+    assert all(a.start < b.start for a, b in zip(points, points[1:], strict=False))
     server.route("/carbon-intensity/past-range",
                  Reply(body=recorded("electricitymaps_v3_carbon-intensity_past-range.json")))
-    em._clock = FrozenClock(datetime(2024, 3, 25, tzinfo=UTC))  # a week ago: the past-range endpoint
+    em = at(datetime(2024, 3, 25, tzinfo=UTC))  # a week ago: the past-range endpoint
     old = em.history("DK-DK2", datetime(2024, 3, 18, 2, tzinfo=UTC), datetime(2024, 3, 18, 4, tzinfo=UTC))
     assert [p.intensity_g_per_kwh for p in old] == [161, 167]
     (request,) = server.hits("/carbon-intensity/past-range")
     assert request.query["start"] == ["2024-03-18T02:00:00Z"]
 
 
-def test_forecast_is_labelled_forecast(server, em):
-    server.route("/carbon-intensity/forecast", Reply(body=recorded("electricitymaps_v3_carbon-intensity_forecast.json")))
-    em._clock = FrozenClock(datetime(2023, 6, 8, 12, 30, tzinfo=UTC))
+def test_forecast_is_labelled_forecast(server, at):
+    body = recorded("electricitymaps_v3_carbon-intensity_forecast.json")
+    server.route("/carbon-intensity/forecast", Reply(body=body))
+    em = at(datetime(2023, 6, 8, 12, 30, tzinfo=UTC))
     points = em.forecast("US-CAL-CISO", 72)
     assert [p.intensity_g_per_kwh for p in points] == [210, 153, 139]
     assert all(p.kind == Kind.FORECAST for p in points)
@@ -117,11 +129,11 @@ def test_bad_answers_are_signal_errors(server, em, reply):
         em.latest("GB")
 
 
-def test_out_of_order_history_is_refused(server, em):
+def test_out_of_order_history_is_refused(server, at):
     body = json.loads(recorded("electricitymaps_v3_carbon-intensity_history.json"))
     body["history"][3], body["history"][4] = body["history"][4], body["history"][3]
     server.route("/carbon-intensity/history", Reply(body=json.dumps(body).encode()))
-    em._clock = FrozenClock(datetime(2024, 3, 6, 20, tzinfo=UTC))
+    em = at(datetime(2024, 3, 6, 20, tzinfo=UTC))
     with pytest.raises(SignalError, match="order"):
         em.history("DE", datetime(2024, 3, 6, 0, tzinfo=UTC), datetime(2024, 3, 6, 20, tzinfo=UTC))
 
@@ -154,8 +166,9 @@ def test_token_file(server, monkeypatch, tmp_path):
     assert server.hits("/carbon-intensity/latest")[0].headers["auth-token"] == TOKEN
 
 
-def test_chain_falls_back_to_static_on_server_errors_and_recovers(server, em):
-    clock = em._clock
+def test_chain_falls_back_to_static_on_server_errors_and_recovers(server, at):
+    clock = FrozenClock(datetime(2024, 3, 6, 19, 20, tzinfo=UTC))
+    em = make_provider("electricitymaps", clock=clock, api_base=server.url)
     server.route("/carbon-intensity/latest", [Reply(status=500, body=b"{}"),
                                               Reply(body=recorded("electricitymaps_v3_carbon-intensity_latest.json"))])
     chain = SignalChain([em, make_provider("static", clock=clock)], zone="US-CAR-DUK", clock=clock, ttl_s=60,

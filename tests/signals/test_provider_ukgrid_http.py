@@ -40,7 +40,7 @@ def test_national_forecast_half_hourly(server):
     points = _uk(server, now).forecast("GB", 24)
     assert points[0].start == now and points[0].intensity_g_per_kwh == 177  # the period ending at 'from' dropped
     assert all(p.kind == Kind.FORECAST for p in points)
-    assert all(b.start == a.end for a, b in zip(points, points[1:]))
+    assert all(b.start == a.end for a, b in zip(points, points[1:], strict=False))
     assert points[-1].end <= now + timedelta(hours=24, minutes=30)
 
 
@@ -74,3 +74,15 @@ def test_error_body_becomes_signal_error(server):
 def test_bad_zone_lists_valid_forms(server):
     with pytest.raises(ConfigError, match="postcode:"):
         _uk(server, datetime(2020, 1, 1, tzinfo=UTC)).latest("DE")
+
+
+def test_region_id_forecast_path_and_echo(server):
+    now = datetime(2025, 10, 22, 23, 40, tzinfo=UTC)
+    server.route("/regional/intensity/2025-10-22T23:40Z/fw48h/regionid/11",
+                 Reply(body=recorded("ukci_regional_intensity_from_fw48h_postcode_BS16.TRIMMED.json")))
+    points = _uk(server, now).forecast("region:11", 48)
+    assert [p.intensity_g_per_kwh for p in points] == [162, 164, 165] and points[0].zone == "region:11"
+    with pytest.raises(SignalError):  # the body is for region 11, not 12
+        server.route("/regional/intensity/2025-10-22T23:40Z/fw48h/regionid/12",
+                     Reply(body=recorded("ukci_regional_intensity_from_fw48h_postcode_BS16.TRIMMED.json")))
+        _uk(server, now).forecast("region:12", 48)
