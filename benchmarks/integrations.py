@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--estimate-h", type=float, default=4.0)
     parser.add_argument("--deadline-h", type=float, default=24.0)
     args = parser.parse_args(argv)
-    print(f"submit: {args.estimate_h:g} h job submitted daily at {args.hour:02d}:00 UTC, deadline +{args.deadline_h:g} h")
+    print(f"submit: {args.estimate_h:g} h job submitted daily at {args.hour:02d}:00 UTC, "
+          f"deadline +{args.deadline_h:g} h")
     print("| trace | submissions | reduction vs start-now (real forecast) | (perfect forecast) |")
     print("|---|---|---|---|")
     for path in sorted(DATA.glob("*_2022_hourly.csv")):
@@ -134,7 +135,9 @@ def main(argv: list[str] | None = None) -> None:
     per_step_us, open_ms = engine_costs()
     print(f"engine per step (step_begin + step_end, run-now, no devices): {per_step_us:.0f} µs; "
           f"engine start: {open_ms:.0f} ms")
-    print(f"HF Trainer wall time per step, with / without GreenTrainCallback: {hf_step_ratio(args.steps, args.pairs):.3f} (median of {args.pairs} alternating pairs, {args.steps} steps each)")
+    ratio = hf_step_ratio(args.steps, args.pairs)
+    print(f"HF Trainer wall time per step, with / without GreenTrainCallback: {ratio:.3f} "
+          f"(median of {args.pairs} alternating pairs, {args.steps} steps each)")
     sys.stdout.flush()
 
 

@@ -104,6 +104,7 @@ def main() -> None:
     args = parser.parse_args()
     paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
     jobs = build_jobs(args.work_hours)
+    version = forecaster_version()  # now: the source may change on disk while this runs
     t0 = time.perf_counter()
     per_trace = {}
     for path in paths:
@@ -131,7 +132,7 @@ def main() -> None:
     missed = {v: sum(t[(f, *v)][3] for t in per_trace.values() for f in FACTORS) for v in VARIANTS}
     runs = sum(t[(f, *VARIANTS[0])][4] for t in per_trace.values() for f in FACTORS)
     print(f"\nruns per variant: {runs}; deadlines missed: " + ", ".join(f"{n} ({f}) {m}" for (n, f), m in missed.items()))
-    print(f"\nforecaster source sha256 {forecaster_version()}; wall time {time.perf_counter() - t0:.0f} s")
+    print(f"\nforecaster source sha256 {version}; wall time {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

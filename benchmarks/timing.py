@@ -156,6 +156,7 @@ def main() -> None:
     parser.add_argument("--traces", nargs="*", help="CSV files (default: every file in ../shared/data/carbon)")
     args = parser.parse_args()
     paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
+    version = forecaster_version()  # now: the source may change on disk while this runs
     t0 = time.perf_counter()
     per_trace = {}
     for path in paths:
@@ -166,7 +167,7 @@ def main() -> None:
     print("\ndecide() CPU time with a 72-point forecast, 24 h of work, 72 h deadline:")
     for label, (cold, warm) in latency.items():
         print(f"- {label}: {cold:.2f} ms fresh plan, {warm:.2f} ms re-plan within the interval")
-    print(f"\nforecaster source sha256 {forecaster_version()}; wall time {time.perf_counter() - t0:.0f} s")
+    print(f"\nforecaster source sha256 {version}; wall time {time.perf_counter() - t0:.0f} s")
 
 
 def print_tables(per_trace: dict) -> None:

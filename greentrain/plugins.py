@@ -26,7 +26,7 @@ def load(family: str, name: str, builtins: dict[str, str] | None = None) -> Any:
     target = table.get(name)
     if target is None:
         valid = ", ".join(sorted(table)) or "(none installed)"
-        raise ConfigError(f"unknown {family[:-1] if family.endswith('s') else family} {name!r}; valid: {valid}")
+        raise ConfigError(f"unknown {family} entry {name!r}; valid: {valid}")
     module_name, _, attr = target.partition(":")
     try:
         module = __import__(module_name, fromlist=[attr or "_"])

@@ -112,11 +112,11 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
               help="Another Electricity Maps hourly CSV to replay (needs --start).")
 @click.option("--start", default=None, help="Simulated submit time, ISO-8601 with timezone, a whole hour "
               "(default: the day chosen for the zone).")
-@click.option("--speedup", type=float, default=480.0, show_default=True,
+@click.option("--speedup", type=click.FloatRange(min=0, min_open=True), default=480.0, show_default=True,
               help="Simulated seconds per real second (480: a day in 3 minutes).")
 @click.option("--deadline", default=None,
               help="'+H' hours after the start, or ISO-8601 (default: +24; +30 for US-CAL-CISO).")
-@click.option("--work-hours", type=float, default=8.0, show_default=True,
+@click.option("--work-hours", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
               help="Simulated running time of the job at full speed (sets the number of steps).")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Number of steps (overrides --work-hours).")
 @click.option("--policy", default="carbon-aware", show_default=True, help="Policy preset name or TOML file.")

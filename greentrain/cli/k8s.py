@@ -49,7 +49,8 @@ def _forecasts(provider: str | None, traces: tuple[str, ...], replay_start: str 
 @click.option("--namespace", help="Watch one namespace (default: all namespaces).")
 @click.option("--interval-s", type=click.FloatRange(min=1.0), default=300.0, show_default=True,
               help="Seconds between reconcile passes.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file (default: in-cluster or ~/.kube/config).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False),
+              help="Kubeconfig file (default: in-cluster or ~/.kube/config).")
 @click.option("--provider", help="Carbon signal provider spec (default: electricitymaps).")
 @click.option("--replay-trace", "traces", multiple=True, type=click.Path(dir_okay=False),
               help="Use a recorded Electricity Maps CSV as the forecast (repeat per zone).")

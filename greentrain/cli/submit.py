@@ -52,35 +52,48 @@ def _forecasts(provider: str | None, traces: tuple[str, ...], replay_start: str 
 @click.option("--reschedule", "job_id", metavar="JOBID", help="Re-plan a pending job and move its start.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; do not submit.")
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED)
-def submit(zone, places, deadline, estimate_hours: float | None, power_kw, power_limit_w, enforce_deadline, provider, traces,
-           replay_start, job_id, dry_run, sbatch_args) -> None:
+def submit(zone: str | None, places: tuple[str, ...], deadline: str, estimate_hours: float | None,
+           power_kw: float | None, power_limit_w: int | None, enforce_deadline: bool, provider: str | None,
+           traces: tuple[str, ...], replay_start: str | None, job_id: str | None, dry_run: bool,
+           sbatch_args: tuple[str, ...]) -> None:
     """Submit SBATCH_ARGS (options, script, script args) at the lowest-carbon start before the deadline."""
     now = SystemClock().now()
     forecasts = _forecasts(provider, traces, replay_start, now)
-    client = SlurmClient()
-    if job_id is not None:
-        if sbatch_args:
-            raise click.UsageError("--reschedule takes no SBATCH_ARGS")
-        explicit_deadline = parse_deadline(deadline, now) if _given("deadline") else None
-        result = reschedule(client, job_id, forecasts, now=now, zone=zone, deadline=explicit_deadline,
-                            estimate_h=estimate_hours)
+    try:
+        if job_id is not None:
+            if sbatch_args:
+                raise click.UsageError("--reschedule takes no SBATCH_ARGS")
+            explicit_deadline = parse_deadline(deadline, now) if _given("deadline") else None
+            _reschedule(job_id, forecasts, now, zone, explicit_deadline, estimate_hours)
+            return
+        place_list = [Place.parse(p) for p in places] or ([Place(zone=zone)] if zone else [])
+        if not place_list:
+            raise click.UsageError("give --zone ZONE or one or more --place [CLUSTER:]PARTITION=ZONE")
+        request = SubmitRequest(
+            sbatch_args=tuple(sbatch_args), places=tuple(place_list), deadline=parse_deadline(deadline, now),
+            estimate_h=job_hours(sbatch_args, estimate_hours), enforce_deadline=enforce_deadline,
+            power_kw=power_kw, power_limit_w=power_limit_w,
+        )
+        result = submit_job(None if dry_run else SlurmClient(), _by_zone(forecasts, place_list), request, now=now)
         _notes(forecasts)
-        old = result.old_start.isoformat() if result.old_start else "unknown"
-        verb = "moved" if result.moved else "kept"
-        click.echo(f"job {job_id}: {verb} start {old} -> {result.new_start.isoformat()} "
-                   f"(forecast mean {_g(result.mean_intensity_g_per_kwh)})")
-        return
-    place_list = [Place.parse(p) for p in places] or ([Place(zone=zone)] if zone else [])
-    if not place_list:
-        raise click.UsageError("give --zone ZONE or one or more --place [CLUSTER:]PARTITION=ZONE")
-    request = SubmitRequest(
-        sbatch_args=tuple(sbatch_args), places=tuple(place_list), deadline=parse_deadline(deadline, now),
-        estimate_h=job_hours(sbatch_args, estimate_hours), enforce_deadline=enforce_deadline,
-        power_kw=power_kw, power_limit_w=power_limit_w,
-    )
-    result = submit_job(None if dry_run else client, _by_zone(forecasts, place_list), request, now=now)
+        _report(result, dry_run)
+    finally:
+        close = getattr(forecasts, "close", None)
+        if callable(close):
+            close()
+
+
+def _reschedule(job_id: str, forecasts, now: datetime, zone: str | None, deadline: datetime | None,
+                estimate_h: float | None) -> None:
+    result = reschedule(SlurmClient(), job_id, forecasts, now=now, zone=zone, deadline=deadline,
+                        estimate_h=estimate_h)
     _notes(forecasts)
-    _report(result, dry_run)
+    old = result.old_start.isoformat() if result.old_start else "unknown"
+    verb = "moved" if result.moved else "kept"
+    click.echo(f"job {job_id}: {verb} start {old} -> {result.new_start.isoformat()} "
+               f"(forecast mean {_g(result.mean_intensity_g_per_kwh)})")
+    for note in result.notes:
+        click.echo(f"  {note}")
 
 
 def _given(name: str) -> bool:

@@ -156,7 +156,8 @@ class DemoRunner:
         if self.interrupted:  # second Ctrl-C: stop now; the newest checkpoint still resumes
             raise KeyboardInterrupt
         self.interrupted = True
-        print("\ngreentrain demo: interrupted; stopping at the next step boundary (Ctrl-C again to abort)",
+        print("\ngreentrain demo: interrupted; stopping (training stops at the next step boundary with a "
+              "checkpoint; Ctrl-C again to abort)",
               file=sys.stderr, flush=True)
         engine = getattr(self._session, "engine", None)
         if engine is not None:

@@ -56,6 +56,8 @@ class GreenOptions:
     decide_interval_s: float = 300.0
     deadline_policy: str | None = None
     progress: bool = True
+    actuators: Any = None
+    """An ``ActuatorSet`` to apply power/clock decisions (journaled, restored on close)."""
     stop_signals: tuple[int, ...] = ()
     """Signals that make the job checkpoint and stop at the next step boundary, e.g.
     ``(signal.SIGTERM, signal.SIGUSR1)``: a Kubernetes suspend, Slurm's ``--signal`` before the time limit."""
@@ -90,7 +92,11 @@ class StepDriver:
         ``prior`` is the ``EngineState`` saved with the checkpoint being resumed (deadline, totals).
         """
         if self.engine is None:
-            self._build(steps_total, steps_done, prior)
+            try:
+                self._build(steps_total, steps_done, prior)
+            except BaseException:
+                self.close()  # stop whatever was already started (monitor, metrics server)
+                raise
             self._install_signal_handlers()
         else:  # same process, training again after a checkpoint pause
             self.engine.steps_done = steps_done
@@ -128,7 +134,11 @@ class StepDriver:
             event_log=event_log, broadcast=broadcast, steps_done=steps_done,
             step_time_s=o.step_time_s or (prior.step_time_s if prior else None),
             deadline_policy=o.deadline_policy, decide_interval_s=o.decide_interval_s, progress=o.progress,
+            actuators=o.actuators,
         )
+        recover = getattr(o.actuators, "recover", None)
+        if callable(recover):  # restore what a killed predecessor left on the GPUs
+            self.engine._guarded("actuators.recover", recover)
         if prior is not None:
             restore_into(self.engine, prior)
 
@@ -136,7 +146,8 @@ class StepDriver:
         value = self.options.deadline
         relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
         if prior is not None and prior.deadline and relative:
-            return ensure_aware_utc(datetime.fromisoformat(prior.deadline), "deadline")  # '+H' counts from the first start
+            # '+H' counts from the job's first start, not from this relaunch
+            return ensure_aware_utc(datetime.fromisoformat(prior.deadline), "deadline")
         if value is None or isinstance(value, datetime):
             return None if value is None else ensure_aware_utc(value, "deadline")
         import click

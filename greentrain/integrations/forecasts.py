@@ -68,7 +68,7 @@ class ProviderForecasts:
         try:
             from greentrain.signals import SignalChain, make_provider
         except ImportError:
-            raise ConfigError("--provider: live providers are not available in this install; use --replay-trace") from None
+            raise ConfigError("--provider: live providers are not available here; use --replay-trace") from None
         self._spec, self._clock, self._horizon_h = spec, clock, horizon_h
         self._make, self._chain_type = make_provider, SignalChain
         self._chains: dict[str, object] = {}
