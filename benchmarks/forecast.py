@@ -87,8 +87,10 @@ def policy_fraction(path: Path, forecaster, starts_n: int, work_h: float, deadli
 
 def print_policy_table(paths: list[Path], starts_n: int) -> None:
     jobs = ((6.0, 24.0), (12.0, 48.0))
-    print(f"\nEnd to end: carbon-aware policy in greentrain.sim, fraction of the oracle's saving "
-          f"({starts_n} starts per trace, 1 kW job)\n")
+    print(
+        f"\nEnd to end: carbon-aware policy in greentrain.sim, fraction of the oracle's saving "
+        f"({starts_n} starts per trace, 1 kW job)\n"
+    )
     print("| trace | " + " | ".join(f"{w:g} h work in {d:g} h: ours / naive" for w, d in jobs) + " |")
     print("|" + "---|" * (len(jobs) + 1))
     for path in paths:

@@ -26,7 +26,7 @@ from greentrain.errors import DeadlineError
 from greentrain.events import EventLog
 from greentrain.jobstats import JobState, JobStats
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
-from greentrain.timing import decider
+from greentrain.timing import adopt, decider
 from greentrain.timing.broadcast import Broadcast, LocalBroadcast
 from greentrain.timing.decider import RUN
 from greentrain.timing.guard import latest_safe_resume
@@ -292,52 +292,7 @@ class Engine:
     # ---- applying ---------------------------------------------------------------------------------
 
     def _adopt(self, decision: Decision, now: datetime) -> None:
-        """All ranks: record the decision, apply hardware settings, log and count it."""
-        if decision == RUN:
-            return
-        self.decision = decision
-        applied: list[str] = []
-        if self.actuators is not None and (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
-                                           or decision.precision is not None):
-            applied = list(self._guarded("actuators.apply", self.actuators.apply, decision) or [])
-        changes: dict[str, Any] = {}
-        if decision.power_limit_w is not None and (self.actuators is None or "power_limit" in applied):
-            changes["power_limit_w"] = decision.power_limit_w
-        if decision.precision is not None:
-            changes["precision"] = decision.precision
-        if changes:
-            self.job_stats.update(**changes)
-        for name in applied:
-            self.job_stats.count_action(name)
-        if self.actuators is not None:
-            self._sync_actuator_stats()
-        if decision.action != Action.RUN:
-            self.job_stats.count_action(decision.action.value)
-            self._set_state(JobState.PAUSED if decision.action == Action.PAUSE else JobState.WAITING, now,
-                            until=decision.until)
-        logged = (decision.action, decision.reason)
-        if self.event_log is not None and (decision.action != Action.RUN or applied or logged != self._logged):
-            self._logged = logged  # repeated identical RUN decisions would only add noise to the log
-            self.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
-                                 until=decision.until, power_limit_w=decision.power_limit_w,
-                                 precision=decision.precision, applied=applied)
-        work_s = self.work_remaining_s()
-        if work_s is not None:
-            self.job_stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
-
-    def _sync_actuator_stats(self) -> None:
-        """Mirror refusals and unrestored settings into JobStats for the exporter's alerts."""
-        refused = getattr(self.actuators, "refused_total", None)
-        unrestored = getattr(self.actuators, "unrestored_count", None)
-        changes: dict[str, Any] = {}
-        if refused is not None:
-            changes["power_cap_refused_total"] = int(sum(dict(refused).values()))
-        if callable(unrestored):
-            count = self._guarded("actuators.unrestored_count", unrestored)
-            if isinstance(count, int):
-                changes["settings_unrestored"] = count
-        if changes:
-            self.job_stats.update(**changes)
+        adopt.adopt(self, decision, now)
 
     def set_operating_points(self, points: tuple[OperatingPoint, ...]) -> None:
         """Measured profile (from the profiler after warm-up): policies may then choose power limits."""

@@ -37,7 +37,8 @@ __all__ = ["run"]
 @click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]),
               help="If the deadline cannot be met: error (strict) or warn and run now.")
 @click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint"]),
-              help="How to pause (default: the policy's setting).")
+              help="How to pause. Default suspend: safe for any command; checkpoint needs a program "
+                   "that saves and exits on --checkpoint-signal.")
 @click.option("--estimate-hours", type=float, help="Running time the command needs, hours (needed to plan).")
 @click.option("--checkpoint-signal", default="SIGUSR1", show_default=True,
               help="Signal that asks the command to save and exit (checkpoint mode).")
@@ -64,8 +65,8 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     if deadline is not None and opts["estimate_hours"] is None:
         raise click.BadParameter("needed with --deadline to plan the run", param_hint="--estimate-hours")
     policy = _load_policy(opts["policy"])
-    settings = getattr(policy, "settings", None)
-    pause_mode = opts["pause_mode"] or getattr(settings, "pause_mode", None) or "suspend"
+    # Not the policy's default: an unmodified command would be killed, not checkpointed, by the signal.
+    pause_mode = opts["pause_mode"] or "suspend"
     checkpoint_signal = parse_signal(opts["checkpoint_signal"])
     child = ChildProcess(list(command))
     job = opts["job"] or Path(command[0]).name
@@ -86,13 +87,15 @@ def _notes_to_stderr() -> Iterator[None]:
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     previous, logger.propagate = logger.propagate, False
+    previous_level = logger.level
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
         logger.setLevel(logging.INFO)
     try:
         yield
     finally:
         logger.removeHandler(handler)
-        logger.propagate = previous  # SystemExit passes through click's non-standalone main unchanged
+        logger.propagate = previous
+        logger.setLevel(previous_level)  # SystemExit passes through click's non-standalone main unchanged
 
 
 def _check_numbers(opts: dict[str, Any]) -> None:

@@ -144,9 +144,7 @@ class Forecaster:
         self.day_half_life_days = day_half_life_days
         self.provider = provider
 
-    def forecast(
-        self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72
-    ) -> list[IntensityPoint]:
+    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
         """Hourly points for the ``horizon_h`` hours after the one containing ``now``.
 
         Uses only points with start <= floor_hour(now); ``history`` must be in
@@ -239,9 +237,7 @@ class SeasonalNaiveForecaster:
     def __init__(self, *, provider: str | None = None) -> None:
         self.provider = provider
 
-    def forecast(
-        self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72
-    ) -> list[IntensityPoint]:
+    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
         """Value 24 h earlier (48 h, 72 h ... where that is still in the future)."""
         horizon_h = _check_horizon(horizon_h)
         template = _known_before(history, now)
@@ -259,4 +255,3 @@ class SeasonalNaiveForecaster:
         if day.size < 24:
             day = np.concatenate([np.full(24 - day.size, day[0]), day])
         return np.resize(day, horizon_h)
-

@@ -221,3 +221,37 @@ def test_decisions_are_rate_limited_between_replans() -> None:
     snap = policy.snapshots[-1]
     assert snap.steps_total == 100 and snap.step_time_s == pytest.approx(1.0)
     assert snap.work_remaining_s == pytest.approx((100 - snap.steps_done) * 1.0)
+
+
+class _PowerCapPolicy(RunNowPolicy):
+    """Runs, asking for a lower power limit (what the carbon-aware power policy does in a dirty hour)."""
+
+    name = "test-power-cap"
+
+    def decide(self, snapshot, now):
+        from greentrain.policies.base import Decision
+
+        return Decision(action=Action.RUN, power_limit_w=200.0, reason="dirty: cap power")
+
+
+@pytest.mark.timeout(30)
+def test_power_decisions_go_through_the_actuators_and_are_restored(tmp_path: Path) -> None:
+    from greentrain.actuators import ActuatorSet
+    from greentrain.testing import FakeGPU
+
+    gpu = FakeGPU("a40", "imagenet/resnet50")
+    default_w = gpu.power_limit_w()
+    actuators = ActuatorSet([gpu], state_dir=tmp_path / "state", job="t", install_hooks=False)
+    actuators.recover()
+    clock = FrozenClock(T0)
+    stats = JobStats(job="t")
+    engine = Engine(_PowerCapPolicy(), signals=TraceSignals(hourly(T0, [300] * 3), clock), clock=clock,
+                    steps_total=5, step_time_s=1, actuators=actuators, job_stats=stats, progress=False)
+    drive(engine, clock, lambda i: 1.0)
+    assert gpu.power_limit_w() == pytest.approx(200.0)
+    snap = stats.snapshot()
+    assert snap.power_limit_w == 200.0 and snap.actions_total["power_limit"] >= 1
+    assert snap.settings_unrestored == 1
+    engine.close()
+    assert gpu.power_limit_w() == pytest.approx(default_w), "restored at close"
+    actuators.close()

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gt_session_loop import make_model, reference_losses, train_step  # noqa: E402

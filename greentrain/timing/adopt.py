@@ -1,0 +1,71 @@
+"""Adopting a decision on every rank: hardware settings, job state, counters and the event log.
+
+Functions of the engine (passed first) so ``engine.py`` stays small. Actuator
+failures are the actuators' to report (they never raise); what they applied
+and refused is mirrored into ``JobStats`` for the exporter's alerts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Action, Decision
+from greentrain.timing.decider import RUN
+
+if TYPE_CHECKING:
+    from greentrain.engine import Engine
+
+__all__ = ["adopt", "sync_actuator_stats"]
+
+
+def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
+    """All ranks: record ``decision``, apply hardware settings, log and count it."""
+    if decision == RUN:
+        return
+    engine.decision = decision
+    applied: list[str] = []
+    wants_hardware = (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
+                      or decision.precision is not None)
+    if engine.actuators is not None and wants_hardware:
+        applied = list(engine._guarded("actuators.apply", engine.actuators.apply, decision) or [])
+    changes: dict[str, Any] = {}
+    if decision.power_limit_w is not None and (engine.actuators is None or "power_limit" in applied):
+        changes["power_limit_w"] = decision.power_limit_w
+    if decision.precision is not None:
+        changes["precision"] = decision.precision
+    if changes:
+        engine.job_stats.update(**changes)
+    for name in applied:
+        engine.job_stats.count_action(name)
+    if engine.actuators is not None:
+        sync_actuator_stats(engine)
+    if decision.action != Action.RUN:
+        engine.job_stats.count_action(decision.action.value)
+        state = JobState.PAUSED if decision.action == Action.PAUSE else JobState.WAITING
+        engine._set_state(state, now, until=decision.until)
+    logged = (decision.action, decision.reason)
+    if engine.event_log is not None and (decision.action != Action.RUN or applied or logged != engine._logged):
+        engine._logged = logged  # repeated identical RUN decisions would only add noise to the log
+        engine.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
+                               until=decision.until, power_limit_w=decision.power_limit_w,
+                               precision=decision.precision, applied=applied)
+    work_s = engine.work_remaining_s()
+    if work_s is not None:
+        engine.job_stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
+
+
+def sync_actuator_stats(engine: Engine) -> None:
+    """Mirror refusals and unrestored settings into JobStats for the exporter's alerts."""
+    refused = getattr(engine.actuators, "refused_total", None)
+    unrestored = getattr(engine.actuators, "unrestored_count", None)
+    changes: dict[str, Any] = {}
+    if refused is not None:
+        changes["power_cap_refused_total"] = int(sum(dict(refused).values()))
+    if callable(unrestored):
+        count = engine._guarded("actuators.unrestored_count", unrestored)
+        if isinstance(count, int):
+            changes["settings_unrestored"] = count
+    if changes:
+        engine.job_stats.update(**changes)
