@@ -163,11 +163,16 @@ def _train_here(cfg) -> None:
         if rank == 0 and (m.step % every == 0 or m.step == cfg.train.steps):
             _echo_step(m)
 
-    try:
-        trainer, history = run_training(cfg, on_step=report, handle_signals=True)
+    def ready(trainer) -> None:
         if rank == 0:
             if trainer.plan is not None:
                 click.echo(f"mesh auto: {trainer.plan.reason}")
+            resumed = f", resuming at step {trainer.step}" if trainer.step else ""
+            click.echo(f"training on {trainer.dims.describe()} ({trainer.device.type}){resumed}")
+
+    try:
+        trainer, history = run_training(cfg, on_step=report, on_ready=ready, handle_signals=True)
+        if rank == 0:
             click.echo(f"done: {trainer.step}/{trainer.cfg.train.steps} steps on {trainer.dims.describe()}"
                        + (f", final loss {history[-1].loss:.4f}" if history else ""))
     finally:

@@ -97,15 +97,18 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
             server.stop()
 
 
-def run_training(cfg: JobConfig, *, on_step=None, session_kwargs: dict[str, Any] | None = None,
+def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, Any] | None = None,
                  handle_signals: bool = False) -> tuple[Trainer, list[StepMetrics]]:
     """Build the trainer for this rank and train, under the greentrain session when a policy is set.
 
+    ``on_ready(trainer)`` runs once the trainer is built (e.g. to report the planned mesh).
     ``session_kwargs`` go to ``Session`` as they are (e.g. ``clock``, ``policy`` as an object).
     ``handle_signals``: on SIGTERM/SIGINT checkpoint at the next step boundary and return (without a
     policy; under a policy the Session owns the signals).
     """
     trainer = Trainer(cfg)
+    if on_ready is not None:
+        on_ready(trainer)
     world_size = trainer.dims.world_size
     callbacks = [on_step] if on_step is not None else []
     extra = dict(session_kwargs or {})
