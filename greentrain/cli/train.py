@@ -167,7 +167,10 @@ def _train_here(cfg) -> None:
         if rank == 0:
             if trainer.plan is not None:
                 click.echo(f"mesh auto: {trainer.plan.reason}")
-            resumed = f", resuming at step {trainer.step}" if trainer.step else ""
+            from greentrain.runtime.checkpoint import latest_step
+
+            last = latest_step(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+            resumed = f", resuming from the checkpoint at step {last}" if last else ""
             click.echo(f"training on {trainer.dims.describe()} ({trainer.device.type}){resumed}")
 
     try:

@@ -10,8 +10,10 @@ a separate gloo group while training continues.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,15 @@ def latest_step(folder: str | Path) -> int | None:
     steps = [int(m.group(1)) for p in root.iterdir()
              if (m := _STEP_DIR.match(p.name)) and (p / ".metadata").is_file()]
     return max(steps, default=None)
+
+
+@contextlib.contextmanager
+def _quiet_single_process():
+    """DCP warns that it 'assumes' one process when no group exists; for us that is the intent."""
+    with warnings.catch_warnings():
+        if not (dist.is_available() and dist.is_initialized()):
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
 
 
 class Checkpointer:
@@ -84,12 +95,14 @@ class Checkpointer:
     def save(self, step: int, train_state: dict[str, Any]) -> None:
         """Write ``step-<step>`` (collective: every rank calls it)."""
         self.wait()
-        state, _ = self._state(train_state)
         path = self.path(step)
-        if self.async_save:
-            self._pending = dcp.async_save(state, checkpoint_id=str(path), process_group=self._async_group)
-        else:
-            dcp.save(state, checkpoint_id=str(path))
+        with _quiet_single_process():
+            state, _ = self._state(train_state)
+            if self.async_save:
+                self._pending = dcp.async_save(state, checkpoint_id=str(path), process_group=self._async_group)
+            else:
+                dcp.save(state, checkpoint_id=str(path))
+        if not self.async_save:
             self._prune()
 
     def wait(self) -> None:
@@ -116,8 +129,9 @@ class Checkpointer:
         path = self.path(step)
         if not (path / ".metadata").is_file():
             raise ConfigError(f"--checkpoint-dir {self.folder}: step-{step} is missing or incomplete")
-        state, keys = self._state({"step": 0, "tokens": 0})
-        dcp.load(state, checkpoint_id=str(path))
+        with _quiet_single_process():
+            state, keys = self._state({"step": 0, "tokens": 0})
+            dcp.load(state, checkpoint_id=str(path))
         for (part, optim), (mkeys, okeys) in zip(zip(self.parts, self.optimizers), keys):
             set_model_state_dict(part, {k: state["model"][k] for k in mkeys})
             set_optimizer_state_dict(part, optim, {k: state["optim"][k] for k in okeys}, options=_OPTIM_OPTS)
