@@ -120,7 +120,7 @@ class StepDriver:
         event_log = EventLog(o.jsonl) if o.jsonl else None
         if event_log is not None:
             self._closers.append(event_log.close)
-        monitor, _ = build_monitor(o.devices, event_log)
+        monitor, _ = build_monitor(o.devices, event_log, self.clock)
         if monitor is not None:
             self._closers.insert(0, monitor.stop)
         signals = build_signals(o.zone, o.provider, self.clock) if broadcast.is_leader else None
