@@ -73,11 +73,13 @@ def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
         i += 1
 
 
-def evaluate(path: Path, every_days: float) -> dict:
+def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = POLICIES,
+             kinds: tuple[str, ...] = ("real", "perfect")) -> dict:
     """{(job, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs]}."""
     points = load_trace(path)
     trace = TraceIndex(points, path.name)
     forecasters = {"real": CachedForecaster(Forecaster()), "perfect": PerfectForecaster(points)}
+    forecasters = {k: v for k, v in forecasters.items() if k in kinds}
     totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0])
     for work_h, deadline_h in JOBS:
         job = SimJob(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, 1000.0),),
@@ -85,10 +87,10 @@ def evaluate(path: Path, every_days: float) -> dict:
         for start in starts_for(trace, every_days, deadline_h):
             base = (run_now(trace, start, job).emissions_g, oracle(trace, start, job).emissions_g,
                     best_window(trace, start, job)[0].emissions_g)
-            for name in POLICIES:
+            for name in ("run-now", *(p for p in policies if p != "run-now")):
                 policy = load_policy(name)
                 for fc_name, forecaster in forecasters.items():
-                    if name == "run-now" and fc_name == "perfect":
+                    if name == "run-now" and fc_name != next(iter(forecasters)):
                         continue
                     run = simulate_run(trace, start, job, policy, forecaster)
                     ledger = run.ledger
@@ -154,15 +156,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--every-days", type=float, default=7.0)
     parser.add_argument("--traces", nargs="*", help="CSV files (default: every file in ../shared/data/carbon)")
+    parser.add_argument("--policies", nargs="*", default=list(POLICIES), choices=POLICIES,
+                        help="policies to replay (run-now, the reference, always runs)")
+    parser.add_argument("--forecasts", nargs="*", default=["real", "perfect"], choices=["real", "perfect"],
+                        help="forecast kinds to replay with")
+    parser.add_argument("--no-latency", action="store_true", help="skip the decide() timing")
     args = parser.parse_args()
     paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
     version = forecaster_version()  # now: the source may change on disk while this runs
     t0 = time.perf_counter()
     per_trace = {}
     for path in paths:
-        per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, args.every_days)
+        per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, args.every_days, tuple(args.policies),
+                                                           tuple(args.forecasts))
         print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     print_tables(per_trace)
+    if args.no_latency:
+        print(f"\nforecaster source sha256 {version}; wall time {time.perf_counter() - t0:.0f} s")
+        return
     latency = decide_latency_ms(load_trace(paths[0]))
     print("\ndecide() CPU time with a 72-point forecast, 24 h of work, 72 h deadline:")
     for label, (cold, warm) in latency.items():
@@ -181,7 +192,7 @@ def print_tables(per_trace: dict) -> None:
         print("|" + "---|" * len(header))
         means = defaultdict(list)
         for trace, totals in per_trace.items():
-            ref = totals[(job, "run-now", "real")]
+            ref = next(v for k, v in totals.items() if k[:2] == (job, "run-now"))
             cells = [trace, f"{(ref[1] - ref[2]) / ref[1]:.1%}", f"{(ref[1] - ref[3]) / ref[1]:.1%}"]
             for p, f in columns:
                 row = totals[(job, p, f)]
@@ -192,7 +203,7 @@ def print_tables(per_trace: dict) -> None:
         cells = ["**mean**", "", ""] + [f"**{statistics.fmean(means[c]):.3f}** (min {min(means[c]):.3f})"
                                          for c in columns]
         print("| " + " | ".join(cells) + " |")
-        runs = sum(t[(job, "run-now", "real")][5] for t in per_trace.values())
+        runs = sum(v[5] for t in per_trace.values() for k, v in t.items() if k[:2] == (job, "run-now"))
         missed = {c: sum(t[(job, *c)][4] for t in per_trace.values()) for c in columns}
         print(f"\nruns per policy: {runs}; deadlines missed: "
               + ", ".join(f"{p} ({f}) {m}" for (p, f), m in missed.items()))

@@ -93,6 +93,7 @@ class Session:
         clock: Clock | None = None,
         metrics_port: int | None = None,
         metrics_addr: str = "127.0.0.1",
+        metrics_allow_public: bool = False,
         job: str = "greentrain",
         jsonl: str | Path | None = None,
         devices: Any = None,
@@ -114,6 +115,7 @@ class Session:
             raise ConfigError("checkpoint_dir: required with model= (where the default checkpoint is written)")
         self._args = dict(zone=zone, provider=provider, deadline=deadline, model=model, optimizer=optimizer,
                           checkpoint_dir=checkpoint_dir, metrics_port=metrics_port, metrics_addr=metrics_addr,
+                          metrics_allow_public=metrics_allow_public,
                           jsonl=jsonl, devices=devices, dist=dist, actuators=actuators, monitor=monitor,
                           step_time_s=step_time_s,
                           deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress)
@@ -263,7 +265,7 @@ class Session:
                 extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{self.job}"
             self.metrics = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
                                          addr=args["metrics_addr"], port=args["metrics_port"], clock=self.clock,
-                                         **extra)
+                                         allow_public=args["metrics_allow_public"], **extra)
             self._closers.insert(0, self.metrics.stop)
         return event_log, monitor, signals
 

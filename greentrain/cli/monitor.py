@@ -148,14 +148,14 @@ def _port(value: str | None) -> int | None:
     return int(value)
 
 
-def _start_metrics(port: int | None, addr: str, mon: Any, job: str) -> Any:
+def _start_metrics(port: int | None, addr: str, mon: Any, job: str, allow_public: bool = False) -> Any:
     if port is None:
         return None
     try:
         from greentrain.exporters import MetricsServer
     except ImportError as e:
         raise ConfigError(f"--metrics-port: the Prometheus exporter is not available ({e})") from None
-    server = MetricsServer(job=job, monitor=mon, addr=addr, port=port)
+    server = MetricsServer(job=job, monitor=mon, addr=addr, port=port, allow_public=allow_public)
     try:
         server.start()
     except OSError as e:
@@ -185,10 +185,11 @@ def _start_metrics(port: int | None, addr: str, mon: Any, job: str) -> Any:
     "--metrics-port", default=None, metavar="PORT", help="Serve Prometheus metrics on this port (0: any free port)."
 )
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
+@click.option("--metrics-allow-public", is_flag=True, help="Allow a non-loopback --metrics-addr (logs a warning).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def monitor(
     interval_s: str, duration_s: str | None, jsonl: str | None, as_json: bool, gpu_selectors: tuple[str, ...],
-    metrics_port: str | None, metrics_addr: str, command: tuple[str, ...],
+    metrics_port: str | None, metrics_addr: str, metrics_allow_public: bool, command: tuple[str, ...],
 ) -> None:  # fmt: skip
     """Measure energy while CMD runs (or for --duration-s, or until Ctrl-C); exit with CMD's status."""
     from greentrain.cli.doctor import rapl_root_from_env
@@ -212,7 +213,8 @@ def monitor(
         exit_code: int | None = None
         try:
             mon.start()
-            server = _start_metrics(port, metrics_addr, mon, Path(command[0]).name if command else "monitor")
+            server = _start_metrics(port, metrics_addr, mon, Path(command[0]).name if command else "monitor",
+                                    metrics_allow_public)
             exit_code = _run_command(command) if command else (_wait(duration) or None)
         finally:
             mon.stop()

@@ -48,6 +48,7 @@ __all__ = ["run"]
               help="How often to check the plan while the command runs (real seconds).")
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Metrics bind address.")
+@click.option("--metrics-allow-public", is_flag=True, help="Allow a non-loopback --metrics-addr (logs a warning).")
 @click.option("--jsonl", type=click.Path(dir_okay=False), help="Write the JSONL run log here.")
 @click.option("--job", help="Job label for metrics and logs (default: the command's name).")
 @click.option("--no-measure", is_flag=True, help="Do not measure energy (no device discovery).")
@@ -160,7 +161,8 @@ class _Resources:
             if opts["metrics_port"] is not None:
                 self.server = start_metrics(job=self.job, monitor=self.monitor, signals=self.signals,
                                             job_stats=self.job_stats, addr=opts["metrics_addr"],
-                                            port=opts["metrics_port"])
+                                            port=opts["metrics_port"],
+                                            allow_public=opts["metrics_allow_public"])
         except BaseException:
             self.__exit__(None, None, None)
             raise

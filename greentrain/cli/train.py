@@ -31,6 +31,7 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "pp_schedule": ("parallel", "pp_schedule"),
     "microbatches": ("parallel", "microbatches"), "virtual_stages": ("parallel", "virtual_stages"),
     "metrics_jsonl": ("metrics", "jsonl"), "metrics_port": ("metrics", "port"), "metrics_addr": ("metrics", "addr"),
+    "metrics_allow_public": ("metrics", "allow_public"),
     "checkpoint_dir": ("checkpoint", "dir"), "checkpoint_interval": ("checkpoint", "interval"),
     "async_checkpoint": ("checkpoint", "async_save"),
     "policy": ("greentrain", "policy"), "zone": ("greentrain", "zone"), "provider": ("greentrain", "provider"),
@@ -91,6 +92,9 @@ def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -
             argv.append("--compile" if value else "--no-compile")
         elif flag == "async_checkpoint":
             argv.append("--async-checkpoint" if value else "--sync-checkpoint")
+        elif flag == "metrics_allow_public":
+            if value:
+                argv.append("--metrics-allow-public")
         else:
             argv += ["--" + flag.replace("_", "-"), str(value)]
     return argv
@@ -208,6 +212,8 @@ def _train_here(cfg) -> None:
 @click.option("--metrics-jsonl", type=click.Path(dir_okay=False), help="One JSON line per step (rank 0).")
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port (0: any free one).")
 @click.option("--metrics-addr", help="Metrics bind address (default 127.0.0.1).")
+@click.option("--metrics-allow-public", is_flag=True, default=None,
+              help="Allow a non-loopback --metrics-addr (the endpoint is unauthenticated).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="DCP checkpoints; resume from the newest.")
 @click.option("--checkpoint-interval", type=int, help="Save every N steps.")
 @click.option("--async-checkpoint/--sync-checkpoint", "async_checkpoint", default=None, help="Save in the background.")

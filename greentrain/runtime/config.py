@@ -229,6 +229,8 @@ class MetricsConfig:
     """Serve Prometheus metrics on this port (rank 0); 0 = any free port."""
     addr: str = "127.0.0.1"
     """Address the metrics server binds."""
+    allow_public: bool = False
+    """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged)."""
     log_every: int = 1
     """Print a progress line every N steps (rank 0)."""
 
