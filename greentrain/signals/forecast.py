@@ -13,8 +13,14 @@
   coefficients are re-fitted at every call from the history's own
   autocovariance: nothing is tuned to a particular grid.
 
-The model is fitted twice, to the values (additive) and to their logarithm
-(multiplicative, which suits spiky clean grids), and the two are averaged.
+The model comes in six variants: fitted to the values (additive) or to their
+logarithm (multiplicative, which suits spiky clean grids; converted back as the
+log-normal mean, so it forecasts the expected value, not the median), each
+with a profile half-life of half, one and two times ``day_half_life_days``.
+At every call each variant is re-fitted to the history as it was two weeks
+earlier and scored on its forecasts since (out of sample, causal); each
+horizon uses the variant with the least squared error there. Which variant
+wins differs between grids and seasons, so this is chosen online, not tuned.
 Only points that start at or before the hour containing ``now`` are used, so
 the forecast made at ``now`` cannot see the future. ``SeasonalNaiveForecaster``
 (the value one day earlier) is the baseline it is measured against in
@@ -36,6 +42,10 @@ from greentrain.signals.base import IntensityPoint, Kind
 __all__ = ["Forecaster", "SeasonalNaiveForecaster", "floor_hour", "hourly_series"]
 
 _HOUR = timedelta(hours=1)
+_BACKTEST_H = 14 * 24
+"""Hours of out-of-sample forecasts on which the candidate models are compared."""
+_POOL_H = 2
+"""Neighbouring horizons pooled (each side) when comparing the candidates at one horizon."""
 _RECENT_LAGS_H = (0, 2, 6)
 """Hours back of the recent anomalies used as regressors (now, and two earlier for momentum)."""
 
@@ -162,10 +172,9 @@ class Forecaster:
     def predict(self, series: np.ndarray, horizon_h: int) -> np.ndarray | None:
         """Forecast ``horizon_h`` values after the last element of an hourly ``series`` (NaN = gap).
 
-        The average of the model fitted to the values (additive anomalies) and
-        to their logarithm (multiplicative anomalies, which suits spiky,
-        strictly positive grids and tracks the median): two views of the same
-        structure, combined because neither wins on every grid.
+        Each horizon takes the candidate model with the least squared error on
+        the last ``_BACKTEST_H`` hours of out-of-sample forecasts (see
+        ``_select``); with too little history for that, the candidates' mean.
         """
         known = ~np.isnan(series)
         if not known.any():
@@ -175,25 +184,74 @@ class Forecaster:
         if y.size < 48:
             # Under two days nothing seasonal can be estimated: persist the recent level.
             return np.full(horizon_h, float(np.mean(y[-3:])))
-        additive = self._fit_predict(y, horizon_h)
         offset_g_per_kwh = 0.1 * float(np.mean(y)) or 1.0  # keeps log() finite for zero-carbon hours
-        multiplicative = np.exp(self._fit_predict(np.log(y + offset_g_per_kwh), horizon_h)) - offset_g_per_kwh
-        return np.maximum(0.5 * (additive + multiplicative), 0.0)
+        now = self._candidates(y, y.size, np.array([y.size - 1]), horizon_h, offset_g_per_kwh)[:, 0, :]
+        # The error pooling reaches _POOL_H horizons further, so a horizon's choice does not depend on horizon_h.
+        chosen = self._select(y, horizon_h + _POOL_H, offset_g_per_kwh)
+        if chosen is None:
+            return np.maximum(now.mean(axis=0), 0.0)
+        return np.maximum(now[chosen[:horizon_h], np.arange(horizon_h)], 0.0)
 
-    def _fit_predict(self, y: np.ndarray, horizon_h: int) -> np.ndarray:
-        """Profile + least-squares anomaly forecast of a gap-free hourly series."""
-        profile_past, profile_future = self._daily_profile(y, horizon_h)
-        return profile_future + _anomaly_forecast(y - profile_past, horizon_h)
+    def _candidates(self, y: np.ndarray, fit_n: int, origins: np.ndarray, horizon_h: int,
+                    offset_g_per_kwh: float) -> np.ndarray:
+        """Forecasts (candidate × origin × horizon) of the models fitted to ``y[:fit_n]``.
 
-    def _daily_profile(self, y: np.ndarray, horizon_h: int) -> tuple[np.ndarray, np.ndarray]:
-        """The hour-of-day profile at each history hour and at each forecast hour."""
+        Candidates: profile half-life ½×, 1× and 2× ``day_half_life_days`` (how fast the
+        daily shape drifts), each fitted to the values (additive anomalies) and to their
+        logarithm (multiplicative anomalies, which suit spiky clean grids).
+        """
+        logged = np.log(y + offset_g_per_kwh)
+        out = []
+        for half_life_d in (self.day_half_life_days / 2, self.day_half_life_days, 2 * self.day_half_life_days):
+            out.append(self._fit_apply(y, fit_n, origins, horizon_h, half_life_d))
+            log_mean = self._fit_apply(logged, fit_n, origins, horizon_h, half_life_d, lognormal=True)
+            out.append(np.exp(log_mean) - offset_g_per_kwh)
+        return np.stack(out)
+
+    def _select(self, y: np.ndarray, horizon_h: int, offset_g_per_kwh: float) -> np.ndarray | None:
+        """Index of the best candidate per horizon, judged on its own out-of-sample forecasts.
+
+        Every candidate is re-fitted to the history as it was ``_BACKTEST_H`` hours ago
+        and applied at each hour since; its squared errors at each horizon (pooled with
+        ``_POOL_H`` neighbours each side) rank it. Causal: only the history is used.
+        None when the history is too short to leave a meaningful fit.
+        """
+        fit_n = y.size - _BACKTEST_H
+        if fit_n < 14 * 24:
+            return None
+        origins = np.arange(fit_n - 1, y.size - 1)
+        past = self._candidates(y, fit_n, origins, horizon_h, offset_g_per_kwh)
+        target = origins[:, None] + np.arange(1, horizon_h + 1)[None, :]
+        actual = y[np.minimum(target, y.size - 1)]
+        squared = np.where(target < y.size, (past - actual) ** 2, 0.0).sum(axis=1)  # candidate × horizon
+        kernel = np.ones(2 * _POOL_H + 1)
+        pooled = np.stack([np.convolve(row, kernel, mode="same") for row in squared])
+        return np.argmin(pooled, axis=0)
+
+    def _fit_apply(self, y: np.ndarray, fit_n: int, origins: np.ndarray, horizon_h: int,
+                   half_life_d: float, *, lognormal: bool = False) -> np.ndarray:
+        """Profile + least-squares anomaly model fitted to ``y[:fit_n]``: forecasts (origin × horizon)
+        from each index in ``origins`` (all >= fit_n - 1, so the profile and coefficients are
+        out of sample there). ``lognormal``: ``y`` is a logarithm; add half the model's error
+        variance so exp() of the result is the conditional mean, not the median."""
+        daily = self._daily_profile(y[:fit_n], half_life_d)
+        anomaly = y - daily[(np.arange(y.size) - fit_n) % 24]
+        coef, lag, error_var = _anomaly_model(anomaly[:fit_n], horizon_h)
+        h = np.arange(1, horizon_h + 1)
+        out = daily[(origins[:, None] + h[None, :] - fit_n) % 24] + (0.5 * error_var if lognormal else 0.0)
+        if coef is None:
+            return out
+        lagged = anomaly[origins[:, None, None] - lag[None, :, :]]
+        return out + (coef[None] * lagged).sum(axis=2)
+
+    @staticmethod
+    def _daily_profile(y: np.ndarray, half_life_d: float) -> np.ndarray:
+        """Mean by hour of day, day weights halving every ``half_life_d``; column k is the hour of y[-24 + k]."""
         days = y.size // 24
         recent = y[y.size - days * 24 :].reshape(days, 24)
         ages_d = np.arange(days - 1, -1, -1, dtype=float)
-        weights = 0.5 ** (ages_d / self.day_half_life_days)
-        daily = weights @ recent / weights.sum()
-        # Column k of ``daily`` is the hour of day of y[-24 + k]; the hour after y[-1] is column 0.
-        return daily[(np.arange(y.size) - y.size) % 24], daily[np.arange(horizon_h) % 24]
+        weights = 0.5 ** (ages_d / half_life_d)
+        return weights @ recent / weights.sum()
 
 
 def _autocovariance(a: np.ndarray, max_lag: int) -> np.ndarray:
@@ -205,8 +263,8 @@ def _autocovariance(a: np.ndarray, max_lag: int) -> np.ndarray:
     return np.concatenate([r, np.zeros(max(0, max_lag + 1 - r.size))])
 
 
-def _anomaly_forecast(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
-    """Predict anomaly[n - 1 + h], h = 1..horizon_h, by least squares on lagged anomalies.
+def _anomaly_model(anomaly: np.ndarray, horizon_h: int) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Least-squares coefficients (horizon × regressor) and lags predicting anomaly[n - 1 + h].
 
     Regressors per horizon: the anomaly now and 2 h and 6 h ago (level and
     momentum: is the wind picking up or dying down?), the latest anomaly at
@@ -222,13 +280,14 @@ def _anomaly_forecast(anomaly: np.ndarray, horizon_h: int) -> np.ndarray:
     lag = np.stack(lags, axis=1)  # (H, k): regressor i for horizon h is anomaly[n - 1 - lag[h, i]]
     r = _autocovariance(anomaly, int(lag.max() + horizon_h))
     if r[0] <= 0:
-        return np.zeros(horizon_h)
+        return None, lag, np.zeros(horizon_h)
     gram = r[np.abs(lag[:, :, None] - lag[:, None, :])]
     # A small ridge keeps the system solvable when two regressors coincide (h = 24, 48, ...).
     gram += np.eye(lag.shape[1]) * (1e-3 * r[0])
     target = r[h[:, None] + lag]
     coef = np.linalg.solve(gram, target[..., None])[..., 0]
-    return (coef * anomaly[n - 1 - lag]).sum(axis=1)
+    error_var = np.maximum(r[0] - (coef * target).sum(axis=1), 0.0)
+    return coef, lag, error_var
 
 
 class SeasonalNaiveForecaster:

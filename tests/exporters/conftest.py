@@ -35,28 +35,11 @@ from greentrain.jobstats import JobState, JobStats
 from greentrain.monitor import Monitor
 from greentrain.testing import FakeCPUDomain, FakeGPU
 
-JOB = "llm-test"
+from gt_stack import JOB, Stack  # noqa: E402  (shared with the test modules)
 REPLAY_ORIGIN = datetime(2022, 6, 1, 12, 30, tzinfo=UTC)
 
 needs_prometheus = pytest.mark.skipif(
     not (shutil.which("prometheus") or Path("/usr/bin/prometheus").exists()), reason="prometheus not installed")
-
-
-@dataclass
-class Stack:
-    prometheus: Prometheus
-    pushgateway: Pushgateway
-    job_server: MetricsServer
-    node_server: MetricsServer
-    stats0: JobStats
-    stats1: JobStats
-    gpus: list[FakeGPU]
-    signals: TraceSignals
-    clock: ReplayClock
-
-    @property
-    def job_instance(self) -> str:
-        return f"127.0.0.1:{self.job_server.port}"
 
 
 def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:

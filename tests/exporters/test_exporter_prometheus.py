@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import JOB, Stack
+from gt_stack import JOB, Stack
 from gt_promstack import DCGM_UUIDS, REPO, RULES, get_json, http_text
 
 from greentrain.exporters import names as n

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import Stack
+from gt_stack import Stack
 from gt_promstack import get_json, http_text
 
 from greentrain.errors import ConfigError

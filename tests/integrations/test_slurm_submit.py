@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import write_trace
+from gt_trace import write_trace
 
 from greentrain.integrations.slurm import parse_slurm_time
 

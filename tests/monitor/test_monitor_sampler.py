@@ -182,12 +182,14 @@ def test_background_thread_samples_and_stops_cleanly(tmp_path: Path) -> None:
     gpu = FakeGPU("a40", energy_counter=False)
     log_path = tmp_path / "run.jsonl"
     with EventLog(log_path) as log:
+        before = set(threading.enumerate())
         monitor = Monitor([gpu], [FakeCPUDomain()], interval_s=0.01, event_log=log).start()
-        assert any(t.name == "greentrain-monitor" for t in threading.enumerate())
+        # Other tests' session-scoped fixtures may run monitors too: look only at the thread this one started.
+        (sampler,) = [t for t in threading.enumerate() if t not in before and t.name == "greentrain-monitor"]
         _wait_for(lambda: monitor.readings()[0].energy_j > 0)
         monitor.stop()
         monitor.stop()  # idempotent
-    assert not any(t.name == "greentrain-monitor" for t in threading.enumerate())
+    assert not sampler.is_alive()
     frozen = monitor.total_energy_j()
     assert frozen == monitor.total_energy_j()  # frozen after stop
     events = [e for e in read_events(log_path) if e["event"] == "sample"]
