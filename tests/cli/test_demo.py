@@ -63,7 +63,7 @@ class _Scraper:
                     self.answers.append(response.text)
             except httpx.HTTPError:
                 pass  # not up yet, or between segments
-            self._stop.wait(1.0)
+            self._stop.wait(0.2)
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -81,11 +81,14 @@ def _demo(out: Path, port: int) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
-def _interrupt_after_steps(proc: subprocess.Popen, log: Path, steps: int, timeout_s: float) -> None:
+def _interrupt_after_steps(proc: subprocess.Popen, log: Path, steps: int, timeout_s: float,
+                           scraper: "_Scraper") -> None:
+    """SIGINT once ``steps`` steps are logged and the metrics endpoint has answered while training."""
     deadline = time.monotonic() + timeout_s
-    while sum(e.get("event") == "step" for e in _events(log)) < steps:
+    while (sum(e.get("event") == "step" for e in _events(log)) < steps
+           or not any("greentrain_training_steps_total" in a for a in scraper.answers)):
         assert proc.poll() is None, f"the demo exited before training:\n{proc.communicate()[0]}"
-        assert time.monotonic() < deadline, "the demo did not start training in time"
+        assert time.monotonic() < deadline, "the demo did not train and serve metrics in time"
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
 
@@ -110,7 +113,7 @@ def test_demo_waits_pauses_resumes_survives_ctrl_c_and_reports(tmp_path: Path) -
     # Run 1: interrupted while training.
     with _Scraper(port) as scraper_1:
         first = _demo(out, port)
-        _interrupt_after_steps(first, log, steps=3, timeout_s=60)
+        _interrupt_after_steps(first, log, steps=3, timeout_s=60, scraper=scraper_1)
         text_1, _ = first.communicate(timeout=30)  # returns once no process holds its stdout: no stray child
     assert first.returncode == 130, text_1
     assert f"resume with: greentrain demo --out {out}" in text_1
