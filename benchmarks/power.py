@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from greentrain.actuators import ActuatorSet, FileBackedGPU
+from greentrain.actuators import ActuatorSet
+from greentrain.testing import FileBackedGPU
 from greentrain.daemon.client import DaemonClient
 from greentrain.daemon.config import DaemonConfig
 from greentrain.daemon.server import DaemonServer

@@ -2,7 +2,7 @@
 
 ``ActuatorSet`` is the entry point for the engine; ``KnobController`` does the
 journaled change for one GPU (also used by ``greentrain daemon``);
-``FileBackedGPU`` is a test double whose settings survive a killed process.
+(The file-backed fake GPU for tests lives in ``greentrain.testing``.)
 """
 
 from greentrain.actuators.actuator_set import (
@@ -16,7 +16,6 @@ from greentrain.actuators.controller import (
     validate_sm_clocks,
 )
 from greentrain.actuators.exithooks import ExitHooks
-from greentrain.actuators.fake import FileBackedGPU
 from greentrain.actuators.journal import Journal, JournalEntry, Knob, default_state_dir
 from greentrain.actuators.lock import DeviceBusyError, DeviceLock
 
@@ -28,7 +27,6 @@ __all__ = [
     "validate_power_limit",
     "validate_sm_clocks",
     "ExitHooks",
-    "FileBackedGPU",
     "Journal",
     "JournalEntry",
     "Knob",

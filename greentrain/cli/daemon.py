@@ -33,7 +33,7 @@ def _load(config_path: Path | None, socket: Path | None, group: str | None, stat
 
 def _gpus(fake_gpus: str | None, state_dir: Path) -> list:
     if fake_gpus:  # demos and tests: file-backed doubles, settings kept under the state dir
-        from greentrain.actuators.fake import FileBackedGPU
+        from greentrain.testing import FileBackedGPU
 
         model, _, count = fake_gpus.partition(":")
         try:

@@ -12,7 +12,8 @@ import signal
 import sys
 import time
 
-from greentrain.actuators import ActuatorSet, FileBackedGPU
+from greentrain.actuators import ActuatorSet
+from greentrain.testing import FileBackedGPU
 from greentrain.policies.base import Decision
 
 

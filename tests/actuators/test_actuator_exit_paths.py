@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.actuators import ActuatorSet, FileBackedGPU, Journal
+from greentrain.actuators import ActuatorSet, Journal
+from greentrain.testing import FileBackedGPU
 
 CHILD = Path(__file__).with_name("child_actuate.py")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -11,13 +11,13 @@ import pytest
 from greentrain.actuators import (
     ActuatorSet,
     DeviceBusyError,
-    FileBackedGPU,
     Journal,
     Knob,
     KnobController,
 )
 from greentrain.errors import ActuationError, DeviceLostError
 from greentrain.policies.base import Decision
+from greentrain.testing import FileBackedGPU
 
 pytestmark = pytest.mark.timeout(20)
 

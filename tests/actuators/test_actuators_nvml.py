@@ -8,7 +8,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from greentrain.actuators import ActuatorSet, FileBackedGPU, Journal, Knob
+from greentrain.actuators import ActuatorSet, Journal, Knob
+from greentrain.testing import FileBackedGPU
 from greentrain.device.base import GPUCapabilities
 from greentrain.device.discovery import discover
 from greentrain.policies.base import Decision

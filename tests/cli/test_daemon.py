@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.actuators import FileBackedGPU
+from greentrain.testing import FileBackedGPU
 from greentrain.daemon.client import DaemonClient
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.actuators import ActuatorSet, FileBackedGPU, Journal
+from greentrain.actuators import ActuatorSet, Journal
+from greentrain.testing import FileBackedGPU
 from greentrain.actuators.lock import DeviceBusyError
 from greentrain.daemon.auth import PeerCredentials, authorize
 from greentrain.daemon.client import DaemonClient, DaemonUnavailableError

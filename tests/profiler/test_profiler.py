@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.actuators import ActuatorSet, FileBackedGPU
+from greentrain.actuators import ActuatorSet
+from greentrain.testing import FileBackedGPU
 from greentrain.device.profiles import BUILTIN_GPUS, load_gpu_profile
 from greentrain.profiler import (
     LocalCollective,

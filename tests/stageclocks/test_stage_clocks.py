@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from greentrain.actuators import ActuatorSet, FileBackedGPU
+from greentrain.actuators import ActuatorSet
+from greentrain.testing import FileBackedGPU
 from greentrain.errors import ConfigError
 from greentrain.stageclocks import (
     ClockPoint,
