@@ -167,6 +167,11 @@ class Session:
         if interrupted:
             return
         if self.relaunch == "exit":
+            # Under the Slurm batch template ($GREENTRAIN_RESUME_FILE set), say when to requeue for;
+            # elsewhere this is a no-op and the scheduler decides.
+            from greentrain.integrations.slurm import write_resume_time
+
+            write_resume_time(self.resume_at)
             sys.exit(RESUME_EXIT_CODE)
         if self._state_path is not None:
             os.environ[_STATE_ENV] = str(self._state_path.resolve())

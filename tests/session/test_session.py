@@ -194,3 +194,28 @@ def test_emissions_avoided_survive_a_checkpoint_relaunch(tmp_path: Path) -> None
     assert stats.emissions_avoided_g == pytest.approx(30 * step_kwh * 400)
     summary = read_events(tmp_path / "run.jsonl")[-1]
     assert summary["event"] == "summary" and summary["emissions_avoided_g"] == pytest.approx(30 * step_kwh * 400)
+
+
+@pytest.mark.timeout(60)
+def test_exit_relaunch_tells_the_slurm_template_when_to_resume(tmp_path: Path, monkeypatch) -> None:
+    """relaunch='exit' exits 75 and, under the batch template, writes the planned resume time for the requeue."""
+    from greentrain.session import RESUME_EXIT_CODE
+
+    resume_file = tmp_path / "resume-at"
+    monkeypatch.setenv("GREENTRAIN_RESUME_FILE", str(resume_file))
+    clock = FrozenClock(T0)
+    signals = TraceSignals(hourly(T0, [200] * 200), clock)
+    model, opt = make_model()
+    with pytest.raises(SystemExit) as exited:
+        with Session(PauseAtSteps({5}, pause_s=7200.0), provider=signals, steps_total=STEPS, model=model,
+                     optimizer=opt, checkpoint_dir=tmp_path / "ckpt", clock=clock, relaunch="exit",
+                     devices=False, progress=False, decide_interval_s=1) as session:
+            for step in range(session.start_step, STEPS):
+                clock.advance(STEP_S)
+                session.step(tokens=32, loss=train_step(model, opt, step))
+                if session.should_stop:
+                    break
+    assert exited.value.code == RESUME_EXIT_CODE
+    assert session.resume_at is not None
+    written = datetime.fromisoformat(resume_file.read_text().strip()).replace(tzinfo=UTC)
+    assert abs((written - session.resume_at).total_seconds()) <= 1.0
