@@ -14,7 +14,9 @@ __all__ = ["render_reference"]
 
 
 def _help_text(command: click.Command, path: list[str]) -> str:
-    ctx = click.Context(command, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+    # Fixed width and help names, so the output is the same whatever ran before (click caches options).
+    ctx = click.Context(command, info_name=" ".join(path), terminal_width=100, max_content_width=100,
+                        help_option_names=["-h", "--help"])
     return command.get_help(ctx)
 
 
