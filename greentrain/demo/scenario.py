@@ -19,11 +19,12 @@ The demo itself runs the live engine on a replay clock, not the simulator.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
+
+import click
 
 from greentrain.errors import ConfigError
 
@@ -152,19 +153,19 @@ def find_scenarios(trace: Path, *, work_h: float = 8.0, deadline_h: float = 24.0
     return sorted((kept or {}).values(), key=lambda c: -c.saving)
 
 
-def main() -> None:
+@click.command(help="Find demo days on a shipped trace with the simulator.")
+@click.option("--zone", default="GB", show_default=True, type=click.Choice(sorted(_TRACES)))
+@click.option("--work-hours", type=float, default=8.0, show_default=True)
+@click.option("--deadline-hours", type=float, default=24.0, show_default=True)
+@click.option("--start-hour", type=click.IntRange(0, 23), default=0, show_default=True,
+              help="UTC hour of day of the starts.")
+@click.option("--top", type=click.IntRange(1), default=5, show_default=True)
+def main(zone: str, work_hours: float, deadline_hours: float, start_hour: int, top: int) -> None:
     """``python -m greentrain.demo``: print the days that show the demo's behaviours, best first."""
-    parser = argparse.ArgumentParser(description="Find demo days on a shipped trace with the simulator.")
-    parser.add_argument("--zone", default="GB", choices=sorted(_TRACES))
-    parser.add_argument("--work-hours", type=float, default=8.0)
-    parser.add_argument("--deadline-hours", type=float, default=24.0)
-    parser.add_argument("--start-hour", type=int, default=0, help="UTC hour of day of the starts")
-    parser.add_argument("--top", type=int, default=5)
-    args = parser.parse_args()
-    first = datetime(2022, 1, 8, args.start_hour, tzinfo=UTC)
-    found = find_scenarios(shipped_trace(args.zone), work_h=args.work_hours, deadline_h=args.deadline_hours,
+    first = datetime(2022, 1, 8, start_hour, tzinfo=UTC)
+    found = find_scenarios(shipped_trace(zone), work_h=work_hours, deadline_h=deadline_hours,
                            between=(first, datetime(2023, 1, 1, tzinfo=UTC)))
     print(f"{len(found)} starts delay, pause and meet the deadline; best savings vs run-now:")
-    for c in found[: args.top]:
+    for c in found[:top]:
         runs = ", ".join(f"{a:%H:%M}-{b:%H:%M}" for a, b in c.schedule)
         print(f"  {c.start:%Y-%m-%dT%H:%MZ}  saving {100 * c.saving:5.1f} %  runs {runs}")

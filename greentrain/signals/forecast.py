@@ -13,14 +13,19 @@
   coefficients are re-fitted at every call from the history's own
   autocovariance: nothing is tuned to a particular grid.
 
-The model comes in six variants: fitted to the values (additive) or to their
-logarithm (multiplicative, which suits spiky clean grids; converted back as the
-log-normal mean, so it forecasts the expected value, not the median), each
-with a profile half-life of half, one and two times ``day_half_life_days``.
-At every call each variant is re-fitted to the history as it was two weeks
-earlier and scored on its forecasts since (out of sample, causal); each
-horizon uses the variant with the least squared error there. Which variant
-wins differs between grids and seasons, so this is chosen online, not tuned.
+The model is fitted twice, to the values (additive) and to their logarithm
+(multiplicative, which suits spiky clean grids), and the two are averaged.
+
+``Forecaster(select_online=True)`` instead weighs six variants: additive or
+multiplicative (the latter converted back as the log-normal *mean*, the
+expected value that emissions add up to, not the median), each with a profile
+half-life of ½, 1 and 2 × ``day_half_life_days``. At every call each variant
+is re-fitted to the history as it was two weeks earlier and scored on its
+forecasts since (out of sample, causal); each horizon uses the variant with
+the least squared error there. Which one wins differs between grids and
+seasons, so it is chosen online, not tuned. It helps the timing policies on
+the wind and hydro grids (docs/benchmarks/timing.md) but is not the default
+yet: it changes which day the demo documents (greentrain/demo).
 Only points that start at or before the hour containing ``now`` are used, so
 the forecast made at ``now`` cannot see the future. ``SeasonalNaiveForecaster``
 (the value one day earlier) is the baseline it is measured against in
@@ -141,10 +146,14 @@ class Forecaster:
         lookback_days: int = 56,
         day_half_life_days: float = 7.0,
         provider: str | None = None,
+        select_online: bool = False,
     ) -> None:
         """``lookback_days`` of history are used; profile day weights halve every ``day_half_life_days``.
 
         ``provider`` relabels output points (default: the history's provider).
+        ``select_online``: per horizon, use the candidate model with the least
+        out-of-sample error on the last two weeks (see ``_select``; about 10× the
+        CPU time) instead of the fixed additive/multiplicative average.
         """
         if lookback_days < 2:
             raise ConfigError(f"lookback_days: need >= 2 days of history, got {lookback_days}")
@@ -153,6 +162,7 @@ class Forecaster:
         self.lookback_days = lookback_days
         self.day_half_life_days = day_half_life_days
         self.provider = provider
+        self.select_online = select_online
 
     def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
         """Hourly points for the ``horizon_h`` hours after the one containing ``now``.
@@ -172,9 +182,13 @@ class Forecaster:
     def predict(self, series: np.ndarray, horizon_h: int) -> np.ndarray | None:
         """Forecast ``horizon_h`` values after the last element of an hourly ``series`` (NaN = gap).
 
-        Each horizon takes the candidate model with the least squared error on
-        the last ``_BACKTEST_H`` hours of out-of-sample forecasts (see
-        ``_select``); with too little history for that, the candidates' mean.
+        Default: the mean of the model fitted to the values (additive anomalies)
+        and to their logarithm (multiplicative anomalies, which suit spiky,
+        strictly positive grids; back-transformed as the median). With
+        ``select_online`` each horizon takes the candidate (``_candidates``) with
+        the least squared error on the last ``_BACKTEST_H`` hours of its own
+        out-of-sample forecasts (``_select``); with too little history for that,
+        the candidates' mean.
         """
         known = ~np.isnan(series)
         if not known.any():
@@ -185,6 +199,11 @@ class Forecaster:
             # Under two days nothing seasonal can be estimated: persist the recent level.
             return np.full(horizon_h, float(np.mean(y[-3:])))
         offset_g_per_kwh = 0.1 * float(np.mean(y)) or 1.0  # keeps log() finite for zero-carbon hours
+        if not self.select_online:
+            additive = self._fit_apply(y, y.size, np.array([y.size - 1]), horizon_h, self.day_half_life_days)[0]
+            log_median = self._fit_apply(np.log(y + offset_g_per_kwh), y.size, np.array([y.size - 1]), horizon_h,
+                                         self.day_half_life_days)[0]
+            return np.maximum(0.5 * (additive + np.exp(log_median) - offset_g_per_kwh), 0.0)
         now = self._candidates(y, y.size, np.array([y.size - 1]), horizon_h, offset_g_per_kwh)[:, 0, :]
         # The error pooling reaches _POOL_H horizons further, so a horizon's choice does not depend on horizon_h.
         chosen = self._select(y, horizon_h + _POOL_H, offset_g_per_kwh)
