@@ -9,7 +9,8 @@ and with perfect forecasts, so policy quality and forecast quality are
 separated. Baselines come from the same cost model. Also times one
 ``decide()`` call with a 72-point forecast.
 
-    python benchmarks/timing.py [--every-days 7] [--markdown docs/benchmarks/timing.md]
+    python benchmarks/timing.py [--every-days 7] [--policies forecast-optimal ...]
+                                [--forecasts real selected perfect] [--no-latency]
 """
 
 from __future__ import annotations
@@ -75,10 +76,14 @@ def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
 
 def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = POLICIES,
              kinds: tuple[str, ...] = ("real", "perfect")) -> dict:
-    """{(job, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs]}."""
+    """{(job, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs]}.
+
+    Forecaster kinds: "real" (the default ``Forecaster``), "selected" (``Forecaster(select_online=True)``),
+    "perfect" (the trace's actual future)."""
     points = load_trace(path)
     trace = TraceIndex(points, path.name)
-    forecasters = {"real": CachedForecaster(Forecaster()), "perfect": PerfectForecaster(points)}
+    forecasters = {"real": CachedForecaster(Forecaster()), "perfect": PerfectForecaster(points),
+                   "selected": CachedForecaster(Forecaster(select_online=True))}
     forecasters = {k: v for k, v in forecasters.items() if k in kinds}
     totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0])
     for work_h, deadline_h in JOBS:
@@ -158,8 +163,8 @@ def main() -> None:
     parser.add_argument("--traces", nargs="*", help="CSV files (default: every file in ../shared/data/carbon)")
     parser.add_argument("--policies", nargs="*", default=list(POLICIES), choices=POLICIES,
                         help="policies to replay (run-now, the reference, always runs)")
-    parser.add_argument("--forecasts", nargs="*", default=["real", "perfect"], choices=["real", "perfect"],
-                        help="forecast kinds to replay with")
+    parser.add_argument("--forecasts", nargs="*", default=["real", "perfect"], choices=["real", "selected", "perfect"],
+                        help="forecast kinds to replay with (selected: Forecaster(select_online=True))")
     parser.add_argument("--no-latency", action="store_true", help="skip the decide() timing")
     args = parser.parse_args()
     paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))

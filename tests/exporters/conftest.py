@@ -12,7 +12,6 @@ import shutil
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 

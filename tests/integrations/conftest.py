@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from gt_slurm_cluster import SlurmCluster, slurm_missing
