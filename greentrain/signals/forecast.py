@@ -24,7 +24,7 @@ is re-fitted to the history as it was two weeks earlier and scored on its
 forecasts since (out of sample, causal); each horizon uses the variant with
 the least squared error there. Which one wins differs between grids and
 seasons, so it is chosen online, not tuned. It helps the timing policies on
-the wind and hydro grids (docs/benchmarks/timing.md) but is not the default
+the wind and hydro grids (docs/benchmarks.md) but is not the default
 yet: it changes which day the demo documents (greentrain/demo).
 Only points that start at or before the hour containing ``now`` are used, so
 the forecast made at ``now`` cannot see the future. ``SeasonalNaiveForecaster``
