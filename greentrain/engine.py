@@ -132,6 +132,10 @@ class Engine:
         self._closed = False
         self._logged: tuple[Action, str] = (Action.RUN, "")
         self._shared_version = 0
+        self.last_step_s: float | None = None
+        """Job-clock duration of the last step (seconds)."""
+        self.last_step_energy_j: float | None = None
+        """Monitor energy of the last step (joules); None without a monitor."""
         self.decided_on: tuple = ()
         """Fingerprint of the carbon data behind the last decision (periodic re-plans skip identical data)."""
         self.job_stats.update(deadline=self.deadline)
@@ -185,6 +189,7 @@ class Engine:
             step_energy = self._guarded("monitor.step_end", self.monitor.step_end)
             energy_j = float(getattr(step_energy, "energy_j", 0.0) or 0.0)
         self.times.add(duration_s)
+        self.last_step_s, self.last_step_energy_j = duration_s, (energy_j if self.monitor is not None else None)
         counterfactual_at = (self.submitted_at or started) + timedelta(seconds=self.running_s)
         self.running_s += duration_s
         self.steps_done += 1

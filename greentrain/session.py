@@ -24,7 +24,8 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -37,9 +38,21 @@ from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, barrier_for, make_broadcast
 from greentrain.timing.checkpoint import ModelCheckpoint
+from greentrain.timing.hardware import (
+    Hardware,
+    PowerSwitch,
+    build_hardware,
+    discover_devices,
+)
 from greentrain.timing.process import reexec
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
-from greentrain.timing.state import EngineState, load_state, restore_into, save_state, state_of
+from greentrain.timing.state import (
+    EngineState,
+    load_state,
+    restore_into,
+    save_state,
+    state_of,
+)
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]
 
@@ -67,13 +80,22 @@ class Session:
         clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
         job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
         dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
-        actuators: an ``ActuatorSet`` for power/clock decisions (optional).
+        actuators: your own ``ActuatorSet`` for power/clock decisions (default: built when power is on).
         monitor: a started ``Monitor`` to use instead of building one over ``devices``.
         step_time_s: expected step time before one is measured (plans a delayed start before step 0).
         relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
             ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
         state_path: where the job's deadline and totals survive a relaunch (default:
             ``checkpoint_dir/greentrain-state.json``, or ``$GREENTRAIN_STATE_FILE``).
+        power: profile power limits during the first steps and let the policy pick one: True, False, or
+            'auto' (when the policy uses power, e.g. energy-optimal / max-slowdown / carbon-aware, and a GPU
+            has power-limit control; with ``monitor=`` but no ``devices=``, only True looks for GPUs).
+            Limits are journaled and restored on every exit path; without the privilege the job runs
+            timing-only with one note.
+        precision: precisions to trial by measured energy per step, reference first (e.g. ['fp32', 'bf16']);
+            use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop.
+        profile_cache_dir: where measured operating points are cached per GPU model and workload (None: the
+            default cache dir; False: no cache). state_dir: the actuators' journal directory.
     """
 
     def __init__(
@@ -106,6 +128,10 @@ class Session:
         deadline_policy: str | None = None,
         decide_interval_s: float = 300.0,
         progress: bool = True,
+        power: PowerSwitch = "auto",
+        precision: Sequence[str] | None = None,
+        profile_cache_dir: str | Path | None | Literal[False] = None,
+        state_dir: str | Path | None = None,
     ) -> None:
         if relaunch not in ("exec", "exit", "none"):
             raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
@@ -118,7 +144,9 @@ class Session:
                           metrics_allow_public=metrics_allow_public,
                           jsonl=jsonl, devices=devices, dist=dist, actuators=actuators, monitor=monitor,
                           step_time_s=step_time_s,
-                          deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress)
+                          deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress,
+                          power=power, precision=precision, profile_cache_dir=profile_cache_dir,
+                          state_dir=state_dir)
         self.policy_spec = policy
         self.steps_total = steps_total
         self.job = job
@@ -141,6 +169,9 @@ class Session:
         self._closers: list[Callable[[], Any]] = []
         self._checkpoint: ModelCheckpoint | None = None
         self._temp_state = False
+        self._devices: Any = None
+        self.hardware = Hardware()
+        """Actuators, operating-point profiler and precision controller of this job (built at ``__enter__``)."""
 
     # ---- context manager ---------------------------------------------------------------------------
 
@@ -195,6 +226,7 @@ class Session:
         if self.should_stop:
             return self.last_decision or engine.decision
         decision = engine.step_end(tokens=tokens, loss=loss)
+        self.hardware.step_end(engine, loss)
         self.last_decision = decision
         if decision.action != Action.RUN and not engine.finished:
             if self.pause_mode == "suspend":
@@ -203,7 +235,36 @@ class Session:
                 self._checkpoint_pause(decision)
                 return decision
         engine.step_begin()
+        self.hardware.step_begin(engine)
         return decision
+
+    # ---- precision ---------------------------------------------------------------------------------
+
+    @property
+    def precision(self) -> str | None:
+        """The precision in use ('fp32', 'bf16', ...), or None without ``precision=``."""
+        controller = self.hardware.precision
+        return controller.current if controller is not None else None
+
+    @contextmanager
+    def autocast(self) -> Iterator[None]:
+        """Context for your forward pass at the current precision (a no-op without ``precision=``)."""
+        controller = self.hardware.precision
+        if controller is None:
+            yield
+            return
+        with controller.autocast():
+            yield
+
+    def backward(self, loss: Any, optimizer: Any) -> None:
+        """``loss.backward()``, ``optimizer.step()``, ``zero_grad``, through the grad scaler fp16 needs."""
+        controller = self.hardware.precision
+        if controller is not None:
+            controller.backward_step(loss, optimizer)
+            return
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
 
     @property
     def finished(self) -> bool:
@@ -232,16 +293,17 @@ class Session:
         self._setup_checkpoint(broadcast)
         self.start_step = self._load()
         event_log, monitor, signals = self._open_resources(broadcast)
+        self._open_hardware(policy, monitor)
         self.engine = Engine(
             policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
             steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
-            actuators=args["actuators"], broadcast=broadcast, steps_done=self.start_step,
+            actuators=self.hardware.actuators, broadcast=broadcast, steps_done=self.start_step,
             step_time_s=args["step_time_s"] or (prior.step_time_s if prior else None),
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
             progress=args["progress"],
         )
         self._closers.insert(0, self._finish_engine)
-        recover = getattr(args["actuators"], "recover", None)
+        recover = getattr(self.hardware.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
             self.engine._guarded("actuators.recover", recover)
         if prior is not None:
@@ -249,6 +311,20 @@ class Session:
             if self.engine.submitted_at is not None and broadcast.is_leader:
                 self.engine.signals.backfill(self.engine.submitted_at, self.clock.now(), self.engine.ledger)
         self._begin()
+        self.hardware.start(self.engine)
+
+    def _open_hardware(self, policy: Policy, monitor: Any) -> None:
+        """Actuators, profiler and precision controller (closed last: knobs restored after the engine)."""
+        args = self._args
+        devices = args["devices"] if args["devices"] is not None else self._devices
+        if devices is None and args["power"] is True:  # monitor= given alone: its devices may be simulated
+            devices = discover_devices()
+        self.hardware = build_hardware(
+            policy, list(getattr(devices, "gpus", None) or []), power=args["power"], precision=args["precision"],
+            actuators=args["actuators"], profile_cache_dir=args["profile_cache_dir"], state_dir=args["state_dir"],
+            job=self.job, clock=self.clock, model=args["model"], monitor=monitor,
+        )
+        self._closers.append(self.hardware.close)
 
     def _open_resources(self, broadcast: Broadcast) -> tuple[Any, Any, Any]:
         """Event log, monitor, carbon signal (rank 0) and metrics endpoint, each closed at exit."""
@@ -258,7 +334,7 @@ class Session:
             self._closers.append(event_log.close)
         monitor = args["monitor"]
         if monitor is None:
-            monitor, _devices = build_monitor(args["devices"], event_log, self.clock)
+            monitor, self._devices = build_monitor(args["devices"], event_log, self.clock)
             if monitor is not None:
                 self._closers.insert(0, monitor.stop)
         signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None

@@ -69,10 +69,10 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     work_s = engine.work_remaining_s()
     if work_s is None:
         if engine.steps_total is None:
-            return _run("work remaining unknown (no steps_total / --estimate-hours): running now")
-        return _run("work remaining unknown (step time not measured yet): running now")
+            return _power_only(engine, now, "work remaining unknown (no steps_total / --estimate-hours): running now")
+        return _power_only(engine, now, "work remaining unknown (step time not measured yet): running now")
     if carbon_now is None:
-        return _run("no carbon signal: running now")
+        return _power_only(engine, now, "no carbon signal: running now")
     snapshot = Snapshot(
         steps_done=engine.steps_done, steps_total=engine.steps_total, work_remaining_s=work_s,
         step_time_s=engine.times.mean_s, step_time_std_s=engine.times.std_s, power_w=engine._power_w(),
@@ -88,6 +88,31 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
         engine._note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
         return _run("policy error: running now")
     return guard(engine, decision, now)
+
+
+def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
+    """Timing cannot be planned, but a measured profile lets a power policy still pick its operating point."""
+    if not engine.operating_points:
+        return _run(reason)
+    from greentrain.timing.hardware import policy_uses_power
+
+    policy = getattr(engine.policy, "power", engine.policy)  # a composite's power half needs no carbon data
+    if not policy_uses_power(policy):
+        return _run(reason)
+    snapshot = Snapshot(
+        steps_done=engine.steps_done, steps_total=engine.steps_total, work_remaining_s=0.0,
+        step_time_s=engine.times.mean_s, step_time_std_s=engine.times.std_s, power_w=engine._power_w(),
+        deadline=engine.deadline, state=JobState.RUNNING, started_at=engine.first_start,
+        current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
+        operating_points=engine.operating_points,
+    )
+    try:
+        chosen = policy.decide(snapshot, now)
+    except Exception as e:  # a policy bug must not stop training
+        engine._note(f"policy {type(policy).__name__} failed ({type(e).__name__}: {e}); power unchanged")
+        return _run(reason)
+    return Decision(action=Action.RUN, power_limit_w=chosen.power_limit_w, sm_clocks_mhz=chosen.sm_clocks_mhz,
+                    reason=f"{reason}; {chosen.reason}" if chosen.reason else reason)
 
 
 def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:

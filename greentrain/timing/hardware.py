@@ -1,0 +1,227 @@
+"""Glue between a Session's step boundaries and the hardware knobs: power limits, clocks, precision.
+
+``build_hardware`` decides from the policy, the GPUs and the user's switches
+whether this job profiles operating points and/or trials precisions, and
+builds the journaled ``ActuatorSet``, the ``OperatingPointProfiler`` and the
+``PrecisionController``. ``Hardware`` is then driven at each step boundary:
+the profiler brackets each step (``after_step`` at a boundary, ``before_step``
+right after it), and when its sweep is done the measured points go to
+``engine.set_operating_points`` so the policy's power decisions flow through
+the engine and its actuators like every other decision. Profiling steps are
+ordinary training steps: nothing is lost. A refused knob (no privilege)
+leaves the job measuring at current settings, timing-only, with one note.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from greentrain.clock import Clock, ReplayClock, SystemClock
+from greentrain.errors import ConfigError
+from greentrain.policies.base import Policy
+
+__all__ = ["Hardware", "PowerSwitch", "build_hardware", "discover_devices", "policy_uses_power"]
+
+log = logging.getLogger("greentrain.session")
+
+PowerSwitch = bool | Literal["auto"]
+
+
+def policy_uses_power(policy: Policy) -> bool:
+    """Whether ``policy`` chooses power limits from ``Snapshot.operating_points``."""
+    if getattr(policy, "use_power", False):
+        return True
+    from greentrain.policies.power import (
+        CompositePolicy,
+        EnergyOptimalPolicy,
+        MaxSlowdownPolicy,
+    )
+
+    return isinstance(policy, EnergyOptimalPolicy | MaxSlowdownPolicy | CompositePolicy)
+
+
+@dataclass
+class Hardware:
+    """What a Session drives at its step boundaries (each part optional)."""
+
+    actuators: Any = None
+    """The ``ActuatorSet`` the engine applies decisions through (built here or the user's)."""
+    profiler: Any = None
+    """The ``OperatingPointProfiler`` sweeping power limits during warm-up, or None."""
+    precision: Any = None
+    """The ``PrecisionController``, or None."""
+    owns_actuators: bool = False
+    """Built here: closed (restore + release locks + remove exit hooks) when the session closes."""
+    notes: list[str] = field(default_factory=list)
+    """Why power control is off, where it was wanted (passed to the engine's notes)."""
+    _points_sent: bool = field(default=False, init=False, repr=False)
+    _loss_noted: bool = field(default=False, init=False, repr=False)
+
+    def start(self, engine: Any) -> None:
+        """At ``__enter__`` after the first ``step_begin``: bracket the first step."""
+        for note in self.notes:
+            engine._note(note)
+        self._before_step(engine)
+
+    def step_end(self, engine: Any, loss: Any) -> None:
+        """At a step boundary, after ``engine.step_end``: feed the profiler, then the precision trial."""
+        self._drive_profiler(engine, "after_step")
+        if self.precision is None or not self._profiling_done():
+            return  # a precision trial during the power sweep would measure the sweep, not the precision
+        if loss is None:
+            if not self._loss_noted:
+                self._loss_noted = True
+                engine._note("precision: pass loss= to session.step() so precisions can be trialled and guarded")
+            return
+        energy_j = engine.last_step_energy_j
+        switched = engine._guarded("precision.on_step_end", self.precision.on_step_end, loss,
+                                   energy_j if energy_j else None, engine.last_step_s or 0.0)
+        if switched is not None:
+            engine.job_stats.update(precision=switched)
+            engine._event("precision", precision=switched, step=engine.steps_done)
+
+    def step_begin(self, engine: Any) -> None:
+        """Right after ``engine.step_begin``: the next step is bracketed by the profiler."""
+        self._before_step(engine)
+
+    def close(self) -> None:
+        """Restore every knob, release the device locks, remove exit hooks (only what was built here)."""
+        if self.owns_actuators and self.actuators is not None:
+            self.actuators.close()
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _profiling_done(self) -> bool:
+        return self.profiler is None or self._points_sent
+
+    def _before_step(self, engine: Any) -> None:
+        self._drive_profiler(engine, "before_step")  # a cached profile is done before any step
+
+    def _drive_profiler(self, engine: Any, method: str) -> None:
+        if self.profiler is None or self._points_sent:
+            return
+        try:
+            getattr(self.profiler, method)()
+        except Exception as e:  # a profiler fault must not stop training: give up profiling, once
+            self._points_sent = True
+            engine._note(f"power control off: profiler.{method} failed ({type(e).__name__}: {e}); "
+                         "the job goes on timing-only at current settings")
+            return
+        self._publish(engine)
+
+    def _publish(self, engine: Any) -> None:
+        if not self.profiler.done:
+            return
+        self._points_sent = True
+        points = self.profiler.result()
+        if not points:
+            reason = self.profiler.aborted_reason or "no points measured"
+            engine._note(f"power control off: {reason}; the job goes on timing-only at current settings")
+            return
+        source = "cache" if self.profiler.from_cache else "measured"
+        engine._event("operating_points", source=source,
+                      points=[{"power_limit_w": p.power_limit_w, "sm_clocks_mhz": p.sm_clocks_mhz,
+                               "relative_speed": p.relative_speed, "power_w": p.power_w} for p in points])
+        engine.set_operating_points(points)
+
+
+def build_hardware(
+    policy: Policy,
+    gpus: Sequence[Any],
+    *,
+    power: PowerSwitch,
+    precision: Sequence[str] | None,
+    actuators: Any,
+    profile_cache_dir: str | Path | None | Literal[False],
+    state_dir: str | Path | None,
+    job: str,
+    clock: Clock,
+    model: Any = None,
+    monitor: Any = None,
+) -> Hardware:
+    """Build the actuators, profiler and precision controller this job's switches ask for."""
+    if power not in (True, False, "auto"):
+        raise ConfigError(f"power: {power!r} is not True, False or 'auto'")
+    hw = Hardware(actuators=actuators)
+    if precision is not None:
+        hw.precision = _build_precision(precision)
+    controllable = [g for g in gpus if _can_limit_power(g)]
+    wanted = power is True or (power == "auto" and policy_uses_power(policy))
+    if wanted and not controllable:
+        if power is True or gpus:
+            hw.notes.append("power control off: no GPU with power-limit control; the job goes on timing-only")
+        wanted = False
+    if hw.actuators is None and (wanted or hw.precision is not None):
+        from greentrain.actuators import ActuatorSet
+
+        hw.actuators = ActuatorSet(controllable if wanted else [], state_dir=state_dir, job=job,
+                                   precision=hw.precision, install_hooks=wanted)
+        hw.owns_actuators = True
+    elif hw.precision is not None and getattr(hw.actuators, "precision", False) is None:
+        hw.actuators.precision = hw.precision  # policy Decision.precision reaches the controller
+    if wanted:
+        hw.profiler = _build_profiler(hw, controllable, profile_cache_dir, clock, model, monitor)
+    return hw
+
+
+def discover_devices() -> Any:
+    """``greentrain.device.discover()``, or None when discovery fails (a timing-only job, not an error)."""
+    try:
+        from greentrain.device import discover
+
+        return discover()
+    except Exception as e:
+        log.info("greentrain: device discovery failed (%s: %s); no power control", type(e).__name__, e)
+        return None
+
+
+def _can_limit_power(gpu: Any) -> bool:
+    try:
+        return bool(gpu.capabilities.power_limit_control)
+    except Exception:  # a GPU that stopped answering is simply not controllable
+        return False
+
+
+def _build_precision(allowed: Sequence[str]) -> Any:
+    if isinstance(allowed, str) or not all(isinstance(p, str) for p in allowed):
+        raise ConfigError(f"precision: give a list of names such as ['fp32', 'bf16'], got {allowed!r}")
+    import torch
+
+    from greentrain.precision import PrecisionController
+
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"  # where the model's forward runs
+    return PrecisionController(tuple(allowed), device_type=device_type)
+
+
+def _build_profiler(hw: Hardware, gpus: list[Any], cache_dir: Any, clock: Clock, model: Any,
+                    monitor: Any) -> Any:
+    from greentrain.profiler import (
+        OperatingPointProfiler,
+        ProfileCache,
+        workload_fingerprint,
+    )
+
+    energy_fn: Callable[[], float] | None = None
+    if not all(g.capabilities.energy_counter for g in gpus):
+        if not callable(getattr(monitor, "total_energy_j", None)):
+            hw.notes.append("power control off: no GPU energy counter and no monitor to integrate power; "
+                            "the job goes on timing-only")
+            return None
+        energy_fn = monitor.total_energy_j  # integrated power: coarser, still comparable across limits
+    cache = None if cache_dir is False else ProfileCache(cache_dir)
+    return OperatingPointProfiler(gpus, hw.actuators, fingerprint=workload_fingerprint(model),
+                                  cache=cache, time_fn=_time_fn(clock), energy_fn=energy_fn)
+
+
+def _time_fn(clock: Clock) -> Callable[[], float]:
+    """Seconds for step timing: real time for real clocks (energy counters count real joules, so watts
+    come out true even under a replay speed-up); a hand-driven clock's own time in simulations, where
+    the simulated devices follow that clock too."""
+    if isinstance(clock, SystemClock | ReplayClock):
+        return time.perf_counter
+    return lambda: clock.now().timestamp()
