@@ -30,24 +30,30 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from greentrain.clock import Clock, SystemClock, ensure_aware_utc
+from greentrain.clock import Clock, SystemClock
 from greentrain.engine import Engine
 from greentrain.errors import ConfigError
 from greentrain.events import EventLog
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
-from greentrain.timing.broadcast import Broadcast, barrier_for, make_broadcast
-from greentrain.timing.checkpoint import ModelCheckpoint
+from greentrain.timing.broadcast import Broadcast, make_broadcast
+from greentrain.timing.jobcheckpoint import JobCheckpoint
 from greentrain.timing.hardware import (
     Hardware,
     PowerSwitch,
     build_hardware,
     discover_devices,
 )
+from greentrain.timing.options import (
+    STATE_ENV,
+    default_state_path,
+    load_policy_spec,
+    resolve_deadline,
+    resolve_pause_mode,
+)
 from greentrain.timing.process import reexec
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
 from greentrain.timing.state import (
-    EngineState,
     load_state,
     restore_into,
     save_state,
@@ -58,8 +64,6 @@ __all__ = ["Session", "RESUME_EXIT_CODE"]
 
 RESUME_EXIT_CODE = 75
 """Exit status of ``relaunch="exit"`` after a checkpoint pause (EX_TEMPFAIL: 'try again later')."""
-
-_STATE_ENV = "GREENTRAIN_STATE_FILE"
 
 log = logging.getLogger("greentrain.session")
 
@@ -135,10 +139,8 @@ class Session:
     ) -> None:
         if relaunch not in ("exec", "exit", "none"):
             raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
-        if (save is None) != (load is None):
-            raise ConfigError("save/load: pass both functions, or neither (then model= and checkpoint_dir=)")
-        if model is not None and checkpoint_dir is None and save is None:
-            raise ConfigError("checkpoint_dir: required with model= (where the default checkpoint is written)")
+        self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,
+                                         checkpoint_dir=checkpoint_dir)
         self._args = dict(zone=zone, provider=provider, deadline=deadline, model=model, optimizer=optimizer,
                           checkpoint_dir=checkpoint_dir, metrics_port=metrics_port, metrics_addr=metrics_addr,
                           metrics_allow_public=metrics_allow_public,
@@ -152,9 +154,8 @@ class Session:
         self.job = job
         self.clock = clock or SystemClock()
         self.relaunch = relaunch
-        self._user_save, self._user_load = save, load
         self._pause_mode = pause_mode
-        self._state_path = Path(state_path) if state_path else _default_state_path(checkpoint_dir)
+        self._state_path = Path(state_path) if state_path else default_state_path(checkpoint_dir)
         self.start_step = 0
         """The step to start the loop at (restored from the checkpoint)."""
         self.should_stop = False
@@ -167,7 +168,6 @@ class Session:
         self.metrics: Any = None
         """The running ``MetricsServer`` when ``metrics_port`` was given (its bound port in ``.port``)."""
         self._closers: list[Callable[[], Any]] = []
-        self._checkpoint: ModelCheckpoint | None = None
         self._temp_state = False
         self._devices: Any = None
         self.hardware = Hardware()
@@ -205,7 +205,7 @@ class Session:
             write_resume_time(self.resume_at)
             sys.exit(RESUME_EXIT_CODE)
         if self._state_path is not None:
-            os.environ[_STATE_ENV] = str(self._state_path.resolve())
+            os.environ[STATE_ENV] = str(self._state_path.resolve())
         reexec()
 
     # ---- the step boundary --------------------------------------------------------------------------
@@ -280,18 +280,18 @@ class Session:
 
     def _open(self) -> None:
         args = self._args
-        policy = _load_policy(self.policy_spec)
-        settings = getattr(policy, "settings", None)
-        self._pause_mode = self._resolve_pause_mode(settings)
+        policy = load_policy_spec(self.policy_spec)
+        self._pause_mode = resolve_pause_mode(self._pause_mode, getattr(policy, "settings", None),
+                                              self._checkpoint.available)
         broadcast = make_broadcast(args["dist"])
         if self._state_path is None and self.relaunch == "exec":
             # exec keeps the pid: the relaunched process finds this file again
             self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
             self._temp_state = True
         prior = load_state(self._state_path, self.job) if self._state_path else None
-        deadline = self._resolve_deadline(args["deadline"], prior)
-        self._setup_checkpoint(broadcast)
-        self.start_step = self._load()
+        deadline = resolve_deadline(args["deadline"], prior, self.clock.now())
+        self._checkpoint.setup(broadcast)
+        self.start_step = self._checkpoint.load()
         event_log, monitor, signals = self._open_resources(broadcast)
         self._open_hardware(policy, monitor)
         self.engine = Engine(
@@ -358,64 +358,9 @@ class Session:
             engine.wait_until(decision.until, decision.reason or "delayed start")
         engine.step_begin()
 
-    def _resolve_pause_mode(self, settings: Any) -> str:
-        has_checkpoint = self._user_save is not None or self._args["model"] is not None
-        mode = self._pause_mode
-        if mode is None:  # the policy's setting, where this job can honour it
-            mode = getattr(settings, "pause_mode", None) or "checkpoint"
-            if mode == "checkpoint" and not has_checkpoint:
-                mode = "suspend"
-        if mode not in ("checkpoint", "suspend"):
-            raise ConfigError(f"pause_mode: {mode!r} is not 'checkpoint' or 'suspend'")
-        if mode == "checkpoint" and not has_checkpoint:
-            raise ConfigError("pause_mode 'checkpoint' needs save=/load= or model= with checkpoint_dir=; "
-                              "or use pause_mode='suspend'")
-        return mode
-
-    def _resolve_deadline(self, value: datetime | str | None, prior: EngineState | None) -> datetime | None:
-        relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
-        if prior is not None and prior.deadline and relative:
-            return EngineState.parse_time(prior.deadline)  # '+H' counts from the first start, not a relaunch
-        if value is None:
-            return None
-        if isinstance(value, datetime):
-            return ensure_aware_utc(value, "deadline")
-        import click
-
-        from greentrain.cli.common import parse_deadline
-
-        try:
-            return parse_deadline(str(value), self.clock.now(), param="deadline")
-        except click.BadParameter as e:
-            raise ConfigError(f"deadline: {e.message}") from None
-
-    def _setup_checkpoint(self, broadcast: Broadcast) -> None:
-        if self._user_save is not None or self._args["model"] is None:
-            return
-        barrier = barrier_for(broadcast)
-        self._checkpoint = ModelCheckpoint(self._args["checkpoint_dir"], self._args["model"],
-                                           self._args["optimizer"], rank=broadcast.rank, barrier=barrier)
-
-    def _load(self) -> int:
-        if self._user_load is not None:
-            step = self._user_load()
-        elif self._checkpoint is not None:
-            step = self._checkpoint.load()
-        else:
-            step = None
-        if step is not None and (not isinstance(step, int) or step < 0):
-            raise ConfigError(f"load(): must return the next step (an int >= 0) or None, got {step!r}")
-        return step or 0
-
-    def _save(self, next_step: int) -> None:
-        if self._user_save is not None:
-            self._user_save(next_step)
-        elif self._checkpoint is not None:
-            self._checkpoint.save(next_step)
-
     def _checkpoint_pause(self, decision: Decision) -> None:
         engine = self._require_engine()
-        self._save(engine.steps_done)
+        self._checkpoint.save(engine.steps_done)
         self.should_stop = True
         self.resume_at = decision.until
         self._persist(finished=False)
@@ -451,19 +396,3 @@ class Session:
         if errors and raise_errors:
             raise errors[0]
 
-
-def _load_policy(spec: str | Path | Policy) -> Policy:
-    if isinstance(spec, Policy):
-        return spec
-    try:
-        from greentrain.policies import load_policy
-    except ImportError as e:
-        raise ConfigError(f"policy {spec!r}: the policy loader is not available ({e})") from None
-    return load_policy(spec)
-
-
-def _default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
-    if checkpoint_dir is not None:
-        return Path(checkpoint_dir) / "greentrain-state.json"
-    env = os.environ.get(_STATE_ENV)
-    return Path(env) if env else None

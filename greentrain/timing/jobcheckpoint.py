@@ -1,0 +1,57 @@
+"""The Session's checkpoint: the user's save/load functions, or the default model+optimizer checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+from greentrain.timing.broadcast import Broadcast, barrier_for
+from greentrain.timing.checkpoint import ModelCheckpoint
+
+__all__ = ["JobCheckpoint"]
+
+
+class JobCheckpoint:
+    """One interface over ``save(next_step)``/``load()`` callbacks or a ``ModelCheckpoint``."""
+
+    def __init__(self, *, save: Callable[[int], None] | None, load: Callable[[], int | None] | None,
+                 model: Any, optimizer: Any, checkpoint_dir: str | Path | None) -> None:
+        if (save is None) != (load is None):
+            raise ConfigError("save/load: pass both functions, or neither (then model= and checkpoint_dir=)")
+        if model is not None and checkpoint_dir is None and save is None:
+            raise ConfigError("checkpoint_dir: required with model= (where the default checkpoint is written)")
+        self._user_save, self._user_load = save, load
+        self._model, self._optimizer, self._dir = model, optimizer, checkpoint_dir
+        self._default: ModelCheckpoint | None = None
+
+    @property
+    def available(self) -> bool:
+        """Whether a pause can checkpoint (user functions or a model to save)."""
+        return self._user_save is not None or self._model is not None
+
+    def setup(self, broadcast: Broadcast) -> None:
+        """Build the default checkpoint (every rank saves its part; rank agreement via a barrier)."""
+        if self._user_save is not None or self._model is None:
+            return
+        self._default = ModelCheckpoint(self._dir, self._model, self._optimizer, rank=broadcast.rank,
+                                        barrier=barrier_for(broadcast))
+
+    def load(self) -> int:
+        """The step to resume at (0 when there is nothing to resume)."""
+        if self._user_load is not None:
+            step = self._user_load()
+        elif self._default is not None:
+            step = self._default.load()
+        else:
+            step = None
+        if step is not None and (not isinstance(step, int) or step < 0):
+            raise ConfigError(f"load(): must return the next step (an int >= 0) or None, got {step!r}")
+        return step or 0
+
+    def save(self, next_step: int) -> None:
+        if self._user_save is not None:
+            self._user_save(next_step)
+        elif self._default is not None:
+            self._default.save(next_step)
