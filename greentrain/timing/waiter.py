@@ -71,6 +71,9 @@ class Waiter:
                 interrupted = self._loop(countdown)
         finally:
             self._unschedule()
+            # The scheduler lives only as long as a wait: an engine its owner never closes must not
+            # leave a thread behind (a forked child would inherit its locks).
+            self._stop_scheduler(wait=True)
         self._account_idle(started, energy_before_j)
         engine.mark_running(clock.now())
         return interrupted
@@ -88,9 +91,12 @@ class Waiter:
 
     def shutdown(self) -> None:
         """Stop the scheduler thread (engine.close)."""
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
+        self._stop_scheduler(wait=False)
+
+    def _stop_scheduler(self, wait: bool) -> None:
+        scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            scheduler.shutdown(wait=wait)
 
     # ---- loop -------------------------------------------------------------------------------------
 

@@ -134,3 +134,17 @@ def test_delayed_start_shows_a_countdown_with_the_planned_window(monkeypatch: py
     shown = terminal.buffer.getvalue()
     assert re.search(r"waiting: run from 2022-06-01 0[23]:\d\d:\d\dZ to finish by 2022-06-01 04:00:00Z", shown)
     assert "cleaner from 02:00" in shown and re.search(r"\dh\d\dm\d\ds left", shown)
+
+
+@pytest.mark.timeout(20)
+def test_a_wait_leaves_no_scheduler_thread_even_if_the_engine_is_never_closed() -> None:
+    """Forked ranks inherit every thread's locks: a leaked APScheduler thread once hung a gloo test."""
+    clock = ReplayClock(T0, speedup=3600.0)
+    signals = TraceSignals(hourly(T0, [500] * 24), clock)
+    engine = Engine(WindowPolicy(T0, T0 + timedelta(days=30)), signals=signals, clock=clock, steps_total=10,
+                    step_time_s=1, progress=False)
+    before = set(threading.enumerate())
+    threading.Timer(0.2, engine.interrupt).start()
+    engine.wait_until(T0 + timedelta(days=30), "long pause")
+    leaked = [t.name for t in threading.enumerate() if t not in before and t.is_alive() and "APScheduler" in t.name]
+    assert leaked == []
