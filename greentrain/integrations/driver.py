@@ -26,7 +26,7 @@ from greentrain.integrations.slurm import PAUSED_EXIT_CODE, write_resume_time
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 
-__all__ = ["GreenOptions", "StepDriver", "PAUSED_EXIT_CODE"]
+__all__ = ["GreenOptions", "StepDriver", "PAUSED_EXIT_CODE", "DriverStatus"]
 
 log = logging.getLogger("greentrain.integrations")
 
@@ -239,3 +239,24 @@ class StepDriver:
                     close()
                 except Exception as e:  # close everything even if one part fails
                     log.warning("greentrain: closing %s failed: %s", close, e)
+
+
+class DriverStatus:
+    """Pause status read through a callback's ``driver`` (shared by the framework callbacks)."""
+
+    driver: StepDriver
+
+    @property
+    def paused(self) -> bool:
+        """The last training call returned because the policy paused the job."""
+        return self.driver.paused
+
+    @property
+    def stopped_by_signal(self) -> bool:
+        """The last stop came from one of ``stop_signals`` (the scheduler relaunches; nothing to wait for)."""
+        return self.driver.stopped_by_signal
+
+    @property
+    def resume_at(self) -> datetime | None:
+        """When the paused job plans to resume."""
+        return self.driver.resume_at

@@ -30,7 +30,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, GreenOptions, StepDriver
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, GreenOptions, StepDriver
 
 __all__ = ["GreenTrainCallback", "train", "STATE_FILE"]
 
@@ -38,7 +38,7 @@ STATE_FILE = "greentrain-state.json"
 """Written into every ``checkpoint-N`` directory the Trainer saves."""
 
 
-class GreenTrainCallback(TrainerCallback):
+class GreenTrainCallback(DriverStatus, TrainerCallback):
     """Drives greentrain's engine from the Trainer's step boundaries.
 
     Args: as ``greentrain.session.Session``: ``policy``, ``zone``, ``provider``, ``deadline``,
@@ -55,21 +55,6 @@ class GreenTrainCallback(TrainerCallback):
         self.pauses = 0
         """Checkpoint pauses so far in this process."""
         self._tokens_seen = 0
-
-    @property
-    def paused(self) -> bool:
-        """The last ``trainer.train()`` returned because the policy paused the job."""
-        return self.driver.paused
-
-    @property
-    def stopped_by_signal(self) -> bool:
-        """The last stop came from one of ``stop_signals`` (the scheduler relaunches; nothing to wait for)."""
-        return self.driver.stopped_by_signal
-
-    @property
-    def resume_at(self) -> datetime | None:
-        """When the paused job plans to resume."""
-        return self.driver.resume_at
 
     @property
     def engine(self) -> Any:

@@ -33,14 +33,14 @@ from typing import Any
 
 from lightning.pytorch.callbacks import Callback
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, GreenOptions, StepDriver
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, GreenOptions, StepDriver
 
 __all__ = ["GreenTrainCallback", "ResumableLoader", "fit", "PAUSE_CHECKPOINT"]
 
 PAUSE_CHECKPOINT = "greentrain-pause.ckpt"
 
 
-class GreenTrainCallback(Callback):
+class GreenTrainCallback(DriverStatus, Callback):
     """Drives greentrain's engine from Lightning's batch boundaries (arguments as ``Session``)."""
 
     def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
@@ -54,21 +54,6 @@ class GreenTrainCallback(Callback):
         """The checkpoint the last pause wrote (resume with ``ckpt_path=``)."""
         self.pauses = 0
         self._prior: Any = None
-
-    @property
-    def paused(self) -> bool:
-        """The last ``fit`` returned because the policy paused the job."""
-        return self.driver.paused
-
-    @property
-    def stopped_by_signal(self) -> bool:
-        """The last stop came from one of ``stop_signals`` (the scheduler relaunches; nothing to wait for)."""
-        return self.driver.stopped_by_signal
-
-    @property
-    def resume_at(self) -> datetime | None:
-        """When the paused job plans to resume."""
-        return self.driver.resume_at
 
     # ---- Lightning events --------------------------------------------------------------------
 
