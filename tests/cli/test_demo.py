@@ -23,9 +23,9 @@ from typing import Self
 import httpx
 import pytest
 
-SPEEDUP = "4000"  # a day of trace in ~22 s
+SPEEDUP = "2500"  # a day of trace in ~35 s (a lower speed-up amplifies step-time noise less)
 # More slack before the deadline than the default 2 h: on a shared 2-core CI machine the step time can
-# double mid-run, and at ×4000 every real 0.1 s is 7 simulated minutes of work.
+# double mid-run, and at ×2500 every real 0.1 s is 4 simulated minutes of work.
 RESERVE_HOURS = "6"
 
 

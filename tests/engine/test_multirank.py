@@ -79,8 +79,10 @@ def _rank_main(rank: int, port: int, out: mp.Queue) -> None:
 
 @pytest.mark.timeout(90)
 def test_all_ranks_pause_at_the_same_step() -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"
-    ctx = mp.get_context("fork")
+    os.environ.update(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    # forkserver, not fork: the ranks start from a clean process, not from a copy of this long-lived
+    # test process with whatever threads and locks (OpenMP, loggers, schedulers) it holds at that moment.
+    ctx = mp.get_context("forkserver")
     out = ctx.Queue()
     port = _free_port()
     procs = [ctx.Process(target=_rank_main, args=(r, port, out), daemon=True) for r in range(WORLD)]

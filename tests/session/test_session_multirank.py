@@ -84,8 +84,10 @@ def _rank_main(rank: int, port: int, tmp: str, out: mp.Queue) -> None:
 
 @pytest.mark.timeout(120)
 def test_checkpoint_pauses_are_rank_consistent_and_lose_nothing(tmp_path: Path) -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"
-    ctx = mp.get_context("fork")
+    os.environ.update(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    # forkserver, not fork: the ranks start from a clean process, not from a copy of this long-lived
+    # test process with whatever threads and locks (OpenMP, loggers, schedulers) it holds at that moment.
+    ctx = mp.get_context("forkserver")
     out = ctx.Queue()
     port = _free_port()
     procs = [ctx.Process(target=_rank_main, args=(r, port, str(tmp_path), out), daemon=True) for r in range(WORLD)]
