@@ -14,7 +14,7 @@ from pathlib import Path
 
 from greentrain.errors import ConfigError
 
-__all__ = ["ProfilePoint", "GPUProfile", "load_gpu_profile", "BUILTIN_GPUS"]
+__all__ = ["ProfilePoint", "GPUProfile", "load_gpu_profile", "interpolate", "BUILTIN_GPUS"]
 
 BUILTIN_GPUS = ("v100", "a40", "rtx6000")
 
@@ -30,6 +30,24 @@ class ProfilePoint:
     @property
     def energy_per_epoch_j(self) -> float:
         return self.time_per_epoch_s * self.average_power_w
+
+
+def interpolate(points: list[ProfilePoint], power_limit_w: float) -> ProfilePoint:
+    """The operating point at ``power_limit_w``: linear between measured limits, clamped at the ends.
+
+    ``points`` are one workload's points, highest limit first (as ``GPUProfile.points`` returns them).
+    """
+    if power_limit_w >= points[0].power_limit_w:
+        return points[0]
+    for hi, lo in zip(points, points[1:]):
+        if lo.power_limit_w <= power_limit_w <= hi.power_limit_w:
+            f = (power_limit_w - lo.power_limit_w) / (hi.power_limit_w - lo.power_limit_w)
+            return ProfilePoint(
+                power_limit_w,
+                lo.time_per_epoch_s + f * (hi.time_per_epoch_s - lo.time_per_epoch_s),
+                lo.average_power_w + f * (hi.average_power_w - lo.average_power_w),
+            )
+    return points[-1]
 
 
 class GPUProfile:

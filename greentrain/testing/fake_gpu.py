@@ -10,7 +10,6 @@ varying signal. ``true_energy_j`` is the exact integral of that power over
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 import time
@@ -19,7 +18,7 @@ from collections.abc import Callable
 
 from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
 from greentrain.device.nvml_errors import PRIVILEGE_FIX
-from greentrain.device.profiles import ProfilePoint, load_gpu_profile
+from greentrain.device.profiles import ProfilePoint, interpolate, load_gpu_profile
 from greentrain.errors import ConfigError, NotSupportedError, PrivilegeError
 
 __all__ = ["FakeGPU", "GPU_MODELS"]
@@ -45,17 +44,6 @@ def _ripple(t: float) -> float:
     return sum(w * math.sin(2 * math.pi * t / p + ph) for w, p, ph in _HARMONICS)
 
 
-def _merge_same_limit(points: list[ProfilePoint]) -> list[ProfilePoint]:
-    """One point per limit: some workloads were measured with several optimizers; average them."""
-    groups: dict[float, list[ProfilePoint]] = {}
-    for point in points:
-        groups.setdefault(point.power_limit_w, []).append(point)
-    return [
-        ProfilePoint(limit, sum(p.time_per_epoch_s for p in g) / len(g), sum(p.average_power_w for p in g) / len(g))
-        for limit, g in sorted(groups.items(), reverse=True)
-    ]
-
-
 class FakeGPU(GPU):
     """A profiled GPU: ``FakeGPU("a40", "imagenet/resnet50")`` draws what an A40 drew training ResNet-50."""
 
@@ -73,7 +61,7 @@ class FakeGPU(GPU):
         energy_counter: bool = True,
     ) -> None:
         profile = load_gpu_profile(gpu_model)
-        self.points: list[ProfilePoint] = _merge_same_limit(profile.points(workload, batch_size))  # highest first
+        self.points: list[ProfilePoint] = profile.points(workload, batch_size)  # highest first
         self.gpu_model = profile.gpu
         self.workload = workload
         self.index = index
@@ -107,17 +95,8 @@ class FakeGPU(GPU):
 
     def _interpolate(self, limit_w: float) -> tuple[float, float]:
         """(average power W, time per epoch s) at ``limit_w``, linear between measured limits."""
-        pts = self.points
-        if limit_w >= pts[0].power_limit_w:
-            return pts[0].average_power_w, pts[0].time_per_epoch_s
-        for hi, lo in itertools.pairwise(pts):
-            if lo.power_limit_w <= limit_w <= hi.power_limit_w:
-                f = (limit_w - lo.power_limit_w) / (hi.power_limit_w - lo.power_limit_w)
-                return (
-                    lo.average_power_w + f * (hi.average_power_w - lo.average_power_w),
-                    lo.time_per_epoch_s + f * (hi.time_per_epoch_s - lo.time_per_epoch_s),
-                )
-        return pts[-1].average_power_w, pts[-1].time_per_epoch_s
+        point = interpolate(self.points, limit_w)
+        return point.average_power_w, point.time_per_epoch_s
 
     def base_power_w(self) -> float:
         """Profile power at the current limit, without ripple."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
-from greentrain.device.profiles import load_gpu_profile
+from greentrain.device.profiles import interpolate, load_gpu_profile
 from greentrain.errors import ConfigError, PrivilegeError
 
 __all__ = ["FileBackedGPU", "MAX_SM_CLOCK_MHZ"]
@@ -52,11 +52,8 @@ class FileBackedGPU(GPU):
         seed: int = 0,
     ) -> None:
         profile = load_gpu_profile(gpu_model)
-        merged: dict[float, list[tuple[float, float]]] = {}
-        for p in profile.points(workload, batch_size):  # average repeated measurements of one limit
-            merged.setdefault(p.power_limit_w, []).append((p.time_per_epoch_s, p.average_power_w))
-        self._points = sorted((w, sum(t for t, _ in v) / len(v), sum(p for _, p in v) / len(v)) for w, v in merged.items())
-        self._fastest_s = min(t for _, t, _ in self._points)
+        self._points = profile.points(workload, batch_size)  # highest limit first
+        self._fastest_s = min(p.time_per_epoch_s for p in self._points)
         self.state_file = Path(state_file)
         self.index = index
         self.uuid = uuid or f"GPU-{uuid_mod.uuid5(uuid_mod.NAMESPACE_URL, f'{gpu_model}/{index}')}"
@@ -104,14 +101,8 @@ class FileBackedGPU(GPU):
     # -- model ----------------------------------------------------------------------
     def _at_limit(self, power_limit_w: float) -> tuple[float, float]:
         """(time per epoch s, power W) at a limit, linear between measured limits."""
-        pts = self._points
-        if power_limit_w <= pts[0][0]:
-            return pts[0][1], pts[0][2]
-        for (w0, t0, p0), (w1, t1, p1) in zip(pts, pts[1:]):
-            if power_limit_w <= w1:
-                f = (power_limit_w - w0) / (w1 - w0)
-                return t0 + f * (t1 - t0), p0 + f * (p1 - p0)
-        return pts[-1][1], pts[-1][2]
+        point = interpolate(self._points, power_limit_w)
+        return point.time_per_epoch_s, point.average_power_w
 
     def _clock_factors(self, clocks: tuple[int, int] | None) -> tuple[float, float]:
         """(time multiplier, power multiplier) of a clock lock: compute part ~ 1/f, dynamic power ~ f^2."""
@@ -166,7 +157,7 @@ class FileBackedGPU(GPU):
         return float(self._read()["power_limit_w"])
 
     def power_limit_constraints(self) -> PowerLimitConstraints:
-        limits = [w for w, _, _ in self._points]
+        limits = [p.power_limit_w for p in self._points]
         return PowerLimitConstraints(min_w=min(limits), max_w=max(limits), default_w=max(limits))
 
     def _privileged_call(self, name: str, value: object) -> None:
