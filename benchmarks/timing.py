@@ -10,7 +10,8 @@ separated. Baselines come from the same cost model. Also times one
 ``decide()`` call with a 72-point forecast.
 
     python benchmarks/timing.py [--every-days 7] [--policies forecast-optimal ...]
-                                [--forecasts real selected perfect] [--no-latency]
+                                [--forecasts real selected perfect] [--perfect-first-hours 6 12 24]
+                                [--no-latency]
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ class CachedForecaster:
         return self.cache[now][:horizon_h]
 
 
+class PerfectPrefixForecaster:
+    """Diagnostic: the trace's actual values for the first ``hours`` hours ahead, ``inner``'s forecast after.
+
+    Shows how far ahead forecasts must be right for a policy to reach a given
+    fraction of the oracle's saving (``--perfect-first-hours``).
+    """
+
+    def __init__(self, points, hours: int, inner) -> None:
+        self.perfect, self.hours, self.inner = PerfectForecaster(points), hours, inner
+
+    def forecast(self, history, now, horizon_h=72):
+        known = self.perfect.forecast(history, now, min(self.hours, horizon_h))
+        return known + self.inner.forecast(history, now, horizon_h)[len(known):]
+
+
 def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
     first = trace.points[0].start + timedelta(days=HISTORY_DAYS)
     last = trace.points[-1].end - timedelta(hours=deadline_h)
@@ -75,16 +91,19 @@ def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
 
 
 def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = POLICIES,
-             kinds: tuple[str, ...] = ("real", "perfect")) -> dict:
+             kinds: tuple[str, ...] = ("real", "perfect"), perfect_first: tuple[int, ...] = ()) -> dict:
     """{(job, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs]}.
 
     Forecaster kinds: "real" (the default ``Forecaster``), "selected" (``Forecaster(select_online=True)``),
-    "perfect" (the trace's actual future)."""
+    "perfect" (the trace's actual future); plus "perfect Nh" for each N in ``perfect_first``
+    (actual values N hours ahead, the default forecaster after)."""
     points = load_trace(path)
     trace = TraceIndex(points, path.name)
-    forecasters = {"real": CachedForecaster(Forecaster()), "perfect": PerfectForecaster(points),
+    real = CachedForecaster(Forecaster())
+    forecasters = {"real": real, "perfect": PerfectForecaster(points),
                    "selected": CachedForecaster(Forecaster(select_online=True))}
     forecasters = {k: v for k, v in forecasters.items() if k in kinds}
+    forecasters.update({f"perfect {h}h": PerfectPrefixForecaster(points, h, real) for h in perfect_first})
     totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0])
     for work_h, deadline_h in JOBS:
         job = SimJob(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, 1000.0),),
@@ -165,6 +184,8 @@ def main() -> None:
                         help="policies to replay (run-now, the reference, always runs)")
     parser.add_argument("--forecasts", nargs="*", default=["real", "perfect"], choices=["real", "selected", "perfect"],
                         help="forecast kinds to replay with (selected: Forecaster(select_online=True))")
+    parser.add_argument("--perfect-first-hours", nargs="*", type=int, default=[], metavar="H",
+                        help="diagnostic: also replay with the actual values H hours ahead, the forecaster after")
     parser.add_argument("--no-latency", action="store_true", help="skip the decide() timing")
     args = parser.parse_args()
     paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
@@ -173,7 +194,7 @@ def main() -> None:
     per_trace = {}
     for path in paths:
         per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, args.every_days, tuple(args.policies),
-                                                           tuple(args.forecasts))
+                                                           tuple(args.forecasts), tuple(args.perfect_first_hours))
         print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     print_tables(per_trace)
     if args.no_latency:
