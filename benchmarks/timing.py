@@ -207,12 +207,17 @@ def main() -> None:
     print(f"\nforecaster source sha256 {version}; wall time {time.perf_counter() - t0:.0f} s")
 
 
+def _forecast_order(kind: str) -> tuple:
+    """Columns: named forecasts first, then "perfect Nh" by N."""
+    return (1, int(kind.split()[1][:-1]), "") if kind.startswith("perfect ") else (0, 0, kind)
+
+
 def print_tables(per_trace: dict) -> None:
     keys = sorted({k for totals in per_trace.values() for k in totals})
     for job in sorted({k[0] for k in keys}, key=lambda j: float(j.split("h")[0])):
         print(f"\n### job {job}: saving vs run-now as a fraction of the oracle's saving\n")
         columns = [(p, f) for (j, p, f) in keys if j == job and p != "run-now"]
-        columns = sorted(set(columns), key=lambda c: (POLICIES.index(c[0]), c[1]))
+        columns = sorted(set(columns), key=lambda c: (POLICIES.index(c[0]), _forecast_order(c[1])))
         header = ["trace", "oracle saving", "best-window saving"] + [f"{p} ({f})" for p, f in columns]
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
