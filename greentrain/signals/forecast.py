@@ -147,6 +147,9 @@ def _known_before(history: Sequence[IntensityPoint], now: datetime) -> Intensity
 class Forecaster:
     """Seasonal profile + least-squares anomaly persistence; hourly, strictly causal."""
 
+    horizon_independent = True
+    """The value for h hours ahead does not depend on ``horizon_h`` (tested); simulators may share forecasts."""
+
     def __init__(
         self,
         *,
@@ -329,6 +332,8 @@ def _anomaly_model(anomaly: np.ndarray, horizon_h: int) -> tuple[np.ndarray | No
 
 class SeasonalNaiveForecaster:
     """Baseline: each hour's value is the latest known value at the same hour of day."""
+
+    horizon_independent = True
 
     def __init__(self, *, provider: str | None = None) -> None:
         self.provider = provider

@@ -19,6 +19,8 @@ __all__ = ["PerfectForecaster"]
 class PerfectForecaster:
     """Forecasts = the actual values of ``trace`` after the interval containing ``now``."""
 
+    horizon_independent = True
+
     def __init__(self, trace: Sequence[IntensityPoint]) -> None:
         self._points = list(trace)
         self._starts = [p.start for p in self._points]

@@ -33,7 +33,12 @@ _STATES = {StartState.FRESH: JobState.WAITING, StartState.RUNNING: JobState.RUNN
 
 
 class ForecasterLike(Protocol):
-    """What the simulator needs from a forecaster (``greentrain.signals.forecast.Forecaster``)."""
+    """What the simulator needs from a forecaster (``greentrain.signals.forecast.Forecaster``).
+
+    Optional class attribute ``horizon_independent = True``: the value for h
+    hours ahead does not depend on ``horizon_h``, so ``simulate()`` may ask once
+    per hour and share the forecast between starts (``greentrain.sim.fcache``).
+    """
 
     def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
         ...

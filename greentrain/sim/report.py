@@ -9,6 +9,7 @@ from typing import Any
 
 from greentrain.policies.base import Policy
 from greentrain.sim import baselines
+from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.replay import ForecasterLike, TraceIndex, simulate_run
@@ -42,6 +43,7 @@ class RunResult:
 def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy: Policy,
              forecaster: ForecasterLike, *, oracle_bins: int = 4000) -> list[RunResult]:
     """Replay ``policy`` from each start, with baselines; the trace must cover every deadline."""
+    forecaster = shared_per_hour(forecaster)  # one forecast per hour for all starts, when that is exact
     results = []
     for start in starts:
         run = simulate_run(trace, start, job, policy, forecaster)

@@ -148,3 +148,33 @@ def test_a_wait_leaves_no_scheduler_thread_even_if_the_engine_is_never_closed() 
     engine.wait_until(T0 + timedelta(days=30), "long pause")
     leaked = [t.name for t in threading.enumerate() if t not in before and t.is_alive() and "APScheduler" in t.name]
     assert leaked == []
+
+
+class RecordingScheduler:
+    """Stands in for the BackgroundScheduler: records the jobs added."""
+
+    def __init__(self) -> None:
+        self.added: list[str] = []
+
+    def add_job(self, func, trigger, **kwargs) -> None:
+        self.added.append(kwargs["id"])
+
+
+@pytest.mark.timeout(20)
+def test_no_job_is_added_once_the_wait_is_closing() -> None:
+    """A re-plan job calling add_job while wait() shuts the scheduler down deadlocks APScheduler
+    (seen under load: shutdown joins the job's thread holding the executors lock); after
+    _close_schedule a re-plan must leave the scheduler alone."""
+    clock = ReplayClock(T0, speedup=3600.0)
+    engine = Engine(ThresholdPolicy(200), signals=TraceSignals(hourly(T0, [500] * 24), clock), clock=clock,
+                    steps_total=10, step_time_s=1, progress=False)
+    waiter = engine.waiter
+    scheduler = RecordingScheduler()
+    waiter._scheduler, waiter._target = scheduler, T0 + timedelta(hours=2)
+    waiter._schedule_wake()
+    assert scheduler.added == ["greentrain-wake"]
+    waiter._close_schedule()
+    waiter._schedule_wake()  # what a re-plan job finishing during shutdown does
+    assert scheduler.added == ["greentrain-wake"]
+    waiter._scheduler = None
+    engine.close()
