@@ -48,8 +48,6 @@ class Waiter:
         self._replan_lock = threading.Lock()
         self._target: datetime | None = None
         self._scheduler: Any = None
-        self._closing = False
-        """Set (under ``_lock``) before the scheduler shuts down: no job may add jobs after that."""
         self.replans = 0
         """Number of re-plans that moved the resume time (for tests and the log)."""
 
@@ -65,7 +63,6 @@ class Waiter:
         if leader:
             with self._lock:
                 self._target = self._clamp(when, started)
-                self._closing = False
             self._schedule()
             self._announce(reason)
         interrupted = False
@@ -73,7 +70,6 @@ class Waiter:
             with _Countdown(self, reason, enabled=leader and self.progress) as countdown:
                 interrupted = self._loop(countdown)
         finally:
-            self._close_schedule()
             self._unschedule()
             # The scheduler lives only as long as a wait: an engine its owner never closes must not
             # leave a thread behind (a forked child would inherit its locks).
@@ -95,19 +91,16 @@ class Waiter:
 
     def shutdown(self) -> None:
         """Stop the scheduler thread (engine.close)."""
-        self._close_schedule()
         self._stop_scheduler(wait=False)
 
-    def _close_schedule(self) -> None:
-        """From here on a running re-plan job adds no job. APScheduler deadlocks when a job calls
-        add_job during shutdown(wait=True): shutdown holds the executors lock while joining the
-        job's thread, its loop holds the job-store lock waiting for the executors lock, and
-        add_job waits for the job-store lock."""
-        with self._lock:
-            self._closing = True
-
     def _stop_scheduler(self, wait: bool) -> None:
-        scheduler, self._scheduler = self._scheduler, None
+        # Detached under _lock, which _schedule_wake holds across add_job: APScheduler deadlocks when
+        # a job calls add_job during shutdown(wait=True) (shutdown holds the executors lock while it
+        # joins the job's thread, its loop holds the job-store lock waiting for the executors lock,
+        # and add_job waits for the job-store lock). So a re-plan job adds its job before the
+        # shutdown starts, or finds no scheduler.
+        with self._lock:
+            scheduler, self._scheduler = self._scheduler, None
         if scheduler is not None:
             scheduler.shutdown(wait=wait)
 
@@ -161,9 +154,9 @@ class Waiter:
     def _schedule_wake(self) -> None:
         from apscheduler.triggers.date import DateTrigger
 
-        with self._lock:  # held across add_job: _close_schedule cannot slip in between (see there)
+        with self._lock:  # held across add_job: the scheduler cannot shut down in between (_stop_scheduler)
             target, scheduler = self._target, self._scheduler
-            if scheduler is None or target is None or self._closing:
+            if scheduler is None or target is None:
                 return
             clock = self.engine.clock
             delay_real_s = max(0.0, (target - clock.now()).total_seconds() / clock.speedup)

@@ -150,31 +150,40 @@ def test_a_wait_leaves_no_scheduler_thread_even_if_the_engine_is_never_closed() 
     assert leaked == []
 
 
-class RecordingScheduler:
-    """Stands in for the BackgroundScheduler: records the jobs added."""
+class SlowScheduler:
+    """Stands in for the BackgroundScheduler: add_job takes a while; records the order of calls."""
 
     def __init__(self) -> None:
-        self.added: list[str] = []
+        self.calls: list[str] = []
+        self.adding = threading.Event()
 
     def add_job(self, func, trigger, **kwargs) -> None:
-        self.added.append(kwargs["id"])
+        self.calls.append("add_job start")
+        self.adding.set()
+        threading.Event().wait(0.2)
+        self.calls.append("add_job end")
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.calls.append("shutdown")
 
 
 @pytest.mark.timeout(20)
-def test_no_job_is_added_once_the_wait_is_closing() -> None:
+def test_the_scheduler_never_shuts_down_while_a_job_adds_a_job() -> None:
     """A re-plan job calling add_job while wait() shuts the scheduler down deadlocks APScheduler
-    (seen under load: shutdown joins the job's thread holding the executors lock); after
-    _close_schedule a re-plan must leave the scheduler alone."""
+    (seen under load: shutdown joins the job's thread while holding the executors lock). The
+    shutdown must wait for an add_job in progress, and a later re-plan must find no scheduler."""
     clock = ReplayClock(T0, speedup=3600.0)
     engine = Engine(ThresholdPolicy(200), signals=TraceSignals(hourly(T0, [500] * 24), clock), clock=clock,
                     steps_total=10, step_time_s=1, progress=False)
     waiter = engine.waiter
-    scheduler = RecordingScheduler()
+    scheduler = SlowScheduler()
     waiter._scheduler, waiter._target = scheduler, T0 + timedelta(hours=2)
-    waiter._schedule_wake()
-    assert scheduler.added == ["greentrain-wake"]
-    waiter._close_schedule()
-    waiter._schedule_wake()  # what a re-plan job finishing during shutdown does
-    assert scheduler.added == ["greentrain-wake"]
-    waiter._scheduler = None
+    replan = threading.Thread(target=waiter._schedule_wake)  # what a re-plan job does
+    replan.start()
+    assert scheduler.adding.wait(5)
+    waiter._stop_scheduler(wait=True)  # what wait() does when it ends
+    replan.join(5)
+    assert scheduler.calls == ["add_job start", "add_job end", "shutdown"]
+    waiter._schedule_wake()  # a re-plan finishing after the shutdown
+    assert scheduler.calls == ["add_job start", "add_job end", "shutdown"]
     engine.close()
