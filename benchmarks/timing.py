@@ -40,27 +40,12 @@ from greentrain.sim import (
     run_now,
     simulate_run,
 )
+from greentrain.sim.fcache import HourlyForecastCache
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "carbon"
 POLICIES = ("run-now", "threshold", "best-window", "forecast-optimal")
 JOBS = ((8.0, 24.0), (24.0, 72.0))
 HISTORY_DAYS = 28
-
-
-class CachedForecaster:
-    """Forecasts once per hour at the longest horizon and serves prefixes.
-
-    The forecaster's value for hour h ahead does not depend on the horizon
-    asked for, so every policy and job sees exactly what a direct call returns.
-    """
-
-    def __init__(self, inner, horizon_h: int = 72) -> None:
-        self.inner, self.horizon_h, self.cache = inner, horizon_h, {}
-
-    def forecast(self, history, now, horizon_h=72):
-        if now not in self.cache:
-            self.cache[now] = self.inner.forecast(history, now, max(self.horizon_h, horizon_h))
-        return self.cache[now][:horizon_h]
 
 
 class PerfectPrefixForecaster:
@@ -99,9 +84,9 @@ def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = POLICIES
     (actual values N hours ahead, the default forecaster after)."""
     points = load_trace(path)
     trace = TraceIndex(points, path.name)
-    real = CachedForecaster(Forecaster())
+    real = HourlyForecastCache(Forecaster())  # one forecast per hour, shared by policies, jobs and starts
     forecasters = {"real": real, "perfect": PerfectForecaster(points),
-                   "selected": CachedForecaster(Forecaster(select_online=True))}
+                   "selected": HourlyForecastCache(Forecaster(select_online=True))}
     forecasters = {k: v for k, v in forecasters.items() if k in kinds}
     forecasters.update({f"perfect {h}h": PerfectPrefixForecaster(points, h, real) for h in perfect_first})
     totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0])
@@ -167,13 +152,15 @@ def decide_latency_ms(points) -> dict:
 
 
 def forecaster_version() -> str:
-    """sha256 prefix of the forecaster's source: the 'real' columns depend on its exact version."""
+    """sha256 prefix of the forecaster's source (both model families): the 'real' columns depend on it."""
     import hashlib
     import inspect
 
-    import greentrain.signals.forecast as module
+    import greentrain.signals.forecast as autocov
+    import greentrain.signals.lagregression as direct
 
-    return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:12]
+    source = inspect.getsource(autocov) + inspect.getsource(direct)
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def main() -> None:

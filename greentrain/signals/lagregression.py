@@ -38,26 +38,25 @@ def lag_regression(anomaly: np.ndarray, horizon_h: int, *, lognormal: bool = Fal
     n = anomaly.size
     out = np.full(horizon_h, np.nan)
     origins = np.arange(LAGS_H - 1, n - 1)
-    count = np.minimum(n - 1 - np.arange(1, horizon_h + 1) - (LAGS_H - 1) + 1, origins.size)
-    fit = np.flatnonzero(count >= MIN_FIT_ORIGINS)  # horizons with enough examples
-    if fit.size == 0:
+    # Horizon h (index h - 1) has origins.size - (h - 1) examples: the fitted ones are a prefix.
+    fitted = int(np.clip(origins.size - MIN_FIT_ORIGINS + 1, 0, horizon_h))
+    if fitted == 0:
         return out
     lags = np.arange(LAGS_H)
     x = anomaly[origins[:, None] - lags[None, :]]
-    m = count[fit]  # examples per fitted horizon: horizon h drops the last h - 1 origins
-    # Gram of all origins minus the outer products of the dropped ones, summed from the end so
-    # a horizon's Gram (and so its forecast) is the same whatever horizon_h is asked.
-    dropped = x[::-1][: origins.size - m[-1]]
+    # Gram of all origins minus the outer products of the last h - 1, summed from the end so a
+    # horizon's Gram (and so its forecast) is the same whatever horizon_h is asked.
+    dropped = x[::-1][: fitted - 1]
     suffix = np.concatenate([np.zeros((1, LAGS_H, LAGS_H)),
                              np.cumsum(dropped[:, :, None] * dropped[:, None, :], axis=0)])
-    grams = x.T @ x - suffix[origins.size - m]
+    grams = x.T @ x - suffix
     grams += np.eye(LAGS_H) * (_RIDGE * np.trace(grams, axis1=1, axis2=2) / LAGS_H + 1e-12)[:, None, None]
     now = anomaly[n - 1 - lags]
     # One horizon at a time: a batched product would round differently with the batch's size.
-    for row, (h_index, examples) in enumerate(zip(fit, m)):
-        x_used = x[:examples]
-        target = anomaly[origins[:examples] + h_index + 1]
-        coef = np.linalg.solve(grams[row], x_used.T @ target)
+    for h_index in range(fitted):
+        x_used = x[: origins.size - h_index]
+        target = anomaly[origins[: origins.size - h_index] + h_index + 1]
+        coef = np.linalg.solve(grams[h_index], x_used.T @ target)
         out[h_index] = now @ coef
         if lognormal:
             out[h_index] += 0.5 * float(np.mean((target - x_used @ coef) ** 2))
