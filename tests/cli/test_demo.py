@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,16 +22,12 @@ from typing import Self
 import httpx
 import pytest
 
+from tests.ranks import free_port
+
 SPEEDUP = "2500"  # a day of trace in ~35 s (a lower speed-up amplifies step-time noise less)
 # More slack before the deadline than the default 2 h: on a shared 2-core CI machine the step time can
 # double mid-run, and at ×2500 every real 0.1 s is 4 simulated minutes of work.
 RESERVE_HOURS = "6"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _events(path: Path) -> list[dict]:
@@ -107,7 +102,7 @@ def _reference_losses(steps_total: int) -> list[float]:
 
 @pytest.mark.timeout(150)
 def test_demo_waits_pauses_resumes_survives_ctrl_c_and_reports(tmp_path: Path) -> None:
-    out, port = tmp_path / "demo", _free_port()
+    out, port = tmp_path / "demo", free_port()
     log = out / "run.jsonl"
 
     # Run 1: interrupted while training.

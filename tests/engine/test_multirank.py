@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
-import socket
 import sys
 import traceback
 from datetime import UTC, datetime, timedelta
@@ -13,18 +11,20 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, RunNowPolicy, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import (  # noqa: E402
+    ClockMonitor,
+    RunNowPolicy,
+    ThresholdPolicy,
+    TraceSignals,
+    hourly,
+)
+
+from tests.ranks import free_port, run_ranks
 
 T0 = datetime(2022, 1, 10, 0, tzinfo=UTC)
 WORLD = 3
 STEPS = 150
 STEP_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank_main(rank: int, port: int, out: mp.Queue) -> None:
@@ -79,26 +79,7 @@ def _rank_main(rank: int, port: int, out: mp.Queue) -> None:
 
 @pytest.mark.timeout(90)
 def test_all_ranks_pause_at_the_same_step() -> None:
-    os.environ.update(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-    # forkserver, not fork: the ranks start from a clean process, not from a copy of this long-lived
-    # test process with whatever threads and locks (OpenMP, loggers, schedulers) it holds at that moment.
-    ctx = mp.get_context("forkserver")
-    out = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, port, out), daemon=True) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    results = {}
-    try:
-        for _ in range(WORLD):
-            item = out.get(timeout=75)
-            assert item[1] != "error", item[2]
-            results[item[0]] = item
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
+    results = run_ranks(_rank_main, WORLD, free_port(), timeout_s=75)
     assert sorted(results) == list(range(WORLD))
     pauses = {r: results[r][1] for r in results}
     assert pauses[0], "rank 0 paused for the dirty hours"

@@ -8,7 +8,6 @@ ephemeral 127.0.0.1 ports with temp dirs and stopped by pid.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import Any
 from greentrain.clock import Clock
 from greentrain.signals.base import IntensityPoint, Kind, ProviderStatus
 from greentrain.signals.trace import load_trace
+from tests.ranks import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = sorted((REPO / "exporters" / "rules").glob("*.yml"))
@@ -59,12 +59,6 @@ def _as_forecast(p: IntensityPoint) -> IntensityPoint:
     # A forecast 10 % off the actual, as day-ahead forecasts typically are.
     return IntensityPoint(start=p.start, end=p.end, intensity_g_per_kwh=p.intensity_g_per_kwh * 1.1,
                           kind=Kind.FORECAST, provider=p.provider, zone=p.zone)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url: str, timeout_s: float = 20.0) -> None:

@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.ranks import free_port
+
 __all__ = ["SlurmCluster", "slurm_missing"]
 
 _BINARIES = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
@@ -63,12 +65,6 @@ def slurm_missing() -> str | None:
     return f"Slurm/munge not installed: {', '.join(missing)}" if missing else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class SlurmCluster:
     """munged + slurmctld + slurmd under ``root`` (a temp dir)."""
 
@@ -87,7 +83,7 @@ class SlurmCluster:
         key.chmod(0o400)
         (self.root / "plugstack.conf").write_text("")
         self.conf.write_text(_CONF.format(host=socket.gethostname(), root=self.root,
-                                          ctld_port=_free_port(), slurmd_port=_free_port()))
+                                          ctld_port=free_port(), slurmd_port=free_port()))
         m = self.root / "munge"
         self._spawn(["/usr/sbin/munged", "-F", "-f", f"--key-file={key}", f"--socket={m}/sock",
                      f"--pid-file={m}/pid", f"--seed-file={m}/seed", f"--log-file={m}/log"], "munged")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,15 +11,11 @@ from pathlib import Path
 import pytest
 from gt_dirty_spell import dirty_spell_trace
 
+from tests.ranks import free_port
+
 pytest.importorskip("transformers")
 
 WORKER = Path(__file__).with_name("gt_hf_ddp_worker.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

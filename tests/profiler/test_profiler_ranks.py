@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.ranks import free_port
+
 SCRIPT = Path(__file__).with_name("two_rank_agreement.py")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.timeout(120)
 def test_two_ranks_agree_on_profile_cache_and_precision(tmp_path: Path) -> None:
-    port = str(_free_port())
+    port = str(free_port())
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
     procs = [
         subprocess.Popen([sys.executable, str(SCRIPT), str(r), "2", port, str(tmp_path / "state"), str(tmp_path / "cache")],

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import socket
-
 import httpx
 import pytest
 
 from greentrain.runtime.greentrain_hooks import run_training
+from tests.ranks import free_port
 
 from .harness import tiny_config
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.timeout(60)
 def test_prometheus_counts_steps_and_tokens_during_training() -> None:
-    port = _free_port()
+    port = free_port()
     cfg = tiny_config(parallel={"dp_shard": 1}, metrics={"port": port}, greentrain={"job": "rt-test"})
     scraped: list[str] = []
 

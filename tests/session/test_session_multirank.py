@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
-import socket
 import sys
 import traceback
 from datetime import UTC, datetime, timedelta
@@ -12,18 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.ranks import free_port, run_ranks
+
 HERE = Path(__file__).parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "engine")]
 
 T0 = datetime(2022, 2, 1, 0, tzinfo=UTC)
 WORLD = 2
 STEPS = 30
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _train(rank: int, ckpt: Path, pauses: set[int] | None) -> tuple[list[tuple[int, float]], int, list]:
@@ -84,26 +78,7 @@ def _rank_main(rank: int, port: int, tmp: str, out: mp.Queue) -> None:
 
 @pytest.mark.timeout(120)
 def test_checkpoint_pauses_are_rank_consistent_and_lose_nothing(tmp_path: Path) -> None:
-    os.environ.update(OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-    # forkserver, not fork: the ranks start from a clean process, not from a copy of this long-lived
-    # test process with whatever threads and locks (OpenMP, loggers, schedulers) it holds at that moment.
-    ctx = mp.get_context("forkserver")
-    out = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank_main, args=(r, port, str(tmp_path), out), daemon=True) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    results = {}
-    try:
-        for _ in range(WORLD):
-            item = out.get(timeout=100)
-            assert item[1] != "error", item[2]
-            results[item[0]] = item
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
+    results = run_ranks(_rank_main, WORLD, free_port(), str(tmp_path), timeout_s=100)
     for rank in range(WORLD):
         _, plain, paused = results[rank]
         assert plain[1] == 1 and paused[1] == 4, "three pauses -> four process lifetimes on every rank"
