@@ -46,8 +46,8 @@ def _same_hour_in_2022(when: datetime) -> datetime:
     return when.replace(year=2022, minute=0, second=0, microsecond=0)
 
 
-def test_now_from_csv_trace_json(shared_data, capsys):
-    trace = shared_data / "carbon" / "GB_2022_hourly.csv"
+def test_now_from_csv_trace_json(carbon_trace, capsys):
+    trace = carbon_trace("GB_2022_hourly.csv")
     before = datetime.now(UTC)
     code, out, err = run(["carbon", "now", "--zone", "GB", "--provider", f"csv:{trace}", "--json"], capsys)
     after = datetime.now(UTC)
@@ -63,8 +63,8 @@ def test_now_from_csv_trace_json(shared_data, capsys):
     assert point["intensity_g_per_kwh"] == values[start]
 
 
-def test_forecast_and_history_from_csv(shared_data, capsys):
-    spec = f"csv:{shared_data / 'carbon' / 'DE-LU_2022_hourly.csv'}"
+def test_forecast_and_history_from_csv(carbon_trace, capsys):
+    spec = f"csv:{carbon_trace('DE-LU_2022_hourly.csv')}"
     code, out, err = run(["carbon", "forecast", "--zone", "DE-LU", "--provider", spec, "--hours", "24", "--json"],
                          capsys)
     assert code == 0, err

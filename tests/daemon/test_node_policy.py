@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,8 +28,8 @@ def test_rule() -> None:
     assert dirty_grid_cap(200.0, CONFIG) is None
 
 
-def test_runner_follows_a_real_trace_and_survives_signal_loss(shared_data: Path) -> None:
-    points = load_trace(shared_data / "carbon" / "GB_2022_hourly.csv")
+def test_runner_follows_a_real_trace_and_survives_signal_loss(carbon_trace: Callable[[str], Path]) -> None:
+    points = load_trace(carbon_trace("GB_2022_hourly.csv"))
     dirty = next(p for p in points if p.intensity_g_per_kwh > 200)
     clean = next(p for p in points if p.intensity_g_per_kwh < 100)
     clock = FrozenClock(dirty.start)

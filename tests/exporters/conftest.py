@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from greentrain.monitor import Monitor
 from greentrain.testing import FakeCPUDomain, FakeGPU
 
 from gt_stack import JOB, Stack  # noqa: E402  (shared with the test modules)
+TEST_DATA = Path(__file__).resolve().parents[1] / "data"
 REPLAY_ORIGIN = datetime(2022, 6, 1, 12, 30, tzinfo=UTC)
 
 needs_prometheus = pytest.mark.skipif(
@@ -65,7 +66,7 @@ def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str], Path]) -> Iterator[Stack]:
     if not Path("/usr/bin/prometheus").exists() or not Path("/usr/bin/prometheus-pushgateway").exists():
         pytest.skip("prometheus / prometheus-pushgateway binaries not installed")
     tmp = tmp_path_factory.mktemp("promstack")
@@ -80,7 +81,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Iterat
                       deadline=now + timedelta(hours=2), projected_finish=now + timedelta(hours=3),
                       settings_unrestored=1)
     stats1 = JobStats(job=JOB, state=JobState.RUNNING)
-    signals = TraceSignals(shared_data / "carbon" / "GB_2022_hourly.csv", clock, stale=True, age_s=9000.0)
+    signals = TraceSignals(carbon_trace("GB_2022_hourly.csv"), clock, stale=True, age_s=9000.0)
     rank_dir = tmp / "ranks"
     monitors = [Monitor([gpus[0], gpus[2]], [package], interval_s=0.2).start(),
                 Monitor([gpus[1]], [package], interval_s=0.2).start(),
@@ -89,10 +90,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Iterat
                           multiprocess_dir=rank_dir, local_rank=1).start()
     job_server = MetricsServer(job=JOB, monitor=monitors[0], signals=signals,
                                job_stats=stats0, clock=clock, multiprocess_dir=rank_dir, local_rank=0).start()
-    node_signals = TraceSignals(shared_data / "carbon" / "US-CAL-CISO_2022_hourly.csv", clock)
+    node_signals = TraceSignals(carbon_trace("US-CAL-CISO_2022_hourly.csv"), clock)
     node_server = MetricsServer(job="node", monitor=monitors[2],
                                 signals=node_signals, clock=clock).start()
-    dcgm = StaticText((shared_data / "api-responses" / "dcgm-exporter_metrics_sample.prom").read_text())
+    dcgm = StaticText((TEST_DATA / "api-responses" / "dcgm-exporter_metrics_sample.prom").read_text())
     stop = threading.Event()
     trainer = threading.Thread(target=_trainer, args=(stop, [stats0, stats1]), daemon=True)
     trainer.start()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import threading
 import time
 from datetime import UTC, datetime
@@ -88,9 +90,9 @@ def test_job_series_follow_jobstats() -> None:
     assert get("greentrain_job_finished_timestamp_seconds", {"job": "j"}) is None
 
 
-def test_trace_signal_and_forecast_for_the_current_hour(shared_data: Path) -> None:
+def test_trace_signal_and_forecast_for_the_current_hour(carbon_trace: Callable[[str], Path]) -> None:
     clock = FrozenClock(T0)
-    signals = TraceSignals(shared_data / "carbon" / "DE-LU_2022_hourly.csv", clock)
+    signals = TraceSignals(carbon_trace("DE-LU_2022_hourly.csv"), clock)
     registry, _ = _registry(signals=signals, clock=clock)
     point = signals.peek()
     assert point.start == datetime(2022, 3, 1, 8, tzinfo=UTC)

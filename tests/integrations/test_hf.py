@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch  # noqa: E402  (a dev dependency: missing is an error)
+import transformers  # noqa: E402  (a dev dependency: missing is an error)
 
 from gt_dirty_spell import T0, dirty_spell_trace  # noqa: E402
 
@@ -117,7 +117,7 @@ def test_train_helper_and_in_process_suspend_reach_the_same_state(tmp_path: Path
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_runs_beside_transformers_codecarbon_callback(tmp_path: Path, reference, monkeypatch) -> None:
-    codecarbon = pytest.importorskip("codecarbon")
+    import codecarbon  # a core dependency of greentrain
     from codecarbon.external.geography import CloudMetadata as Cloud, GeoMetadata
 
     # CodeCarbon looks up location and cloud over the network at start-up; answer locally instead.

@@ -13,7 +13,7 @@ from gt_dirty_spell import dirty_spell_trace
 
 from tests.ranks import free_port
 
-pytest.importorskip("transformers")
+import transformers  # noqa: E402,F401  (a dev dependency: missing is an error)
 
 WORKER = Path(__file__).with_name("gt_hf_ddp_worker.py")
 

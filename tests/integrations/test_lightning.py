@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-L = pytest.importorskip("lightning.pytorch")
+import torch  # noqa: E402  (a dev dependency: missing is an error)
+import lightning.pytorch as L  # noqa: E402  (a dev dependency: missing is an error)
 
 from gt_dirty_spell import T0, dirty_spell_trace  # noqa: E402
 

@@ -23,8 +23,8 @@ def hourly(values: list[float], zone: str = "GB") -> list[IntensityPoint]:
 
 
 @pytest.fixture(scope="module")
-def gb_june(shared_data) -> list[IntensityPoint]:
-    points = load_trace(shared_data / "carbon" / "GB_2022_hourly.csv")
+def gb_june(carbon_trace) -> list[IntensityPoint]:
+    points = load_trace(carbon_trace("GB_2022_hourly.csv"))
     return [p for p in points if T0 <= p.start < T0 + 96 * HOUR]
 
 

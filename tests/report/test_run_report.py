@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -56,9 +58,9 @@ def _write_paused_run(path: Path, trace_csv: Path) -> dict[str, float]:
     return totals
 
 
-def test_report_has_every_plot_and_the_totals(tmp_path: Path, shared_data: Path) -> None:
+def test_report_has_every_plot_and_the_totals(tmp_path: Path, carbon_trace: Callable[[str], Path]) -> None:
     log = tmp_path / "run.jsonl"
-    totals = _write_paused_run(log, shared_data / "carbon" / "GB_2022_hourly.csv")
+    totals = _write_paused_run(log, carbon_trace("GB_2022_hourly.csv"))
     index = build_report(log, tmp_path / "out")
     html = index.read_text()
     for name in ("power.png", "intensity.png", "state.png", "emissions.png"):

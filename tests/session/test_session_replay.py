@@ -3,6 +3,8 @@ window of a real replayed trace (CSV provider, ReplayClock at a large speed-up) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,13 +29,13 @@ DEADLINE = ORIGIN + timedelta(hours=16)
 
 
 @pytest.mark.timeout(120)
-def test_real_loop_pauses_through_a_dirty_window_of_a_replayed_trace(shared_data: Path, tmp_path: Path) -> None:
+def test_real_loop_pauses_through_a_dirty_window_of_a_replayed_trace(carbon_trace: Callable[[str], Path], tmp_path: Path) -> None:
     import torch.distributed  # noqa: F401  (slow imports happen before the replayed clock starts)
 
     from greentrain.device import discover
     from greentrain.signals import SignalChain, make_provider
 
-    trace = shared_data / "carbon" / "GB_2022_hourly.csv"
+    trace = carbon_trace("GB_2022_hourly.csv")
     devices = discover()
     expected = reference_losses(STEPS)  # also warms up torch's lazy imports (seconds = hours of trace)
     clock = ReplayClock(ORIGIN, speedup=SPEEDUP)

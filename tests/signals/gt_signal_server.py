@@ -19,11 +19,11 @@ from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["Reply", "Request", "SignalServer", "recorded"]
 
-API_RESPONSES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "api-responses"
+API_RESPONSES = Path(__file__).resolve().parents[1] / "data" / "api-responses"
 
 
 def recorded(name: str) -> bytes:
-    """The bytes of a recorded body in ../shared/data/api-responses."""
+    """The bytes of a recorded body in tests/data/api-responses."""
     return (API_RESPONSES / name).read_bytes()
 
 

@@ -66,8 +66,8 @@ class TraceBackedProvider(CarbonIntensityProvider):
 
 
 @pytest.fixture(scope="module")
-def gb_points(shared_data):
-    return load_trace(shared_data / "carbon" / "GB_2022_hourly.csv")
+def gb_points(carbon_trace):
+    return load_trace(carbon_trace("GB_2022_hourly.csv"))
 
 
 @pytest.fixture

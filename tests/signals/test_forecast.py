@@ -136,8 +136,8 @@ def test_persistent_anomalies_beat_seasonal_naive() -> None:
 
 
 @pytest.mark.timeout(120)
-def test_beats_seasonal_naive_on_a_real_trace(shared_data) -> None:
-    points = load_trace(shared_data / "carbon" / "DE-LU_2021_hourly.csv")
+def test_beats_seasonal_naive_on_a_real_trace(carbon_trace) -> None:
+    points = load_trace(carbon_trace("DE-LU_2021_hourly.csv"))
     truth = values(points)
     ours, naive = Forecaster(), SeasonalNaiveForecaster()
     errors = {"ours": [], "naive": []}

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(scope="module")
-def gb_csv(shared_data):
-    return shared_data / "carbon" / "GB_2022_hourly.csv"
+def gb_csv(carbon_trace):
+    return carbon_trace("GB_2022_hourly.csv")
 
 
 @pytest.fixture(scope="module")

@@ -63,8 +63,8 @@ def _decisions_until(forecaster_factory, trace_a, trace_b, start, cut, job):
 
 
 @pytest.mark.parametrize("forecaster", ["real", "persistence"])
-def test_perturbing_the_future_changes_nothing_decided_before(shared_data, forecaster):
-    trace = load_trace(shared_data / "carbon" / "DE-LU_2022_hourly.csv")[24 * 60 : 24 * 100]
+def test_perturbing_the_future_changes_nothing_decided_before(carbon_trace, forecaster):
+    trace = load_trace(carbon_trace("DE-LU_2022_hourly.csv"))[24 * 60 : 24 * 100]
     start = trace[24 * 30].start
     cut = start + 10 * HOUR
     factory = (lambda t: Forecaster()) if forecaster == "real" else (lambda t: PersistenceForecaster())
@@ -75,9 +75,9 @@ def test_perturbing_the_future_changes_nothing_decided_before(shared_data, forec
     assert after[0] != after[1]  # the perturbation does matter later on
 
 
-def test_a_leaky_forecaster_would_be_caught(shared_data):
+def test_a_leaky_forecaster_would_be_caught(carbon_trace):
     # Negative control: the same check with a forecaster that sees the future does differ.
-    trace = load_trace(shared_data / "carbon" / "DE-LU_2022_hourly.csv")[24 * 60 : 24 * 100]
+    trace = load_trace(carbon_trace("DE-LU_2022_hourly.csv"))[24 * 60 : 24 * 100]
     start = trace[24 * 30].start
     cut = start + 10 * HOUR
     job = SimJob(work_s=12 * 3600, deadline_s=36 * 3600, modes=(Mode(1.0, 1000.0),), resume_overhead_s=300)
