@@ -113,6 +113,12 @@ def test_whole_power_aware_session_advises_and_writes_nothing(tmp_path: Path) ->
     assert sample(metrics, "greentrain_job_advised_energy_change_ratio") == pytest.approx(estimate["energy_change"])
     assert sample(metrics, "greentrain_job_advised_time_change_ratio") == pytest.approx(estimate["time_change"])
     assert "greentrain_job_power_limit_watts{" not in metrics  # nothing was set
+    # reported: the HTML report shows the advice and its estimated effect
+    from greentrain.report import build_report
+
+    html = Path(build_report(tmp_path / "run.jsonl", tmp_path / "report")).read_text()
+    assert "Advisory mode: advised, not applied" in html
+    assert f"{estimate['energy_change'] * 100:+.1f} % (estimated)" in html
 
 
 def test_same_session_applying_does_write(tmp_path: Path) -> None:
