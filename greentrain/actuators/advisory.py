@@ -23,13 +23,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from greentrain.device.base import GPU
-from greentrain.errors import ConfigError, GreentrainError
+from greentrain.errors import ActuationError, ConfigError, GreentrainError
 
 if TYPE_CHECKING:
     from greentrain.policies.base import Decision
 
-__all__ = ["ADVISE_ENV", "Actuation", "AdvisoryActuators", "advise_only_from_env", "refuse_write_if_advisory",
-           "resolve_actuation", "without_knobs"]
+__all__ = ["ADVISE_ENV", "Actuation", "AdvisoryActuators", "AdvisoryModeError", "advise_only_from_env",
+           "refuse_in_advisory_mode", "refuse_write_if_advisory", "resolve_actuation", "without_knobs"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,16 @@ def refuse_write_if_advisory(request: str, advise_only_flag: bool = False) -> No
         source = "--advise-only" if advise_only_flag else f"{ADVISE_ENV}=1"
         raise ConfigError(f"{request}: writes to the GPU, but advisory mode is on ({source}); "
                           "drop one of the two")
+
+
+class AdvisoryModeError(ActuationError):
+    """A hardware change asked for while ``GREENTRAIN_ADVISE_ONLY=1`` (never reaches the device)."""
+
+
+def refuse_in_advisory_mode(change: str) -> None:
+    """Raise ``AdvisoryModeError`` for ``change`` when the environment says advisory mode (the last backstop)."""
+    if advise_only_from_env():
+        raise AdvisoryModeError(f"{change} not applied: advisory mode is on ({ADVISE_ENV}=1)")
 
 
 def without_knobs(decision: Decision) -> Decision:
