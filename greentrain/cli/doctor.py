@@ -47,7 +47,8 @@ def _render(report: dict[str, Any]) -> None:
             limit += f" {span[0]:g}-{span[1]:g} W" if span else ""
             clocks = f"{_yes_no(g['clock_control'])} ({_yes_no(g['clock_control_permitted'])})"
             if g["power_limit_control"]:
-                notes.append(f"GPU {g['index']}: permitted {_permitted(g)}: {g['permitted_basis']}")
+                verify = "" if g["permitted_verified"] else " (--probe-write verifies with a same-value write)"
+                notes.append(f"GPU {g['index']}: permitted {_permitted(g)}: {g['permitted_basis']}{verify}")
             energy = "counter (measured)" if g["energy_counter"] else f"{g['energy_source'] or 'none'}"
             table.add_row(str(g["index"]), g["name"], g["uuid"], g["architecture"], energy, limit, clocks)
         console.print(table)
