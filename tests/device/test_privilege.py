@@ -38,3 +38,25 @@ def test_no_daemon_socket_means_no_daemon(tmp_path: Path) -> None:
     not_a_socket = tmp_path / "plain-file"
     not_a_socket.write_text("")
     assert privilege.daemon_gpus(not_a_socket, timeout_s=0.5) is None
+
+
+def test_a_running_daemon_reports_the_gpus_it_manages(tmp_path: Path) -> None:
+    import shutil
+    import tempfile
+
+    from greentrain.daemon.config import DaemonConfig
+    from greentrain.daemon.server import DaemonServer
+    from greentrain.testing import FileBackedGPU
+
+    sockdir = Path(tempfile.mkdtemp(prefix="gt-priv-"))  # short path: AF_UNIX limits socket names to ~100 bytes
+    gpus = [FileBackedGPU(tmp_path / f"gpu{i}.json", "a40", index=i) for i in range(2)]
+    before = [g.power_limit_w() for g in gpus]
+    server = DaemonServer(gpus, DaemonConfig(socket=sockdir / "d.sock", state_dir=tmp_path / "state"))
+    server.start()
+    try:
+        found = privilege.daemon_gpus(sockdir / "d.sock")
+        assert found is not None and found == ({g.uuid for g in gpus}, str(sockdir / "d.sock"))
+        assert [g.power_limit_w() for g in gpus] == before  # asking the daemon's status changes nothing
+    finally:
+        server.shutdown()
+        shutil.rmtree(sockdir, ignore_errors=True)
