@@ -106,6 +106,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heads", type=int, default=12, help="Attention heads.")
     parser.add_argument("--batch", type=int, default=16, help="Sequences per step.")
     parser.add_argument("--seq-len", type=int, default=1024, help="Tokens per sequence.")
+    parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # tests run the model sections on cpu
     args = parser.parse_args(argv)
     chosen = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(SECTIONS))

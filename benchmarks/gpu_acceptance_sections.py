@@ -155,6 +155,13 @@ def _timed_calls(name: str, fn: Callable[[], Any], calls: int) -> dict[str, Any]
 
 # -- model, loops ----------------------------------------------------------------------------------------------
 
+def _sync(args: argparse.Namespace) -> None:
+    import torch
+
+    if getattr(args, "device", "cuda") == "cuda":
+        torch.cuda.synchronize()
+
+
 def _model(args: argparse.Namespace, compile: bool = False) -> tuple[Any, Any, Callable[..., Any]]:
     import torch
 
@@ -163,7 +170,7 @@ def _model(args: argparse.Namespace, compile: bool = False) -> tuple[Any, Any, C
     from greentrain.runtime.model import Transformer, init_weights
 
     cfg = ModelConfig(dim=args.dim, n_layers=args.layers, n_heads=args.heads, max_seq_len=args.seq_len)
-    device = torch.device("cuda")
+    device = torch.device(getattr(args, "device", "cuda"))
     model = Transformer(cfg).to(device)
     init_weights(model, cfg, 0, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -173,7 +180,7 @@ def _model(args: argparse.Namespace, compile: bool = False) -> tuple[Any, Any, C
 
     def step(dtype: Any = torch.bfloat16) -> Any:
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+        with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             loss = cross_entropy(net(x), y)
         loss.backward()
         opt.step()
@@ -185,21 +192,20 @@ def _model(args: argparse.Namespace, compile: bool = False) -> tuple[Any, Any, C
 def session_overhead(args: argparse.Namespace) -> dict[str, Any]:
     """Rounds of bare / Session / bare (A/A) blocks in rotating order; ms per step of the steps alone."""
     import httpx
-    import torch
 
     from greentrain.session import Session
 
     _model_, _opt, step = _model(args)
     for _ in range(3):
         step()
-    torch.cuda.synchronize()
+    _sync(args)
     tokens = args.batch * args.seq_len
 
     def bare() -> float:
         t0 = time.perf_counter()
         for _ in range(args.steps):
             step()
-        torch.cuda.synchronize()
+        _sync(args)
         return (time.perf_counter() - t0) / args.steps
 
     def under_session() -> float:
@@ -218,7 +224,7 @@ def session_overhead(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.perf_counter()
             for _ in range(args.steps):
                 session.step(tokens=tokens, loss=step())
-            torch.cuda.synchronize()
+            _sync(args)
             elapsed = (time.perf_counter() - t0) / args.steps
             stop.set()
             scraper.join()
@@ -247,11 +253,11 @@ def energy_by_precision(gpu: Any, args: argparse.Namespace) -> dict[str, Any]:
         torch.backends.cudnn.allow_tf32 = tf32
         for _ in range(3):
             step(dtype)
-        torch.cuda.synchronize()
+        _sync(args)
         e0, t0 = gpu.total_energy_j(), time.perf_counter()
         for _ in range(args.steps):
             step(dtype)
-        torch.cuda.synchronize()
+        _sync(args)
         e1, t1 = gpu.total_energy_j(), time.perf_counter()
         rows.append({"precision": name, "j_per_step": (e1 - e0) / args.steps,
                      "ms_per_step": (t1 - t0) / args.steps * 1e3, "mean_w": (e1 - e0) / (t1 - t0),
@@ -263,14 +269,12 @@ def energy_by_precision(gpu: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 def runtime_vs_compiled(args: argparse.Namespace) -> dict[str, Any]:
     """The Trainer (bf16, per-block compile) vs torch.compile(model) + fused AdamW, interleaved rounds."""
-    import torch
-
     from greentrain.runtime.config import config_from_dict
     from greentrain.runtime.trainer import Trainer
 
     cfg = config_from_dict({
         "model": {"dim": args.dim, "n_layers": args.layers, "n_heads": args.heads, "max_seq_len": args.seq_len},
-        "train": {"steps": 10**6, "global_batch": args.batch, "seq_len": args.seq_len, "device": "cuda",
+        "train": {"steps": 10**6, "global_batch": args.batch, "seq_len": args.seq_len, "device": args.device,
                   "dtype": "bf16", "compile": True, "warmup_steps": 0, "decay": "constant", "lr": 1e-4},
         "data": {"max_bytes": 2_000_000}, "parallel": {"dp_shard": 1},
     }, origin="gpu_acceptance")
@@ -284,11 +288,11 @@ def runtime_vs_compiled(args: argparse.Namespace) -> dict[str, Any]:
     for i in range(args.rounds):
         order = [("runtime", trainer.train_step), ("compiled", plain_step)]
         for name, fn in order if i % 2 == 0 else order[::-1]:
-            torch.cuda.synchronize()
+            _sync(args)
             t0 = time.perf_counter()
             for _ in range(args.steps):
                 fn()
-            torch.cuda.synchronize()
+            _sync(args)
             runs[name].append(tokens / (time.perf_counter() - t0))
     rt, pc = statistics.median(runs["runtime"]), statistics.median(runs["compiled"])
     return {"shape": f"d={args.dim}, {args.layers} layers, {args.heads} heads, batch {args.batch}×{args.seq_len}",

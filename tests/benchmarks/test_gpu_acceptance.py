@@ -139,3 +139,22 @@ def test_call_cost_section_times_only_getters() -> None:
     text = markdown.render({"measured": True, "device": "fake", "torch": "x", "date": "d", "command": "c",
                             "calls": result, "setter_attempts": []})
     assert "| nvmlDeviceGetPowerUsage |" in text and "not measured: section not run" in text
+
+
+def test_model_sections_run_end_to_end_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session and precision sections on a tiny CPU model: their wiring, not GPU figures."""
+    monkeypatch.setenv("GREENTRAIN_ADVISE_ONLY", "1")
+    monkeypatch.setenv("GREENTRAIN_STATE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "gt-acc-state"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    args = acceptance.parse_args(["--advise-only", "--dim", "32", "--layers", "1", "--heads", "2", "--batch", "2",
+                                  "--seq-len", "16", "--steps", "2", "--rounds", "3", "--device", "cpu"])
+    result = sections.session_overhead(args)
+    assert len(result["blocks"]["session"]) == 3 and result["ratio_median"] > 0 and result["aa_ratio_median"] > 0
+    fake, gpu = _fake_gpu()
+    by_precision = sections.energy_by_precision(gpu, args)
+    assert [r["precision"] for r in by_precision["rows"]] == ["fp32", "tf32", "bf16"]
+    assert all(r["j_per_step"] > 0 and r["ms_per_step"] > 0 for r in by_precision["rows"])
+    assert [c for c in fake.calls if "Set" in c[0] or "Reset" in c[0]] == []
+    text = markdown.render({"measured": True, "device": "cpu", "torch": "x", "date": "d", "command": "c",
+                            "session": result, "precision": by_precision, "setter_attempts": []})
+    assert "| fp32 | not measured" not in text and "| A/A control ratio |" in text
