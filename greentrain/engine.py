@@ -28,6 +28,7 @@ from greentrain.jobstats import JobState, JobStats
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
 from greentrain.timing import adopt, decider
 from greentrain.timing.broadcast import Broadcast, LocalBroadcast
+from greentrain.timing.advice import advice_summary
 from greentrain.timing.decider import RUN
 from greentrain.timing.guard import latest_safe_resume
 from greentrain.timing.ledger import CarbonLedger
@@ -166,7 +167,7 @@ class Engine:
         self._adopt(decision, now)
         if decision.action == Action.RUN:
             self._set_state(JobState.RUNNING, now)
-        return decision
+        return adopt.acted_on(self, decision)
 
     def step_begin(self) -> None:
         """Mark the start of a training step."""
@@ -201,7 +202,7 @@ class Engine:
         decision, point = self.broadcast.share(payload)
         self._observe_shared(point)
         self._adopt(decision, now)
-        return decision
+        return adopt.acted_on(self, decision)
 
     def _point_to_share(self) -> Any:
         """Leader: carbon points other ranks have not seen yet (they price their own steps with them)."""
@@ -243,6 +244,9 @@ class Engine:
                 "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
                 "notes": list(self.notes),
             }
+            advice = advice_summary(self)
+            if advice is not None:
+                fields["advice"] = advice
             self.event_log.write("summary", self.clock.now(), **{**fields, **summary})
 
     # ---- derived quantities -----------------------------------------------------------------------

@@ -44,6 +44,16 @@ class JobStats:
     """GPU settings this job changed whose restore failed (or is pending after exit); feeds an alert."""
     power_cap_refused_total: int = 0
     """Power-limit/clock changes refused for lack of privilege (exporters: power_cap_refused_total)."""
+    advised_power_limit_w: float | None = None
+    """Advisory mode: the power limit the policy advised (not applied), watts."""
+    advised_sm_clock_mhz: int | None = None
+    """Advisory mode: the top of the SM clock range advised (not applied), MHz."""
+    advised_precision: str | None = None
+    """Advisory mode: the precision advised (not switched to)."""
+    advised_energy_change: float | None = None
+    """Advisory mode: estimated relative change of energy per unit of work at the advised limit (-0.1 = -10 %)."""
+    advised_time_change: float | None = None
+    """Advisory mode: estimated relative change of running time at the advised limit."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **changes: object) -> None:

@@ -25,7 +25,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -38,12 +38,7 @@ from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, make_broadcast
 from greentrain.timing.jobcheckpoint import JobCheckpoint
-from greentrain.timing.hardware import (
-    Hardware,
-    PowerSwitch,
-    build_hardware,
-    discover_devices,
-)
+from greentrain.timing.hardware import Hardware, PowerSwitch, build_hardware, discover_devices
 from greentrain.timing.options import (
     STATE_ENV,
     default_state_path,
@@ -53,12 +48,7 @@ from greentrain.timing.options import (
 )
 from greentrain.timing.process import reexec
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
-from greentrain.timing.state import (
-    load_state,
-    restore_into,
-    save_state,
-    state_of,
-)
+from greentrain.timing.state import load_state, restore_into, save_state, state_of
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]
 
@@ -100,6 +90,9 @@ class Session:
             use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop.
         profile_cache_dir: where measured operating points are cached per GPU model and workload (None: the
             default cache dir; False: no cache). state_dir: the actuators' journal directory.
+        actuation: 'apply' (default) or 'advise': compute, log, export and report every power-limit, clock and
+            precision decision without applying any (no setter call, no journal). ``GREENTRAIN_ADVISE_ONLY=1``
+            forces 'advise'. See docs/power.md.
     """
 
     def __init__(
@@ -136,7 +129,12 @@ class Session:
         precision: Sequence[str] | None = None,
         profile_cache_dir: str | Path | None | Literal[False] = None,
         state_dir: str | Path | None = None,
+        actuation: Literal["apply", "advise"] | None = None,
     ) -> None:
+        from greentrain.actuators.advisory import resolve_actuation
+
+        self.actuation = resolve_actuation(actuation)
+        """'apply' or 'advise' (advisory mode: decisions are reported, never applied)."""
         if relaunch not in ("exec", "exit", "none"):
             raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
         self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,
@@ -250,10 +248,7 @@ class Session:
     def autocast(self) -> Iterator[None]:
         """Context for your forward pass at the current precision (a no-op without ``precision=``)."""
         controller = self.hardware.precision
-        if controller is None:
-            yield
-            return
-        with controller.autocast():
+        with controller.autocast() if controller is not None else nullcontext():
             yield
 
     def backward(self, loss: Any, optimizer: Any) -> None:
@@ -322,7 +317,7 @@ class Session:
         self.hardware = build_hardware(
             policy, list(getattr(devices, "gpus", None) or []), power=args["power"], precision=args["precision"],
             actuators=args["actuators"], profile_cache_dir=args["profile_cache_dir"], state_dir=args["state_dir"],
-            job=self.job, clock=self.clock, model=args["model"], monitor=monitor,
+            job=self.job, clock=self.clock, model=args["model"], monitor=monitor, actuation=self.actuation,
         )
         self._closers.append(self.hardware.close)
 
@@ -367,9 +362,8 @@ class Session:
 
     def _persist(self, *, finished: bool) -> None:
         engine = self.engine
-        if engine is None or self._state_path is None or not engine.is_leader:
-            return
-        save_state(state_of(engine, self.job, resume_at=self.resume_at, finished=finished), self._state_path)
+        if engine is not None and self._state_path is not None and engine.is_leader:
+            save_state(state_of(engine, self.job, resume_at=self.resume_at, finished=finished), self._state_path)
 
     def _finish_engine(self) -> None:
         engine = self.engine

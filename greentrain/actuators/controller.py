@@ -3,7 +3,8 @@
 ``KnobController`` is the only code that changes a GPU setting, both inside a
 training process and inside ``greentrain daemon``. The order is always:
 validate -> take the device lock -> journal the previous value -> change the
-hardware. Restoring walks the journal and removes each entry once the GPU
+hardware. With ``GREENTRAIN_ADVISE_ONLY=1`` every change is refused before any
+of that (a backstop for code that builds its own ``ActuatorSet``). Restoring walks the journal and removes each entry once the GPU
 has its old value back; an entry whose restore failed stays, so a later start
 tries again.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from greentrain.actuators.advisory import refuse_in_advisory_mode
 from greentrain.actuators.journal import Journal, Knob
 from greentrain.actuators.lock import DeviceLock
 from greentrain.device.base import GPU
@@ -85,6 +87,7 @@ class KnobController:
 
     def set_power_limit_w(self, power_limit_w: float) -> bool:
         """Set the limit; False if it already was that value (nothing journaled)."""
+        refuse_in_advisory_mode(f"GPU {self.gpu.uuid}: power limit {power_limit_w:g} W")
         value = validate_power_limit(self.gpu, power_limit_w)
         self.acquire()
         current = self.gpu.power_limit_w()
@@ -96,6 +99,7 @@ class KnobController:
 
     def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> bool:
         """Lock SM clocks; the journal's previous value is None (unlocked: NVML cannot read a lock)."""
+        refuse_in_advisory_mode(f"GPU {self.gpu.uuid}: SM clocks {min_mhz}-{max_mhz} MHz")
         low, high = validate_sm_clocks(self.gpu, min_mhz, max_mhz)
         self.acquire()
         new = self.journal.record(Knob.SM_CLOCKS, None, job=self.job)

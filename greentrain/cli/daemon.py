@@ -121,6 +121,9 @@ def daemon(config_path: Path | None, socket: Path | None, group: str | None, sta
     if show_status:
         _print_status(config.socket)
         return
+    from greentrain.actuators.advisory import refuse_write_if_advisory
+
+    refuse_write_if_advisory("greentrain daemon --restore-only" if restore_only else "greentrain daemon")
     if restore_only:
         _restore_only(_gpus(fake_gpus, config.state_dir), config.state_dir)
         return

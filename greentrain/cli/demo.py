@@ -126,10 +126,13 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
               help="Prometheus endpoint on 127.0.0.1 (0: any free port).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report/index.html at the end.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on a terminal.")
+@click.option("--advise-only", is_flag=True,
+              help="Advisory mode: report power-limit, clock and precision decisions, apply none "
+                   "(as GREENTRAIN_ADVISE_ONLY=1).")
 @click.pass_context
 def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start: str | None, speedup: float,
          deadline: str | None, work_hours: float, steps: int | None, policy: str, reserve_hours: float,
-         metrics_port: int, report: bool, progress: bool) -> None:
+         metrics_port: int, report: bool, progress: bool, advise_only: bool) -> None:
     """Train the reference model on CPU under a carbon-aware policy while a real carbon trace replays.
 
     Waits for a clean window, pauses through a dirty one, resumes from its checkpoint without losing a
@@ -170,7 +173,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     state.runs += 1
     port = metrics_port or _free_port()
     _header(console, state, scenario, ATTRIBUTION, port, out_dir)
-    end = _run(state, scenario, out_dir, port, say, progress)
+    end = _run(state, scenario, out_dir, port, say, progress, "advise" if advise_only else None)
     if end == "interrupted":
         say(f"stopped cleanly; resume with: greentrain demo --out {out_dir}")
         sys.exit(130)
@@ -192,10 +195,12 @@ def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int
     sys.stdout.flush()
 
 
-def _run(state: Any, scenario: Any, out_dir: Path, port: int, say: Any, progress: bool) -> str:
+def _run(state: Any, scenario: Any, out_dir: Path, port: int, say: Any, progress: bool,
+         actuation: str | None) -> str:
     from greentrain.demo.runner import DemoRunner
 
-    runner = DemoRunner(scenario, state, out_dir, metrics_port=port, say=say, progress=progress)
+    runner = DemoRunner(scenario, state, out_dir, metrics_port=port, say=say, progress=progress,
+                        actuation=actuation)
     return runner.run()
 
 

@@ -1,6 +1,9 @@
 """``greentrain doctor``: what this machine can measure and control, and why not where it cannot.
 
 Exits 0 even when nothing is measurable (it says so: energy is then estimated).
+Read-only: "permitted" is judged from the effective uid and capabilities or a
+reachable ``greentrain daemon`` and shown as unverified; ``--probe-write``
+verifies it with a same-value power-limit write, which advisory mode refuses.
 ``GREENTRAIN_RAPL_ROOT`` points at another powercap tree (e.g. a host's
 ``/sys/class/powercap`` mounted into a container).
 """
@@ -30,6 +33,7 @@ def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console()
+    notes: list[str] = []
     if report["gpus"]:
         table = Table(title="GPUs")
         for column in ("GPU", "name", "UUID", "arch", "energy", "power limit (permitted)", "clocks (permitted)"):
@@ -39,9 +43,12 @@ def _render(report: dict[str, Any]) -> None:
                 table.add_row(str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", "")
                 continue
             span = g["power_limit_range_w"]
-            limit = f"{_yes_no(g['power_limit_control'])} ({_yes_no(g['power_limit_permitted'])})"
+            limit = f"{_yes_no(g['power_limit_control'])} ({_permitted(g)})"
             limit += f" {span[0]:g}-{span[1]:g} W" if span else ""
             clocks = f"{_yes_no(g['clock_control'])} ({_yes_no(g['clock_control_permitted'])})"
+            if g["power_limit_control"]:
+                verify = "" if g["permitted_verified"] else " (--probe-write verifies with a same-value write)"
+                notes.append(f"GPU {g['index']}: permitted {_permitted(g)}: {g['permitted_basis']}{verify}")
             energy = "counter (measured)" if g["energy_counter"] else f"{g['energy_source'] or 'none'}"
             table.add_row(str(g["index"]), g["name"], g["uuid"], g["architecture"], energy, limit, clocks)
         console.print(table)
@@ -61,20 +68,34 @@ def _render(report: dict[str, Any]) -> None:
     console.print(
         f"CPU estimate ({used}): {est['cpu_model']!r}, TDP {est['tdp_w']:g} W from {est['tdp_source']}", markup=False
     )
-    for note in report["notes"]:
+    for note in [*report["notes"], *notes]:
         console.print(f"note: {note}", markup=False)
     versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v)
     console.print(f"versions: {versions}", markup=False)
+    console.print(f"hardware writes: {report['hardware_writes']}", markup=False)
     console.print(report["summary"], style="bold", markup=False)
+
+
+def _permitted(gpu: dict[str, Any]) -> str:
+    answer = _yes_no(gpu["power_limit_permitted"])
+    return answer if gpu["permitted_verified"] or gpu["power_limit_permitted"] is None else f"{answer}, unverified"
 
 
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-def doctor(as_json: bool) -> None:
-    """Show what this machine can measure and control: GPUs, RAPL, the CPU estimate, versions."""
+@click.option("--probe-write", is_flag=True,
+              help="Verify the privilege by re-applying each GPU's current power limit (a hardware write; "
+                   "without it doctor only reads and marks 'permitted' unverified).")
+@click.option("--advise-only", is_flag=True, help="Advisory mode (as GREENTRAIN_ADVISE_ONLY=1): refuse any write.")
+def doctor(as_json: bool, probe_write: bool, advise_only: bool) -> None:
+    """Show what this machine can measure and control: GPUs, RAPL, the CPU estimate, versions (read-only)."""
+    from greentrain.actuators.advisory import refuse_write_if_advisory
     from greentrain.device import discover
     from greentrain.device.inventory import machine_report
     from greentrain.errors import NotSupportedError
+
+    if probe_write:
+        refuse_write_if_advisory("--probe-write", advise_only)
 
     rapl_root = rapl_root_from_env()
     try:
@@ -83,7 +104,7 @@ def doctor(as_json: bool) -> None:
         devices = discover(None, rapl_root=rapl_root, estimate_cpu=False)
         devices.notes.insert(0, str(e))
     with devices:
-        report = machine_report(devices, rapl_root)
+        report = machine_report(devices, rapl_root, probe_write=probe_write)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:

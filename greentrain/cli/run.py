@@ -15,6 +15,7 @@ seconds.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,6 +55,9 @@ __all__ = ["run"]
 @click.option("--no-measure", is_flag=True, help="Do not measure energy (no device discovery).")
 @click.option("--replay-speedup", type=float, help="Run on a replayed calendar this many times faster.")
 @click.option("--replay-start", help="Start of the replayed calendar (ISO-8601 with timezone).")
+@click.option("--advise-only", is_flag=True,
+              help="Advisory mode for COMMAND: sets GREENTRAIN_ADVISE_ONLY=1, so a greentrain Session inside "
+                   "it reports power-limit, clock and precision decisions and applies none.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command: tuple[str, ...], **opts: Any) -> None:
     """Run COMMAND (after '--') at low-carbon times, passing through its output and exit status."""
@@ -61,6 +65,10 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     from greentrain.timing.supervisor import Supervisor
 
     _check_numbers(opts)
+    if opts.pop("advise_only"):
+        from greentrain.actuators.advisory import ADVISE_ENV
+
+        os.environ[ADVISE_ENV] = "1"  # inherited by COMMAND; `run` itself never touches GPU settings
     clock = _make_clock(opts["replay_speedup"], opts["replay_start"])
     deadline = parse_deadline(opts["deadline"], clock.now()) if opts["deadline"] else None
     if deadline is not None and opts["estimate_hours"] is None:

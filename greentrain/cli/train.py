@@ -36,6 +36,7 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "async_checkpoint": ("checkpoint", "async_save"),
     "policy": ("greentrain", "policy"), "zone": ("greentrain", "zone"), "provider": ("greentrain", "provider"),
     "deadline": ("greentrain", "deadline"), "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
+    "actuation": ("greentrain", "actuation"),
 }
 
 
@@ -95,6 +96,8 @@ def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -
         elif flag == "metrics_allow_public":
             if value:
                 argv.append("--metrics-allow-public")
+        elif flag == "actuation":
+            argv.append("--advise-only")
         else:
             argv += ["--" + flag.replace("_", "-"), str(value)]
     return argv
@@ -223,6 +226,9 @@ def _train_here(cfg) -> None:
 @click.option("--deadline", help=DEADLINE_HELP)
 @click.option("--pause-mode", type=click.Choice(["checkpoint", "suspend"]), help="How a policy pause happens.")
 @click.option("--job", help="Job name in metrics.")
+@click.option("--advise-only", "actuation", flag_value="advise", default=None,
+              help="Advisory mode: report every power-limit, clock and precision decision, apply none "
+                   "(as GREENTRAIN_ADVISE_ONLY=1).")
 @click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
 def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, **flags: Any) -> None:

@@ -108,8 +108,11 @@ class DemoRunner:
     """Drives the demo job in ``out_dir`` to its end (or to a Ctrl-C). See the module docstring."""
 
     def __init__(self, scenario: Scenario, state: DemoState, out_dir: Path, *, metrics_port: int | None,
-                 say: Callable[[str], None], progress: bool, provider: Any = None) -> None:
+                 say: Callable[[str], None], progress: bool, provider: Any = None,
+                 actuation: str | None = None) -> None:
         self.scenario = scenario
+        self.actuation = actuation
+        """'advise' for advisory mode (``--advise-only``); None: 'apply' unless GREENTRAIN_ADVISE_ONLY=1."""
         self.provider = provider if provider is not None else f"csv:{scenario.trace}"
         """Carbon source: the scenario's trace as a ``csv:`` provider spec, or a SignalChain-like object."""
         self.state = state
@@ -220,7 +223,7 @@ class DemoRunner:
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
             monitor=self._monitor, step_time_s=self.state.step_time_real_s * sc.speedup, relaunch="none",
             state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
-            decide_interval_s=DECIDE_INTERVAL_S,
+            decide_interval_s=DECIDE_INTERVAL_S, actuation=self.actuation,
         )
 
     def _announce_metrics(self, session: Any) -> None:

@@ -153,6 +153,18 @@ class GreentrainCollector(Collector):
         yield _sample(n.SETTINGS_UNRESTORED, getattr(s, "settings_unrestored", 0), job)
         yield _sample(n.POWER_CAP_REFUSED, getattr(s, "power_cap_refused_total", 0), job)
         yield _sample(n.JOB_FINISHED, self.finished_at_s, job)
+        yield from self._advice_samples(s, job)
+
+    @staticmethod
+    def _advice_samples(s: Any, job: str) -> Iterator[Sample | None]:
+        """Advisory mode's decisions (absent outside it: every field stays None)."""
+        yield _sample(n.JOB_ADVISED_POWER_LIMIT, getattr(s, "advised_power_limit_w", None), job)
+        clock_mhz = getattr(s, "advised_sm_clock_mhz", None)
+        yield _sample(n.JOB_ADVISED_SM_CLOCK, clock_mhz * 1e6 if clock_mhz is not None else None, job)
+        if getattr(s, "advised_precision", None):
+            yield _sample(n.JOB_ADVISED_PRECISION, 1, job, s.advised_precision)
+        yield _sample(n.JOB_ADVISED_ENERGY_CHANGE, getattr(s, "advised_energy_change", None), job)
+        yield _sample(n.JOB_ADVISED_TIME_CHANGE, getattr(s, "advised_time_change", None), job)
 
 
 def _timestamp(value: datetime | None) -> float | None:

@@ -32,6 +32,11 @@ __all__ = [
     "GPU_READING_OK",
     "GPU_SM_CLOCK",
     "GRID_INTENSITY",
+    "JOB_ADVISED_ENERGY_CHANGE",
+    "JOB_ADVISED_POWER_LIMIT",
+    "JOB_ADVISED_PRECISION",
+    "JOB_ADVISED_SM_CLOCK",
+    "JOB_ADVISED_TIME_CHANGE",
     "JOB_DEADLINE",
     "JOB_ENERGY",
     "JOB_FINISHED",
@@ -116,6 +121,18 @@ JOB_PROJECTED_FINISH = _m("greentrain_job_projected_finish_timestamp_seconds", "
                           "Projected finish under the current plan, Unix time seconds.", "first")
 JOB_FINISHED = _m("greentrain_job_finished_timestamp_seconds", "gauge", ("job",),
                   "When the job's exporter stopped, Unix time seconds (pushgateway final push).", "first")
+JOB_ADVISED_POWER_LIMIT = _m("greentrain_job_advised_power_limit_watts", "gauge", ("job",),
+                             "Advisory mode: power limit the policy advised (not applied), watts.", "max")
+JOB_ADVISED_SM_CLOCK = _m("greentrain_job_advised_sm_clock_hertz", "gauge", ("job",),
+                          "Advisory mode: top of the SM clock range the policy advised (not applied), hertz.", "max")
+JOB_ADVISED_PRECISION = _m("greentrain_job_advised_precision_info", "gauge", ("job", "precision"),
+                           "Advisory mode: precision the policy advised (value 1; not switched to).", "first")
+JOB_ADVISED_ENERGY_CHANGE = _m("greentrain_job_advised_energy_change_ratio", "gauge", ("job",),
+                               "Advisory mode: estimated relative change of energy per unit of work at the "
+                               "advised power limit (-0.1 = 10 % less).", "first")
+JOB_ADVISED_TIME_CHANGE = _m("greentrain_job_advised_time_change_ratio", "gauge", ("job",),
+                             "Advisory mode: estimated relative change of running time at the advised power "
+                             "limit (0.05 = 5 % longer).", "first")
 SETTINGS_UNRESTORED = _m("greentrain_gpu_settings_unrestored", "gauge", ("job",),
                          "GPU settings the job changed whose restore failed or is still pending after exit.", "sum")
 POWER_CAP_REFUSED = _m("greentrain_power_cap_refused_total", "counter", ("job",),
@@ -129,5 +146,7 @@ METRICS: tuple[MetricSpec, ...] = (
     EMISSIONS, EMISSIONS_AVOIDED, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
+    JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,
+    JOB_ADVISED_TIME_CHANGE,
 )
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

@@ -58,6 +58,8 @@ class GreenOptions:
     progress: bool = True
     actuators: Any = None
     """An ``ActuatorSet`` to apply power/clock decisions (journaled, restored on close)."""
+    actuation: Literal["apply", "advise"] | None = None
+    """'advise': advisory mode, the actuators' GPUs get advice only (also ``GREENTRAIN_ADVISE_ONLY=1``)."""
     stop_signals: tuple[int, ...] = ()
     """Signals that make the job checkpoint and stop at the next step boundary, e.g.
     ``(signal.SIGTERM, signal.SIGUSR1)``: a Kubernetes suspend, Slurm's ``--signal`` before the time limit."""
@@ -134,13 +136,22 @@ class StepDriver:
             event_log=event_log, broadcast=broadcast, steps_done=steps_done,
             step_time_s=o.step_time_s or (prior.step_time_s if prior else None),
             deadline_policy=o.deadline_policy, decide_interval_s=o.decide_interval_s, progress=o.progress,
-            actuators=o.actuators,
+            actuators=self._actuators(),
         )
-        recover = getattr(o.actuators, "recover", None)
+        recover = getattr(self.engine.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
             self.engine._guarded("actuators.recover", recover)
         if prior is not None:
             restore_into(self.engine, prior)
+
+    def _actuators(self) -> Any:
+        """The options' actuators, or in advisory mode an ``AdvisoryActuators`` over the same GPUs (no writes)."""
+        from greentrain.actuators.advisory import AdvisoryActuators, resolve_actuation
+
+        given = self.options.actuators
+        if given is None or resolve_actuation(self.options.actuation) == "apply":
+            return given
+        return AdvisoryActuators(getattr(given, "gpus", []), precision=getattr(given, "precision", None))
 
     def _deadline(self, prior: Any) -> datetime | None:
         value = self.options.deadline

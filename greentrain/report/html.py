@@ -60,6 +60,25 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _change(estimate: Any, key: str) -> str:
+    value = estimate.get(key) if isinstance(estimate, dict) else None
+    return f"{value * 100:+.1f} % (estimated)" if isinstance(value, (int, float)) else "not estimated"
+
+
+def _advice_html(run: RunData) -> str:
+    """Advisory mode's decisions: what would have been set, what is set, the estimated effect."""
+    if not run.advice:
+        return ""
+    rows = [[_fmt_time(a["t"]), _cell(a.get("power_limit_w")), _cell(a.get("current_power_limit_w")),
+             _cell(a.get("sm_clocks_mhz")), _cell(a.get("precision")), _change(a.get("estimate"), "energy_change"),
+             _change(a.get("estimate"), "time_change")] for a in run.advice]
+    return ("<h2>Advisory mode: advised, not applied</h2>"
+            "<p class=\"note\">Nothing below was applied to the hardware. Effects are estimated from the job's "
+            "operating points: energy per unit of work and running time, against the current setting.</p>"
+            + _table(["time", "power limit advised (W)", "current (W)", "SM clocks (MHz)", "precision",
+                      "energy change", "time change"], rows))
+
+
 def render_html(run: RunData, images: list[str]) -> str:
     """The whole page; every string from the log is HTML-escaped."""
     summary = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in summary_rows(run))
@@ -68,6 +87,7 @@ def render_html(run: RunData, images: list[str]) -> str:
                 _cell(a.get("precision")), _cell(a.get("until")), _cell(a.get("applied"))] for a in run.actions]
     actions_html = _table(["time", "action", "reason", "power limit (W)", "precision", "until", "applied"],
                           actions) if actions else "<p>No policy actions.</p>"
+    advice_html = _advice_html(run)
     notes_html = ("<h2>Notes</h2>" + _table(["time", "note"], [[_fmt_time(t), m] for t, m in run.notes])) \
         if run.notes else ""
     return f"""<!doctype html>
@@ -80,6 +100,7 @@ counterfactual replays the same steps, with the same energy, back to back from t
 {figures}
 <h2>Policy actions</h2>
 {actions_html}
+{advice_html}
 {notes_html}
 </body></html>
 """

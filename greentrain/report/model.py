@@ -47,6 +47,8 @@ class RunData:
     """Points of the first ``forecast`` event (what the policy saw at the start)."""
     states: list[tuple[datetime, str]] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
+    advice: list[dict[str, Any]] = field(default_factory=list)
+    """Advisory mode: each decision advised, not applied, with its estimated effect."""
     summary: dict[str, Any] = field(default_factory=dict)
     notes: list[tuple[datetime, str]] = field(default_factory=list)
     """Engine ``note`` events: what failed or degraded during the run."""
@@ -119,6 +121,8 @@ def _add(run: RunData, event: dict[str, Any], t: datetime, where: str) -> None:
         run.states.append((t, str(event.get("state", "running"))))
     elif kind == "action":
         run.actions.append({"t": t, **{k: v for k, v in event.items() if k not in ("t", "event")}})
+    elif kind == "advice":
+        run.advice.append({"t": t, **{k: v for k, v in event.items() if k not in ("t", "event")}})
     elif kind == "note":
         run.notes.append((t, str(event.get("message", ""))))
     elif kind == "summary":

@@ -258,10 +258,14 @@ class GreentrainConfig:
     relaunch: str = "auto"
     """After a checkpoint pause: ``exec`` (wait, re-exec), ``exit`` (exit 75 for torchrun/scheduler to
     restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
+    actuation: str = "apply"
+    """``apply`` power-limit, clock and precision decisions, or ``advise`` (report them, apply none)."""
 
     def __post_init__(self) -> None:
         _need(self.pause_mode in ("checkpoint", "suspend"), "greentrain.pause_mode",
               f"{self.pause_mode!r} is not checkpoint or suspend")
+        _need(self.actuation in ("apply", "advise"), "greentrain.actuation",
+              f"{self.actuation!r} is not apply or advise")
         _need(self.relaunch in ("auto", "exec", "exit", "none"), "greentrain.relaunch",
               f"{self.relaunch!r} is not auto, exec, exit or none")
 

@@ -62,7 +62,7 @@ def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str,
         pause_mode=g.pause_mode if has_checkpoint else "suspend",
         metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
         metrics_allow_public=cfg.metrics.allow_public,
-        job=g.job, relaunch=relaunch,
+        job=g.job, relaunch=relaunch, actuation=g.actuation,
         state_path=None if not has_checkpoint else f"{cfg.checkpoint.dir}/greentrain-state.json",
         progress=False,
     )

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision
+from greentrain.timing.advice import advise, is_advisory
 from greentrain.timing.decider import RUN
 
 if TYPE_CHECKING:
     from greentrain.engine import Engine
 
-__all__ = ["adopt", "sync_actuator_stats"]
+__all__ = ["adopt", "acted_on", "sync_actuator_stats"]
 
 
 def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
@@ -28,12 +29,15 @@ def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
     applied: list[str] = []
     wants_hardware = (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
                       or decision.precision is not None)
-    if engine.actuators is not None and wants_hardware:
+    advisory = is_advisory(engine)
+    if advisory and wants_hardware:
+        advise(engine, decision)  # logged, counted and exported; nothing applied
+    elif engine.actuators is not None and wants_hardware:
         applied = list(engine._guarded("actuators.apply", engine.actuators.apply, decision) or [])
     changes: dict[str, Any] = {}
     if decision.power_limit_w is not None and (engine.actuators is None or "power_limit" in applied):
         changes["power_limit_w"] = decision.power_limit_w
-    if decision.precision is not None:
+    if decision.precision is not None and not advisory:
         changes["precision"] = decision.precision
     if changes:
         engine.job_stats.update(**changes)
@@ -50,10 +54,20 @@ def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
         engine._logged = logged  # repeated identical RUN decisions would only add noise to the log
         engine.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
                                until=decision.until, power_limit_w=decision.power_limit_w,
-                               precision=decision.precision, applied=applied)
+                               precision=decision.precision, applied=applied,
+                               **({"advisory": True} if advisory else {}))
     work_s = engine.work_remaining_s()
     if work_s is not None:
         engine.job_stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
+
+
+def acted_on(engine: Engine, decision: Decision) -> Decision:
+    """What the caller acts on: in advisory mode the timing only (no precision switch in the loop)."""
+    if not is_advisory(engine):
+        return decision
+    from greentrain.actuators.advisory import without_knobs
+
+    return without_knobs(decision)
 
 
 def sync_actuator_stats(engine: Engine) -> None:

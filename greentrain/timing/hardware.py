@@ -10,6 +10,9 @@ right after it), and when its sweep is done the measured points go to
 the engine and its actuators like every other decision. Profiling steps are
 ordinary training steps: nothing is lost. A refused knob (no privilege)
 leaves the job measuring at current settings, timing-only, with one note.
+In advisory mode (``actuation="advise"``) the actuators only advise, no
+sweep runs (points come from the profile cache or an estimate) and no
+precision is trialled: nothing is written to the hardware.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class Hardware:
     """Built here: closed (restore + release locks + remove exit hooks) when the session closes."""
     notes: list[str] = field(default_factory=list)
     """Why power control is off, where it was wanted (passed to the engine's notes)."""
+    advisory_points: Any = None
+    """Advisory mode: the ``AdvisoryPoints`` published to the engine at ``start`` (no sweep)."""
     _points_sent: bool = field(default=False, init=False, repr=False)
     _loss_noted: bool = field(default=False, init=False, repr=False)
 
@@ -66,12 +71,14 @@ class Hardware:
         """At ``__enter__`` after the first ``step_begin``: bracket the first step."""
         for note in self.notes:
             engine._note(note)
+        if self.advisory_points is not None:
+            self._publish_advisory(engine)
         self._before_step(engine)
 
     def step_end(self, engine: Any, loss: Any) -> None:
         """At a step boundary, after ``engine.step_end``: feed the profiler, then the precision trial."""
         self._drive_profiler(engine, "after_step")
-        if self.precision is None or not self._profiling_done():
+        if self.precision is None or not self._profiling_done() or getattr(self.actuators, "advisory", False):
             return  # a precision trial during the power sweep would measure the sweep, not the precision
         if loss is None:
             if not self._loss_noted:
@@ -114,6 +121,17 @@ class Hardware:
             return
         self._publish(engine)
 
+    def _publish_advisory(self, engine: Any) -> None:
+        found = self.advisory_points
+        if not found.points:
+            engine._note(f"advisory mode: no operating points ({found.note}); power-limit advice needs them")
+            return
+        self.actuators.points_source = found.source
+        engine._event("operating_points", source=found.source, note=found.note,
+                      points=[{"power_limit_w": p.power_limit_w, "relative_speed": p.relative_speed,
+                               "power_w": p.power_w} for p in found.points])
+        engine.set_operating_points(found.points)
+
     def _publish(self, engine: Any) -> None:
         if not self.profiler.done:
             return
@@ -143,6 +161,7 @@ def build_hardware(
     clock: Clock,
     model: Any = None,
     monitor: Any = None,
+    actuation: str = "apply",
 ) -> Hardware:
     """Build the actuators, profiler and precision controller this job's switches ask for."""
     if power not in (True, False, "auto"):
@@ -156,6 +175,8 @@ def build_hardware(
         if power is True or gpus:
             hw.notes.append("power control off: no GPU with power-limit control; the job goes on timing-only")
         wanted = False
+    if actuation == "advise":
+        return _advisory_hardware(hw, controllable if wanted else [], profile_cache_dir, model)
     if hw.actuators is None and (wanted or hw.precision is not None):
         from greentrain.actuators import ActuatorSet
 
@@ -166,6 +187,26 @@ def build_hardware(
         hw.actuators.precision = hw.precision  # policy Decision.precision reaches the controller
     if wanted:
         hw.profiler = _build_profiler(hw, controllable, profile_cache_dir, clock, model, monitor)
+    return hw
+
+
+def _advisory_hardware(hw: Hardware, gpus: list[Any], cache_dir: Any, model: Any) -> Hardware:
+    """Advisory actuators over ``gpus`` (never a setter call) and points from the cache or an estimate."""
+    from greentrain.actuators.advisory import AdvisoryActuators
+
+    if hw.actuators is not None:
+        hw.notes.append("advisory mode: the actuators passed in are not used; decisions are advised, not applied")
+    hw.actuators = AdvisoryActuators(gpus, precision=hw.precision)
+    hw.owns_actuators = True
+    if hw.precision is not None:
+        hw.notes.append("advisory mode: precision stays at the reference (a trial would switch it); "
+                        "the policy's precision decisions are advised")
+    if gpus:
+        from greentrain.profiler import ProfileCache, workload_fingerprint
+        from greentrain.profiler.estimate import advisory_points
+
+        cache = None if cache_dir is False else ProfileCache(cache_dir)
+        hw.advisory_points = advisory_points(gpus, fingerprint=workload_fingerprint(model), cache=cache)
     return hw
 
 

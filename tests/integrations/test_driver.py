@@ -59,3 +59,28 @@ def test_stop_signal_stops_at_the_next_step_boundary_and_handlers_are_restored()
     d.close()
     assert signal.getsignal(signal.SIGUSR2) is previous
     assert d.engine is None and d.state() is None
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_advisory_mode_replaces_the_given_actuators_and_writes_nothing(
+    how: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from greentrain.actuators import ActuatorSet
+    from greentrain.actuators.advisory import AdvisoryActuators
+    from greentrain.policies.base import Decision
+    from greentrain.testing import FakeGPU
+
+    monkeypatch.delenv("GREENTRAIN_ADVISE_ONLY", raising=False)
+    if how == "env":
+        monkeypatch.setenv("GREENTRAIN_ADVISE_ONLY", "1")
+    gpu = FakeGPU("a40")
+    limit_w = gpu.power_limit_w()
+    with ActuatorSet([gpu], state_dir=tmp_path / "state", install_hooks=False) as actuators:
+        d = driver(actuators=actuators, **({"actuation": "advise"} if how == "option" else {}))
+        d.open(steps_total=10, steps_done=0)
+        assert isinstance(d.engine.actuators, AdvisoryActuators) and d.engine.actuators.gpus == [gpu]
+        d.engine._adopt(Decision(power_limit_w=200.0), NOW)
+        assert d.job_stats.snapshot().advised_power_limit_w == 200.0
+        d.close()
+    assert gpu.set_calls == [] and gpu.power_limit_w() == limit_w
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())

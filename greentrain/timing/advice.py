@@ -1,0 +1,72 @@
+"""Advisory mode at a step boundary: log, count and export a decision's knobs instead of applying them.
+
+Called by ``adopt`` when the engine's actuators are advisory
+(``greentrain.actuators.advisory``). Each new advice becomes one ``advice``
+event in the run log with the estimated effect of a power-limit change (from
+the job's operating points: energy per unit of work and running time), and
+the ``advised_*`` fields of ``JobStats`` that the exporter publishes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from greentrain.policies.base import Decision
+
+if TYPE_CHECKING:
+    from greentrain.engine import Engine
+
+__all__ = ["advise", "advice_summary", "is_advisory"]
+
+PRECISION_NOT_ESTIMATED = ("not estimated: energy per step at another precision is only known after a trial, "
+                           "and a trial switches precision, which advisory mode does not")
+
+
+def is_advisory(engine: Engine) -> bool:
+    """Whether the engine's actuators only advise."""
+    return bool(getattr(engine.actuators, "advisory", False))
+
+
+def advise(engine: Engine, decision: Decision) -> None:
+    """Record ``decision``'s knobs as advice: event (when it changed), JobStats gauges; applies nothing."""
+    before = len(getattr(engine.actuators, "history", ()))
+    advice: dict[str, Any] = engine._guarded("actuators.advise", engine.actuators.advise, decision) or {}
+    if not advice:
+        return
+    changes: dict[str, Any] = {}
+    if "power_limit_w" in advice:
+        advice["estimate"] = _power_estimate(engine, advice)
+        estimate = advice["estimate"] or {}
+        changes.update(advised_power_limit_w=advice["power_limit_w"],
+                       advised_energy_change=estimate.get("energy_change"),
+                       advised_time_change=estimate.get("time_change"))
+    if "sm_clocks_mhz" in advice:
+        changes["advised_sm_clock_mhz"] = advice["sm_clocks_mhz"][1]
+    if "precision" in advice:
+        advice["precision_estimate"] = PRECISION_NOT_ESTIMATED
+        changes["advised_precision"] = advice["precision"]
+    engine.job_stats.update(**changes)
+    if len(getattr(engine.actuators, "history", ())) > before:  # a new advice, not a repeat
+        engine.job_stats.count_action("advised")
+        engine._event("advice", **advice)
+
+
+def _power_estimate(engine: Engine, advice: dict[str, Any]) -> dict[str, Any] | None:
+    from greentrain.profiler.estimate import estimated_effect
+
+    effect = estimated_effect(engine.operating_points, advice["power_limit_w"], advice.get("current_power_limit_w"))
+    if effect is None:
+        return None
+    source = getattr(engine.actuators, "points_source", None) or "measured"
+    return {**effect, "source": "estimated", "points": source}
+
+
+def advice_summary(engine: Engine) -> dict[str, Any] | None:
+    """The job's last advice per knob for the summary event (None outside advisory mode)."""
+    if not is_advisory(engine):
+        return None
+    stats = engine.job_stats.snapshot()
+    return {"power_limit_w": stats.advised_power_limit_w, "sm_clock_max_mhz": stats.advised_sm_clock_mhz,
+            "precision": stats.advised_precision, "energy_change": stats.advised_energy_change,
+            "time_change": stats.advised_time_change, "estimate_source": "estimated",
+            "advices": len(getattr(engine.actuators, "history", ())), "applied": 0}
