@@ -24,12 +24,12 @@ Example (``/etc/greentrain/daemon.toml``)::
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.userfile import load_toml
 
 __all__ = ["GPULimits", "NodePolicyConfig", "DaemonConfig", "load_config", "parse_config", "DEFAULT_SOCKET"]
 
@@ -181,10 +181,4 @@ def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonCon
 def load_config(path: str | Path) -> DaemonConfig:
     """Read and validate the TOML file at ``path``."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read daemon config ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML ({e})") from None
-    return parse_config(raw, str(path))
+    return parse_config(load_toml(path, what="daemon config"), str(path))

@@ -7,12 +7,14 @@ a ``direct`` and an ``LCA`` intensity column and a ``Data Estimated`` flag.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import EmissionFactor, IntensityPoint, Kind
+from greentrain.userfile import TRACE_MAX_BYTES, read_text
 
 __all__ = ["load_trace", "COLUMNS"]
 
@@ -36,12 +38,9 @@ def load_trace(path: str | Path, column: str = "direct", provider: str = "csv") 
     if key not in COLUMNS:
         raise ConfigError(f"column: {column!r} is not one of {', '.join(COLUMNS)}")
     header, factor = COLUMNS[key]
-    try:
-        handle = path.open(newline="", encoding="utf-8-sig")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read trace ({e.strerror})") from None
+    text = read_text(path, what="trace", max_bytes=TRACE_MAX_BYTES)
     points: list[IntensityPoint] = []
-    with handle:
+    with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in (_TIME_COLUMN, header) if c not in (reader.fieldnames or [])]
         if missing:

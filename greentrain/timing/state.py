@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from greentrain.errors import ConfigError
+from greentrain.userfile import load_json
 
 if TYPE_CHECKING:
     from greentrain.engine import Engine
@@ -67,9 +68,11 @@ def load_state(path: str | Path, job: str) -> EngineState | None:
     if not path.exists():
         return None
     try:
-        payload: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"state file {path}: unreadable ({e}); delete it to start the job afresh") from None
+        payload: dict[str, Any] = load_json(path, what="state file")
+    except ConfigError as e:
+        raise ConfigError(f"{e}; delete it to start the job afresh") from None
+    if not isinstance(payload, dict):
+        raise ConfigError(f"{path}: state file is not a JSON object; delete it to start the job afresh")
     if payload.pop("version", None) != _VERSION:
         raise ConfigError(f"state file {path}: unknown version; delete it to start the job afresh")
     try:
