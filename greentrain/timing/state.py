@@ -40,6 +40,8 @@ class EngineState:
     energy_j: float = 0.0
     emissions_g: float = 0.0
     counterfactual_g: float = 0.0
+    unpriced_energy_j: float = 0.0
+    """Energy spent with no carbon intensity known (emissions unknown while > 0)."""
     tokens: int = 0
     resume_at: str | None = None
     finished: bool = False
@@ -95,7 +97,8 @@ def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: 
         job=job, deadline=_iso(engine.deadline), first_start=_iso(engine.first_start),
         submitted_at=_iso(engine.submitted_at), steps_done=engine.steps_done, running_s=engine.running_s,
         step_time_s=engine.times.mean_s, energy_j=engine.ledger.energy_j, emissions_g=engine.ledger.emissions_g,
-        counterfactual_g=engine.ledger.counterfactual_g, tokens=stats.tokens_total, resume_at=_iso(resume_at),
+        counterfactual_g=engine.ledger.counterfactual_g, unpriced_energy_j=engine.ledger.unpriced_energy_j,
+        tokens=stats.tokens_total, resume_at=_iso(resume_at),
         finished=finished,
     )
 
@@ -108,5 +111,10 @@ def restore_into(engine: Engine, prior: EngineState) -> None:
     engine.ledger.energy_j = prior.energy_j
     engine.ledger.emissions_g = prior.emissions_g
     engine.ledger.counterfactual_g = prior.counterfactual_g
-    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=prior.energy_j,
+    engine.ledger.unpriced_energy_j = prior.unpriced_energy_j
+    priced_j = prior.energy_j - prior.unpriced_energy_j
+    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=priced_j,
                          emissions_g=prior.emissions_g, emissions_avoided_g=prior.counterfactual_g - prior.emissions_g)
+    if prior.unpriced_energy_j > 0:
+        engine.job_stats.add(energy_j=prior.unpriced_energy_j, emissions_g=None)
+        engine.job_stats.update(emissions_unknown_reason="no carbon intensity known for part of an earlier run")
