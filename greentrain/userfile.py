@@ -255,6 +255,8 @@ def check_writable_dir(path: str | Path, *, what: str) -> Path:
     (``--out``, ``config.toml: checkpoint.dir``) in the error.
     """
     folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{what}: {folder} is not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -146,10 +146,9 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
         console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"--out {out_dir}: cannot create the folder ({e.strerror})") from None
+    from greentrain.userfile import check_writable_dir
+
+    check_writable_dir(out_dir, what="--out")  # a read-only folder fails now, not at the first save
     state = load_demo_state(out_dir)
     if state is not None and state.finished:
         say(f"the job in {out_dir} already finished; showing its summary (use another --out for a new run)")
