@@ -62,6 +62,10 @@ def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, d
         trace_path, start_at = trace, _parse_start(start)
     deadline_at = parse_deadline(deadline or f"+{DEFAULT_DEADLINE_H.get(zone, 24.0):g}", start_at)
     deadline_h = (deadline_at - start_at).total_seconds() / 3600
+    if deadline is not None and deadline_h < work_h:  # blame the flag, with the simulated times it compares
+        when = "before" if deadline_h <= 0 else f"only {deadline_h:g} h after"
+        raise ConfigError(f"--deadline: {deadline_at:%Y-%m-%d %H:%M} UTC is {when} the simulated start "
+                          f"{start_at:%Y-%m-%d %H:%M} UTC; the job needs {work_h:g} h (--work-hours)")
     return Scenario(zone=zone, trace=trace_path, start=start_at, work_h=work_h, deadline_h=deadline_h,
                     speedup=speedup)
 

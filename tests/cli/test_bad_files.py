@@ -264,3 +264,14 @@ def test_unknown_zone_is_refused_with_a_suggestion(argv: list[str], needle: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     code, err = cli(capsys, *argv)
     assert_one_clean_error(code, err, "--zone: ", needle)
+
+
+@pytest.mark.parametrize(("deadline", "needle"), [
+    ("2020-01-01T00:00Z", "is before the simulated start"),
+    ("+3", "is only 3 h after the simulated start"),
+])
+def test_demo_deadline_is_blamed_on_the_flag(deadline: str, needle: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli(capsys, "demo", "--out", str(tmp_path / "out"), "--deadline", deadline, "--no-progress")
+    assert_one_clean_error(code, err, "--deadline: ", needle)
+    assert "deadline_h" not in err and not (tmp_path / "out" / "demo.json").exists()
