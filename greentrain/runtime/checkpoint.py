@@ -176,7 +176,10 @@ class Checkpointer:
         for candidate in complete_steps(self.folder)[::-1]:
             try:
                 with _quiet_dcp_failures():
-                    return self._load(candidate)
+                    state = self._load(candidate)
+                if failures:
+                    log.warning("greentrain: resuming from %s instead", self.path(candidate))
+                return state
             except _LOAD_ERRORS as e:  # whatever a damaged file raises (pickle, torch, DCP): try an older one
                 failures.append(f"step-{candidate}: {_brief(e)}")
                 log.warning("greentrain: checkpoint %s is damaged (%s); set aside, trying an older one",
