@@ -131,3 +131,16 @@ def test_writable_probe_leaves_nothing_behind(tmp_path: Path) -> None:
         check_writable_dir(blocker, what="--out")
     with pytest.raises(ConfigError, match=r"^--out: cannot create folder .*Not a directory"):
         check_writable_dir(blocker / "sub", what="--out")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", '"x"', "true"])
+def test_daemon_config_refuses_non_finite_and_non_positive_limits(value: str, tmp_path: Path) -> None:
+    from greentrain.daemon.config import load_config
+
+    path = tmp_path / "daemon.toml"
+    path.write_text(f"[limits]\nmax_power_limit_w = {value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"daemon.toml: \[limits\].max_power_limit_w: must be a number > 0 and finite"):
+        load_config(path)
+    path.write_bytes(b"[limits]\nmax_power_limit_w = 250 # \xe9\n")
+    with pytest.raises(ConfigError, match=r"daemon.toml:2:.*save it as UTF-8"):
+        load_config(path)
