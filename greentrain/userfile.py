@@ -36,6 +36,7 @@ from greentrain.errors import ConfigError
 __all__ = [
     "CONFIG_MAX_BYTES",
     "TRACE_MAX_BYTES",
+    "LOG_MAX_BYTES",
     "MAX_TOML_DEPTH",
     "Problems",
     "read_bytes",
@@ -51,6 +52,8 @@ CONFIG_MAX_BYTES = 1 << 20
 """Cap for TOML and JSON files (1 MiB: real ones are a few kB)."""
 TRACE_MAX_BYTES = 64 << 20
 """Cap for carbon-trace CSVs (64 MiB: a year of hourly rows is about 1 MB)."""
+LOG_MAX_BYTES = 1 << 30
+"""Cap for JSONL run logs read back (reports): a week of 1 Hz samples is well under it."""
 MAX_TOML_DEPTH = 32
 """Deepest array/inline-table nesting accepted in TOML (configs use 2 or 3)."""
 
