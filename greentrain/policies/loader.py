@@ -142,18 +142,21 @@ def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: Pol
         raise ConfigError(f"{source}: {prefix}.kind: {e}") from None
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
         raise ConfigError(f"{source}: {prefix}.kind: {kind!r} does not name a Policy class")
+    problems = Problems(source)
     description = table.get("description")
     if description is not None and not isinstance(description, str):
-        raise ConfigError(f"{source}: {prefix}.description: expected a string, got {description!r}")
+        problems.add(f"{prefix}.description", f"expected a string, got {description!r}")
     params = {k: v for k, v in table.items() if k not in ("kind", "description")}
     config_type = getattr(cls, "Config", None)
     if config_type is None:
-        if params:
-            raise ConfigError(f"{source}: {prefix}.{next(iter(params))}: {kind!r} takes no parameters")
+        for key in params:
+            problems.add(f"{prefix}.{key}", f"{kind!r} takes no parameters")
+        problems.raise_if_any()
         policy = cls()
         policy.settings = settings
         return policy
-    config = _build_dataclass(config_type, params, source, prefix)
+    config = _collect(problems, lambda: _build_dataclass(config_type, params, source, prefix))
+    problems.raise_if_any()
     return cls(config, settings=settings)
 
 

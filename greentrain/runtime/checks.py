@@ -1,6 +1,6 @@
 """Range checks for the training configuration, collected so one file's errors come out together.
 
-Each config section's ``__post_init__`` runs a :class:`_Checks`; every failed
+Each config section's ``__post_init__`` runs a :class:`Checks`; every failed
 check is kept as ``(section.key, reason)`` and raised together as
 :class:`InvalidConfig`, which the loader turns into one line per problem naming
 the file (or the flag the value came from).
@@ -13,7 +13,7 @@ from typing import Any
 
 from greentrain.errors import ConfigError
 
-__all__ = ["InvalidConfig", "MAX_COUNT", "MAX_DIM", "MAX_PARAMS", "MAX_SEQ_LEN", "MAX_STEPS", "MAX_VOCAB"]
+__all__ = ["Checks", "InvalidConfig", "MAX_COUNT", "MAX_DIM", "MAX_PARAMS", "MAX_SEQ_LEN", "MAX_STEPS", "MAX_VOCAB"]
 
 # Caps that keep a size within what can be allocated at all, so a typo
 # (vocab_size = 1e11) is refused here, not by the allocator minutes later.
@@ -34,7 +34,7 @@ class InvalidConfig(ConfigError):
         self.problems = problems
 
 
-class _Checks:
+class Checks:
     """Collects every failed check of one section, so a file's errors come out together."""
 
     def __init__(self, section: str, owner: Any) -> None:

@@ -24,7 +24,7 @@ from greentrain.runtime.checks import (
     MAX_STEPS,
     MAX_VOCAB,
     InvalidConfig,
-    _Checks,
+    Checks,
 )
 
 __all__ = [
@@ -76,7 +76,7 @@ class ModelConfig:
     """Longest sequence RoPE tables are built for."""
 
     def __post_init__(self) -> None:
-        c = _Checks("model", self)
+        c = Checks("model", self)
         sizes_ok = all([c.int_range("dim", 1, MAX_DIM), c.int_range("n_layers", 1, MAX_COUNT),
                         c.int_range("n_heads", 1, MAX_DIM), c.int_range("vocab_size", 1, MAX_VOCAB),
                         c.int_range("ffn_multiple_of", 1, MAX_DIM), c.int_range("max_seq_len", 2, MAX_SEQ_LEN),
@@ -147,7 +147,7 @@ class ParallelConfig:
     """Per-device memory for the ``auto`` planner (default: detected)."""
 
     def __post_init__(self) -> None:
-        c = _Checks("parallel", self)
+        c = Checks("parallel", self)
         c.need(self.mesh in ("manual", "auto"), "mesh", f"{self.mesh!r} is not 'manual' or 'auto'")
         for key in ("dp_replicate", "tp", "pp", "virtual_stages"):
             c.int_range(key, 1, MAX_COUNT)
@@ -202,7 +202,7 @@ class TrainConfig:
     """Per-device peak FLOP/s for the MFU estimate (default: known GPUs only)."""
 
     def __post_init__(self) -> None:
-        c = _Checks("train", self)
+        c = Checks("train", self)
         counts_ok = all([c.int_range("steps", 1, MAX_STEPS), c.int_range("global_batch", 1, MAX_COUNT),
                          c.int_range("seq_len", 1, MAX_SEQ_LEN), c.int_range("grad_accum", 1, MAX_COUNT),
                          c.int_range("ac_every", 1, MAX_COUNT)])
@@ -234,7 +234,7 @@ class DataConfig:
     """Read at most this many bytes of text (files in sorted order)."""
 
     def __post_init__(self) -> None:
-        c = _Checks("data", self)
+        c = Checks("data", self)
         c.int_range("max_bytes", 1024, 1 << 36)
         c.need(bool(self.source.strip()), "source", "must be 'stdlib' or a folder of text files")
         c.done()
@@ -254,7 +254,7 @@ class CheckpointConfig:
     """Keep the newest N checkpoints."""
 
     def __post_init__(self) -> None:
-        c = _Checks("checkpoint", self)
+        c = Checks("checkpoint", self)
         c.int_range("interval", 1, MAX_STEPS)
         c.int_range("keep", 1, MAX_COUNT)
         c.need(self.dir is None or bool(self.dir.strip()), "dir", "must be a folder path (or unset)")
@@ -277,7 +277,7 @@ class MetricsConfig:
     """Print a progress line every N steps (rank 0)."""
 
     def __post_init__(self) -> None:
-        c = _Checks("metrics", self)
+        c = Checks("metrics", self)
         c.int_range("port", 0, 65535, none_ok=True)
         c.int_range("log_every", 1, MAX_STEPS)
         c.done()
@@ -304,7 +304,7 @@ class GreentrainConfig:
     restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
 
     def __post_init__(self) -> None:
-        c = _Checks("greentrain", self)
+        c = Checks("greentrain", self)
         c.need(self.pause_mode in ("checkpoint", "suspend"), "pause_mode",
                f"{self.pause_mode!r} is not checkpoint or suspend")
         c.need(self.relaunch in ("auto", "exec", "exit", "none"), "relaunch",
@@ -337,7 +337,7 @@ class JobConfig:
     greentrain: GreentrainConfig = field(default_factory=GreentrainConfig)
 
     def __post_init__(self) -> None:
-        c = _Checks("train", self.train)
+        c = Checks("train", self.train)
         c.need(self.train.seq_len <= self.model.max_seq_len, "seq_len",
                f"{self.train.seq_len} exceeds model.max_seq_len={self.model.max_seq_len}")
         c.done()
