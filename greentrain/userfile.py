@@ -138,9 +138,17 @@ def read_bytes(path: str | Path, *, what: str = "file", max_bytes: int = CONFIG_
     return b"".join(chunks)
 
 
-def decode_text(data: bytes, source: str) -> str:
-    """UTF-8 text (a leading BOM dropped); ConfigError saying which encoding to save in otherwise."""
+def decode_text(data: bytes, source: str, *, secret: bool = False) -> str:
+    """UTF-8 text (a leading BOM dropped); ConfigError saying which encoding to save in otherwise.
+
+    ``secret=True`` (API keys): the message names the file only, never a byte or a position of it.
+    """
     fix = "save it as UTF-8"
+    if secret:
+        try:
+            return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{source}: not UTF-8 text; {fix}") from None
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ConfigError(f"{source}: file is UTF-16 (byte-order mark), not UTF-8; {fix}")
     if data.startswith(b"\xef\xbb\xbf"):
@@ -167,9 +175,10 @@ def _looks_latin1(data: bytes) -> bool:
     return printable >= 0.95 * len(text)
 
 
-def read_text(path: str | Path, *, what: str = "file", max_bytes: int = CONFIG_MAX_BYTES) -> str:
+def read_text(path: str | Path, *, what: str = "file", max_bytes: int = CONFIG_MAX_BYTES,
+              secret: bool = False) -> str:
     """The UTF-8 text of regular file ``path`` (see the module docstring for the checks)."""
-    return decode_text(read_bytes(path, what=what, max_bytes=max_bytes), str(path))
+    return decode_text(read_bytes(path, what=what, max_bytes=max_bytes), str(path), secret=secret)
 
 
 def _toml_depth_error(text: str, limit: int) -> tuple[int, int] | None:

@@ -144,3 +144,19 @@ def test_daemon_config_refuses_non_finite_and_non_positive_limits(value: str, tm
     path.write_bytes(b"[limits]\nmax_power_limit_w = 250 # \xe9\n")
     with pytest.raises(ConfigError, match=r"daemon.toml:2:.*save it as UTF-8"):
         load_config(path)
+
+
+def test_secret_files_never_quote_their_bytes(tmp_path: Path) -> None:
+    from greentrain.signals.credentials import read_secret
+
+    path = tmp_path / "token"
+    path.write_bytes(b"s3cr\xe9t-token\n")
+    with pytest.raises(ConfigError) as info:
+        read_secret("GT_TEST_TOKEN", path)
+    assert str(info.value) == f"{path}: not UTF-8 text; save it as UTF-8"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="secret file is a named pipe"):
+        read_secret("GT_TEST_TOKEN", fifo)
+    path.write_text("ok-token\n")
+    assert read_secret("GT_TEST_TOKEN", path) == "ok-token"
