@@ -10,12 +10,9 @@ file. Built-in presets live in ``greentrain/runtime/presets/<name>.toml``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from greentrain.errors import ConfigError
 from greentrain.runtime.checks import (
     MAX_COUNT,
     MAX_DIM,
@@ -23,8 +20,8 @@ from greentrain.runtime.checks import (
     MAX_SEQ_LEN,
     MAX_STEPS,
     MAX_VOCAB,
-    InvalidConfig,
     Checks,
+    InvalidConfig,
 )
 
 __all__ = [

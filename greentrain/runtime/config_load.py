@@ -20,18 +20,19 @@ from greentrain.userfile import load_toml, parse_toml
 __all__ = ["config_from_dict", "list_presets", "load_config", "load_config_data"]
 
 
-def _check_type(value: Any, fld: dataclasses.Field, key: str) -> Any:
+def _check_type(value: Any, fld: dataclasses.Field) -> tuple[Any, str | None]:
+    """(the value, converted where TOML is looser than Python: 3 for 3.0), or (None, why it is the wrong type)."""
     annotation = str(fld.type)
     if isinstance(value, bool) and "bool" not in annotation:
-        raise ConfigError(f"{key}: expected {annotation}, got a boolean")
+        return None, f"expected {annotation}, got a boolean"
     if "float" in annotation and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        return float(value), None
     expected = [t for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")) if name in annotation]
     if value is None and "None" in annotation:
-        return value
+        return value, None
     if expected and not isinstance(value, tuple(expected)):
-        raise ConfigError(f"{key}: expected {annotation}, got {type(value).__name__} {value!r}")
-    return value
+        return None, f"expected {annotation}, got {type(value).__name__} {value!r}"
+    return value, None
 
 
 def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
@@ -62,10 +63,11 @@ def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
             if key not in fields:
                 add(f"{name}.{key}", f"unknown key{_did_you_mean(key, fields)}; valid: {', '.join(fields)}")
                 continue
-            try:
-                kwargs[key] = _check_type(item, fields[key], f"{name}.{key}")
-            except ConfigError as e:
-                add(f"{name}.{key}", str(e).partition(": ")[2])
+            converted, wrong = _check_type(item, fields[key])
+            if wrong:
+                add(f"{name}.{key}", wrong)
+            else:
+                kwargs[key] = converted
         try:
             sections[name] = cls(**kwargs)
         except InvalidConfig as e:
