@@ -275,3 +275,15 @@ def test_demo_deadline_is_blamed_on_the_flag(deadline: str, needle: str, tmp_pat
     code, err = cli(capsys, "demo", "--out", str(tmp_path / "out"), "--deadline", deadline, "--no-progress")
     assert_one_clean_error(code, err, "--deadline: ", needle)
     assert "deadline_h" not in err and not (tmp_path / "out" / "demo.json").exists()
+
+
+@pytest.mark.parametrize("fault", sorted(BROKEN_TEXT) + ["fifo", "directory"])
+def test_broken_daemon_config(fault: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if fault in ("fifo", "directory"):
+        path, needle = _special(fault, tmp_path, "daemon.toml"), "give a regular file"
+    else:
+        path = tmp_path / "daemon.toml"
+        content, needle = BROKEN_TEXT[fault]
+        path.write_bytes(content)
+    code, err = cli(capsys, "daemon", "--config", str(path))
+    assert_one_clean_error(code, err, str(path), needle)
