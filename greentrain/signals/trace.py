@@ -24,6 +24,7 @@ COLUMNS = {
 }
 _TIME_COLUMN = "Datetime (UTC)"
 _ZONE_COLUMN = "Zone Id"
+_MAX_REPORTED = 10
 
 
 def _parse_time(text: str) -> datetime:
@@ -45,16 +46,22 @@ def load_trace(path: str | Path, column: str = "direct", provider: str = "csv") 
         missing = [c for c in (_TIME_COLUMN, header) if c not in (reader.fieldnames or [])]
         if missing:
             raise ConfigError(f"{path}: not an Electricity Maps export, missing column(s) {missing}")
+        problems: list[str] = []
         for row_no, row in enumerate(reader, start=2):
+            if len(problems) > _MAX_REPORTED:
+                break
             try:
                 start = _parse_time(row[_TIME_COLUMN])
                 value = float(row[header])
-            except (TypeError, ValueError):
-                raise ConfigError(f"{path}:{row_no}: bad time or {key} intensity") from None
+            except (TypeError, ValueError, AttributeError):
+                problems.append(f"{path}:{row_no}: bad time or {key} intensity")
+                continue
             if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{path}:{row_no}: intensity {value} is not a finite value >= 0")
+                problems.append(f"{path}:{row_no}: intensity {value} is not a finite value >= 0")
+                continue
             if points and start <= points[-1].start:
-                raise ConfigError(f"{path}:{row_no}: time {start.isoformat()} is not after the previous row")
+                problems.append(f"{path}:{row_no}: time {start.isoformat()} is not after the previous row")
+                continue
             points.append(
                 IntensityPoint(
                     start=start,
@@ -67,6 +74,10 @@ def load_trace(path: str | Path, column: str = "direct", provider: str = "csv") 
                     estimated=(row.get("Data Estimated") or "").strip().lower() == "true",
                 )
             )
+    if problems:  # all of them (up to a screenful), one line each, so one edit fixes the file
+        if len(problems) > _MAX_REPORTED:
+            problems[_MAX_REPORTED:] = [f"{path}: more bad rows follow; fix these first"]
+        raise ConfigError("\n".join(problems))
     if not points:
         raise ConfigError(f"{path}: trace has no rows")
     # Rows are hourly starts; the last interval ends an hour after its start.
