@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import re
+import socket
 import stat
 import tomllib
 from pathlib import Path
@@ -275,7 +276,8 @@ def check_writable_dir(path: str | Path, *, what: str) -> Path:
         raise ConfigError(f"{what}: cannot create folder {folder} ({e.strerror or e})") from None
     if not folder.is_dir():
         raise ConfigError(f"{what}: {folder} is not a folder")
-    probe = folder / f".greentrain-write-probe-{os.getpid()}"
+    # Host and pid in the name: ranks on several nodes may probe one shared folder at once.
+    probe = folder / f".greentrain-write-probe-{socket.gethostname()}-{os.getpid()}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
