@@ -197,6 +197,7 @@ class Engine:
         entry = self.ledger.record(energy_j, started + (now - started) / 2, counterfactual_at)
         self.job_stats.add(steps=1, tokens=int(tokens), energy_j=entry.energy_j,
                            emissions_g=entry.emissions_g, emissions_avoided_g=entry.avoided_g)
+        self._mark_unpriced(entry)
         self._log_step(now, duration_s, entry, tokens, loss)
         payload = (self._maybe_decide(now), self._point_to_share()) if self.is_leader else None
         decision, point = self.broadcast.share(payload)
@@ -240,13 +241,16 @@ class Engine:
             stats = self.job_stats.snapshot()
             fields: dict[str, Any] = {
                 "steps": self.steps_done, "tokens": stats.tokens_total, "energy_j": self.ledger.energy_j,
-                "emissions_g": self.ledger.emissions_g, "emissions_avoided_g": self.ledger.avoided_g,
+                "emissions_g": self.ledger.total_emissions_g(), "emissions_avoided_g": self.ledger.total_avoided_g(),
                 "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
                 "notes": list(self.notes),
             }
             advice = advice_summary(self)
             if advice is not None:
                 fields["advice"] = advice
+            if not self.ledger.emissions_known:  # null with the reason, never 0 g
+                fields["unpriced_energy_j"] = self.ledger.unpriced_energy_j
+                fields["emissions_unknown"] = stats.emissions_unknown_reason or self.signals.unknown_reason()
             self.event_log.write("summary", self.clock.now(), **{**fields, **summary})
 
     # ---- derived quantities -----------------------------------------------------------------------
@@ -351,11 +355,20 @@ class Engine:
         if self.event_log is not None:
             self.event_log.write(event, self.clock.now(), **fields)
 
+    def _mark_unpriced(self, entry: Any) -> None:
+        """Record once why emissions are unknown (the job stats carry it to metrics and the summary)."""
+        if not entry.priced and self.job_stats.emissions_unknown_reason is None:
+            reason = self.signals.unknown_reason()
+            self.job_stats.update(emissions_unknown_reason=reason)
+            self._note(f"emissions unknown: {reason}")
+
     def _log_step(self, now: datetime, duration_s: float, entry: Any, tokens: int, loss: Any) -> None:
         if self.event_log is None:
             return
         fields: dict[str, Any] = {"step": self.steps_done, "duration_s": duration_s, "energy_j": entry.energy_j,
                                   "emissions_g": entry.emissions_g, "tokens": int(tokens)}
+        if not entry.priced:
+            fields["emissions_unknown"] = self.job_stats.emissions_unknown_reason
         if loss is not None:
             try:
                 fields["loss"] = float(loss)

@@ -68,18 +68,17 @@ class EventLog:
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
     """Read a run log; a truncated last line (crash mid-write) is ignored, other bad lines are errors."""
+    from greentrain.userfile import LOG_MAX_BYTES, read_text
+
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read run log ({e.strerror})") from None
+    lines = read_text(path, what="run log", max_bytes=LOG_MAX_BYTES).splitlines()
     events: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             events.append(json.loads(line))
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             if number == len(lines):
                 break
             raise ConfigError(f"{path}:{number}: not a JSON line") from None

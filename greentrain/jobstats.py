@@ -35,6 +35,10 @@ class JobStats:
     emissions_g: float = 0.0
     emissions_avoided_g: float = 0.0
     """Versus run-now at default settings, from the same cost model."""
+    unpriced_energy_j: float = 0.0
+    """Energy spent with no carbon intensity known: while > 0 the emissions are unknown."""
+    emissions_unknown_reason: str | None = None
+    """Why emissions are unknown (no signal configured, unknown zone, provider failing)."""
     actions_total: Counter[str] = field(default_factory=Counter)
     power_limit_w: float | None = None
     precision: str | None = None
@@ -70,14 +74,22 @@ class JobStats:
             self.actions_total[action] += n
 
     def add(self, *, steps: int = 0, tokens: int = 0, energy_j: float = 0.0,
-            emissions_g: float = 0.0, emissions_avoided_g: float = 0.0) -> None:
-        """Add to the monotonic counters."""
+            emissions_g: float | None = 0.0, emissions_avoided_g: float = 0.0) -> None:
+        """Add to the monotonic counters; ``emissions_g=None``: ``energy_j`` could not be priced."""
         with self._lock:
             self.steps_total += steps
             self.tokens_total += tokens
             self.energy_j += energy_j
-            self.emissions_g += emissions_g
-            self.emissions_avoided_g += emissions_avoided_g
+            if emissions_g is None:
+                self.unpriced_energy_j += energy_j
+            else:
+                self.emissions_g += emissions_g
+                self.emissions_avoided_g += emissions_avoided_g
+
+    @property
+    def emissions_known(self) -> bool:
+        """Whether every joule so far was priced (else emissions are unknown, never 0)."""
+        return self.unpriced_energy_j <= 0.0
 
     def snapshot(self) -> "JobStats":
         """A consistent copy for readers."""

@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> None:
         e.show()
         sys.exit(e.exit_code)
     except GreentrainError as e:
-        click.echo(f"greentrain: error: {e}", err=True)
+        # Several problems in one input come as several lines, each complete on its own.
+        for line in str(e).splitlines() or [type(e).__name__]:
+            click.echo(f"greentrain: error: {line}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)

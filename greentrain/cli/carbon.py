@@ -41,7 +41,9 @@ def _build(zone: str, provider: str | None, api_base: str | None, column: str) -
     in the trace's year), so every time printed is trace time, consistently.
     """
     from greentrain.signals import SignalChain, make_provider
+    from greentrain.signals.zones import require_zone
 
+    require_zone(zone, provider, "--zone")
     clock: Clock = SystemClock()
     if provider and provider.strip().lower().startswith("csv:"):
         probe = make_provider(provider, clock=clock, column=column)

@@ -62,6 +62,10 @@ def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, d
         trace_path, start_at = trace, _parse_start(start)
     deadline_at = parse_deadline(deadline or f"+{DEFAULT_DEADLINE_H.get(zone, 24.0):g}", start_at)
     deadline_h = (deadline_at - start_at).total_seconds() / 3600
+    if deadline is not None and deadline_h < work_h:  # blame the flag, with the simulated times it compares
+        when = "before" if deadline_h <= 0 else f"only {deadline_h:g} h after"
+        raise ConfigError(f"--deadline: {deadline_at:%Y-%m-%d %H:%M} UTC is {when} the simulated start "
+                          f"{start_at:%Y-%m-%d %H:%M} UTC; the job needs {work_h:g} h (--work-hours)")
     return Scenario(zone=zone, trace=trace_path, start=start_at, work_h=work_h, deadline_h=deadline_h,
                     speedup=speedup)
 
@@ -149,10 +153,9 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
         console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"--out {out_dir}: cannot create the folder ({e.strerror})") from None
+    from greentrain.userfile import check_writable_dir
+
+    check_writable_dir(out_dir, what="--out")  # a read-only folder fails now, not at the first save
     state = load_demo_state(out_dir)
     if state is not None and state.finished:
         say(f"the job in {out_dir} already finished; showing its summary (use another --out for a new run)")

@@ -65,6 +65,7 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     from greentrain.timing.supervisor import Supervisor
 
     _check_numbers(opts)
+    _check_output(opts)
     if opts.pop("advise_only"):
         from greentrain.actuators.advisory import ADVISE_ENV
 
@@ -112,6 +113,16 @@ def _check_numbers(opts: dict[str, Any]) -> None:
         value = opts[name]
         if value is not None and not value > 0:
             raise click.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name.replace('_', '-')}")
+
+
+def _check_output(opts: dict[str, Any]) -> None:
+    """Zone and log folder checked before the command starts (a typo must not run unnoticed)."""
+    from greentrain.signals.zones import require_zone
+    from greentrain.userfile import check_writable_dir
+
+    require_zone(opts["zone"], opts["provider"], "--zone")
+    if opts["jsonl"]:
+        check_writable_dir(Path(opts["jsonl"]).parent, what=f"--jsonl {opts['jsonl']}")
 
 
 def _make_clock(speedup: float | None, start: str | None) -> Any:

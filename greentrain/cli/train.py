@@ -56,19 +56,38 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 
 
 def build_config(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
-    """Preset/file, then ``--set``, then explicit flags (highest precedence); validated."""
-    from greentrain.runtime.config import config_from_dict, load_config
+    """Preset/file, then ``--set``, then explicit flags (highest precedence); validated.
 
-    data = load_config(config).to_dict()
+    A bad value is blamed on where it came from: the flag, the ``--set`` item,
+    or the file and key.
+    """
+    return build_config_with_sources(config, flags, sets)[0]
+
+
+def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
+    """(JobConfig, where) where ``where("train.steps")`` names the source of that key in messages."""
+    from greentrain.runtime.config import _SECTIONS, config_from_dict, load_config_data
+
+    data, origin = load_config_data(config)
+    sources: dict[str, str] = {}
     for section, values in _parse_set(sets).items():
-        if section not in data:
-            raise ConfigError(f"--set: unknown section {section!r}; valid: {', '.join(data)}")
-        data[section].update(values)
+        if section not in _SECTIONS:
+            raise ConfigError(f"--set: unknown section {section!r}; valid: {', '.join(_SECTIONS)}")
+        table = data.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{origin}: [{section}] must be a table")
+        table.update(values)
+        sources.update({f"{section}.{key}": f"--set {section}.{key}" for key in values})
     for flag, value in flags.items():
         if value is not None:
             section, key = _FLAG_KEYS[flag]
-            data[section][key] = value
-    return config_from_dict(data, origin=f"--config {config}")
+            data.setdefault(section, {})[key] = value
+            sources[f"{section}.{key}"] = "--" + flag.replace("_", "-")
+
+    def where(key: str) -> str:
+        return sources.get(key) or f"{origin}: {key}"
+
+    return config_from_dict(data, origin=origin, sources=sources), where
 
 
 def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:
@@ -235,16 +254,16 @@ def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: i
     """Train the reference transformer (FSDP2 × TP × PP on a DeviceMesh)."""
     if flags.get("deadline"):
         parse_deadline(flags["deadline"], datetime.now(UTC))  # fail now with a clear message, not in N ranks
-    cfg = build_config(config, flags, sets)
-    under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
     if nproc is not None and nproc < 1:
         raise click.BadParameter("must be >= 1", param_hint="--nproc")
-    if nproc is not None and nproc > 1 and not under_torchrun:
-        if cfg.parallel.mesh == "manual":
-            from greentrain.runtime.parallel_dims import ParallelDims
+    cfg, where = build_config_with_sources(config, flags, sets)
+    under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
+    launching = nproc is not None and nproc > 1 and not under_torchrun
+    world_size = nproc if launching else int(os.environ.get("WORLD_SIZE", "1"))
+    from greentrain.runtime.preflight import preflight
 
-            p = cfg.parallel
-            ParallelDims(dp_replicate=p.dp_replicate, dp_shard=p.dp_shard, tp=p.tp, pp=p.pp, world_size=nproc)
+    preflight(cfg, where, world_size=world_size)  # every value and folder checked before step 1
+    if launching:
         _launch_until_done(cfg, nproc, max_restarts, _argv_for_ranks(config, sets, flags))
         return
     _train_here(cfg)

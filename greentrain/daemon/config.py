@@ -24,12 +24,13 @@ Example (``/etc/greentrain/daemon.toml``)::
 
 from __future__ import annotations
 
-import tomllib
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.userfile import load_toml
 
 __all__ = ["GPULimits", "NodePolicyConfig", "DaemonConfig", "load_config", "parse_config", "DEFAULT_SOCKET"]
 
@@ -106,6 +107,11 @@ def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return value
 
 
+def _positive(value: Any) -> bool:
+    """A real number (not a bool), finite and > 0 (TOML allows nan and inf)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
 def _limits(raw: dict[str, Any], where: str) -> GPULimits:
     known = set(GPULimits.__dataclass_fields__)
     unknown = set(raw) - known
@@ -113,8 +119,8 @@ def _limits(raw: dict[str, Any], where: str) -> GPULimits:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
     for key in ("min_power_limit_w", "max_power_limit_w", "min_sm_clock_mhz"):
         value = raw.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
-            raise ConfigError(f"{where}.{key}: must be a number > 0, got {value!r}")
+        if value is not None and not _positive(value):
+            raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {value!r}")
     if not isinstance(raw.get("allow_clock_lock", True), bool):
         raise ConfigError(f"{where}.allow_clock_lock: must be true or false")
     limits = GPULimits(**raw)
@@ -131,15 +137,15 @@ def _node_policy(raw: dict[str, Any], where: str) -> NodePolicyConfig:
     for key in ("dirty_above_g_per_kwh", "dirty_power_limit_w"):
         if key not in raw:
             raise ConfigError(f"{where}: missing {key}")
-        if isinstance(raw[key], bool) or not isinstance(raw[key], int | float) or raw[key] <= 0:
-            raise ConfigError(f"{where}.{key}: must be a number > 0")
+        if not _positive(raw[key]):
+            raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {raw[key]!r}")
     if ("trace" in raw) == ("provider" in raw):
         raise ConfigError(f"{where}: give exactly one of 'trace' (CSV path) or 'provider' (+ 'zone')")
     if "provider" in raw and "zone" not in raw:
         raise ConfigError(f"{where}: 'provider' needs 'zone'")
     interval_s = raw.get("interval_s", 300.0)
-    if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or interval_s < 1:
-        raise ConfigError(f"{where}.interval_s: must be a number >= 1")
+    if not _positive(interval_s) or interval_s < 1:
+        raise ConfigError(f"{where}.interval_s: must be a number >= 1 and finite, got {interval_s!r}")
     values = dict(raw)
     if "trace" in values:
         values["trace"] = Path(values["trace"])
@@ -181,10 +187,4 @@ def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonCon
 def load_config(path: str | Path) -> DaemonConfig:
     """Read and validate the TOML file at ``path``."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read daemon config ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML ({e})") from None
-    return parse_config(raw, str(path))
+    return parse_config(load_toml(path, what="daemon config"), str(path))

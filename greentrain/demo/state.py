@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from greentrain.errors import ConfigError
+from greentrain.userfile import load_json
 
 __all__ = ["STATE_FILE", "DemoState", "load_demo_state", "save_demo_state"]
 
@@ -56,8 +57,14 @@ def load_demo_state(out_dir: Path) -> DemoState | None:
     path = out_dir / STATE_FILE
     if not path.exists():
         return None
+    fix = "use another --out or delete the folder"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path, what="demo state")
+    except ConfigError as e:  # "<path>:L:C: demo state is not valid JSON (...)"
+        raise ConfigError(f"{path}: not a greentrain demo state ({str(e).partition(': ')[2]}); {fix}") from None
+    try:
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         if data.pop("version", None) != _VERSION:
             raise ValueError("unknown version")
         state = DemoState(**data)
@@ -65,7 +72,7 @@ def load_demo_state(out_dir: Path) -> DemoState | None:
             if state.time(name).tzinfo is None:
                 raise ValueError(f"{name} has no timezone")
     except (OSError, ValueError, TypeError) as e:
-        raise ConfigError(f"{path}: not a greentrain demo state ({e}); use another --out or delete the folder") from None
+        raise ConfigError(f"{path}: not a greentrain demo state ({e}); {fix}") from None
     return state
 
 

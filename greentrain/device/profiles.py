@@ -91,10 +91,12 @@ def load_gpu_profile(gpu_or_path: str | Path) -> GPUProfile:
         content, source, gpu = ref.read_text(encoding="utf-8"), f"builtin:{text.lower()}", text.lower()
     else:
         path = Path(text)
+        from greentrain.userfile import TRACE_MAX_BYTES, read_text
+
         try:
-            content = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read GPU profile ({e.strerror}); or use one of {', '.join(BUILTIN_GPUS)}") from None
+            content = read_text(path, what="GPU profile", max_bytes=TRACE_MAX_BYTES)
+        except ConfigError as e:
+            raise ConfigError(f"{e}; or use one of {', '.join(BUILTIN_GPUS)}") from None
         source, gpu = str(path), path.stem.removeprefix("summary_power_")
     rows: dict[tuple[str, int], list[ProfilePoint]] = {}
     reader = csv.DictReader(content.splitlines())

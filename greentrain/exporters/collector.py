@@ -136,8 +136,10 @@ class GreentrainCollector(Collector):
             return
         s = self.job_stats.snapshot()
         job = self.job
-        yield _sample(n.EMISSIONS, s.emissions_g, job)
-        yield _sample(n.EMISSIONS_AVOIDED, s.emissions_avoided_g, job)
+        # Unknown emissions (energy with no carbon signal) are absent, never exported as 0 g.
+        yield _sample(n.EMISSIONS, s.emissions_g if s.emissions_known else None, job)
+        yield _sample(n.EMISSIONS_AVOIDED, s.emissions_avoided_g if s.emissions_known else None, job)
+        yield _sample(n.EMISSIONS_UNPRICED_ENERGY, s.unpriced_energy_j, job)
         yield _sample(n.JOB_ENERGY, s.energy_j, job)
         yield _sample(n.TRAINING_STEPS, s.steps_total, job)
         yield _sample(n.TRAINING_TOKENS, s.tokens_total, job)

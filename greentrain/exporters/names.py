@@ -25,6 +25,7 @@ __all__ = [
     "CPU_ENERGY",
     "EMISSIONS",
     "EMISSIONS_AVOIDED",
+    "EMISSIONS_UNPRICED_ENERGY",
     "EXPORTER_RANKS",
     "GPU_ENERGY",
     "GPU_POWER",
@@ -103,6 +104,9 @@ EMISSIONS = _m("greentrain_emissions_grams_total", "counter", ("job",),
                "Emissions attributed to the job, grams CO2eq (energy per interval x intensity of that interval).", "sum")
 EMISSIONS_AVOIDED = _m("greentrain_emissions_avoided_grams_total", "counter", ("job",),
                        "Emissions avoided versus running now at default settings, grams CO2eq.", "sum")
+EMISSIONS_UNPRICED_ENERGY = _m("greentrain_emissions_unpriced_energy_joules_total", "counter", ("job",),
+                               "Job energy spent with no carbon intensity known (emissions unknown while > 0), "
+                               "joules.", "sum")
 JOB_ENERGY = _m("greentrain_job_energy_joules_total", "counter", ("job",),
                 "Energy attributed to the job (its GPUs and CPU share), joules.", "sum")
 TRAINING_STEPS = _m("greentrain_training_steps_total", "counter", ("job",), "Training steps completed.", "max")
@@ -143,7 +147,8 @@ EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
 METRICS: tuple[MetricSpec, ...] = (
     GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
-    EMISSIONS, EMISSIONS_AVOIDED, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
+    EMISSIONS, EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS,
+    JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
     JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,

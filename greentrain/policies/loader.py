@@ -21,7 +21,7 @@ Presets are such files shipped in ``greentrain/policies/presets``.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+import math
 import types
 import typing
 from importlib import resources
@@ -33,6 +33,7 @@ from greentrain.errors import ConfigError
 from greentrain.policies.base import Policy
 from greentrain.policies.power import CompositePolicy
 from greentrain.policies.settings import PolicySettings
+from greentrain.userfile import Problems, parse_toml, read_text
 
 __all__ = ["BUILTIN_KINDS", "PRESETS", "load_policy", "policy_from_mapping", "preset_text"]
 
@@ -72,39 +73,49 @@ def load_policy(spec: str | Path | Policy) -> Policy:
         return _from_text(preset_text(spec), f"preset:{spec}")
     path = Path(spec)
     if path.suffix.lower() == ".toml" or path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read policy file ({e.strerror})") from None
-        return _from_text(text, str(path))
+        return _from_text(read_text(path, what="policy file"), str(path))
     raise ConfigError(f"unknown policy or preset {str(spec)!r}; presets: {', '.join(PRESETS)}; or a .toml file path")
 
 
 def _from_text(text: str, source: str) -> Policy:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{source}: malformed TOML: {e}") from None
-    return policy_from_mapping(data, source)
+    return policy_from_mapping(parse_toml(text, source), source)
 
 
 def policy_from_mapping(data: dict[str, Any], source: str = "<policy>") -> Policy:
-    """Build a policy from parsed TOML ``data``; ``source`` names it in errors."""
+    """Build a policy from parsed TOML ``data``; ``source`` names it in errors.
+
+    Every problem found is reported, one line each, in one ConfigError.
+    """
+    problems = Problems(source)
     for key in data:
         if key not in _TOP_LEVEL:
-            raise ConfigError(f"{source}: {key}: unknown table; expected {', '.join(_TOP_LEVEL)}")
-    table = _table(data, "policy", source, required=True)
-    settings = _build_dataclass(PolicySettings, _table(data, "settings", source), source, "settings")
-    timing = _build_policy(table, source, "policy", settings)
-    power_table = _table(data, "power", source)
-    if not power_table:
+            problems.add(key, f"unknown table; expected {', '.join(_TOP_LEVEL)}")
+    settings = _collect(problems, lambda: _build_dataclass(PolicySettings, _table(data, "settings", source),
+                                                          source, "settings"))
+    timing = _collect(problems, lambda: _build_policy(_table(data, "policy", source, required=True), source,
+                                                      "policy", settings or PolicySettings()))
+    power_table = _collect(problems, lambda: _table(data, "power", source))
+    power = None
+    if power_table:
+        power = _collect(problems, lambda: _build_policy(power_table, source, "power", settings or PolicySettings()))
+    problems.raise_if_any()
+    assert timing is not None and settings is not None
+    if power is None:
         return timing
     if timing.name == "carbon-aware" or timing.name in _POWER_KINDS:
         raise ConfigError(f"{source}: power: {timing.name!r} already chooses the power limit; remove [power]")
-    power = _build_policy(power_table, source, "power", settings)
     if power.name not in _POWER_KINDS and not getattr(type(power), "chooses_power", False):
         raise ConfigError(f"{source}: power.kind: {power.name!r} is not a power policy ({', '.join(_POWER_KINDS)})")
     return CompositePolicy(timing, power, settings=settings)
+
+
+def _collect(problems: Problems, build: Any) -> Any:
+    """``build()``, or None with its ConfigError lines added to ``problems``."""
+    try:
+        return build()
+    except ConfigError as e:
+        problems.extend(e)
+        return None
 
 
 def _table(data: dict[str, Any], key: str, source: str, required: bool = False) -> dict[str, Any]:
@@ -131,15 +142,21 @@ def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: Pol
         raise ConfigError(f"{source}: {prefix}.kind: {e}") from None
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
         raise ConfigError(f"{source}: {prefix}.kind: {kind!r} does not name a Policy class")
+    problems = Problems(source)
+    description = table.get("description")
+    if description is not None and not isinstance(description, str):
+        problems.add(f"{prefix}.description", f"expected a string, got {description!r}")
     params = {k: v for k, v in table.items() if k not in ("kind", "description")}
     config_type = getattr(cls, "Config", None)
     if config_type is None:
-        if params:
-            raise ConfigError(f"{source}: {prefix}.{next(iter(params))}: {kind!r} takes no parameters")
+        for key in params:
+            problems.add(f"{prefix}.{key}", f"{kind!r} takes no parameters")
+        problems.raise_if_any()
         policy = cls()
         policy.settings = settings
         return policy
-    config = _build_dataclass(config_type, params, source, prefix)
+    config = _collect(problems, lambda: _build_dataclass(config_type, params, source, prefix))
+    problems.raise_if_any()
     return cls(config, settings=settings)
 
 
@@ -147,14 +164,19 @@ def _build_dataclass(cls: type, params: dict[str, Any], source: str, prefix: str
     """Instantiate dataclass ``cls`` from TOML values, checking names and types."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
+    problems = Problems(source)
     for key, value in params.items():
         if key not in fields:
             valid = ", ".join(fields) or "(none)"
-            raise ConfigError(f"{source}: {prefix}.{key}: unknown key; valid: {valid}")
+            problems.add(f"{prefix}.{key}", f"unknown key; valid: {valid}")
+            continue
         expected = _allowed_types(hints[key])
         if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
             names = " or ".join(t.__name__ for t in expected)
-            raise ConfigError(f"{source}: {prefix}.{key}: expected {names}, got {value!r}")
+            problems.add(f"{prefix}.{key}", f"expected {names}, got {value!r}")
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.add(f"{prefix}.{key}", f"must be a finite number, got {value}")
+    problems.raise_if_any()
     try:
         return cls(**{k: float(v) if float in _allowed_types(hints[k]) and isinstance(v, int)
                       and not isinstance(v, bool) else v for k, v in params.items()})

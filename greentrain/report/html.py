@@ -29,11 +29,13 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     rows = [("Log", str(run.source)), ("Start", _fmt_time(run.start)), ("End", _fmt_time(run.end))]
     if run.start and run.end:
         rows.append(("Wall time", f"{(run.end - run.start).total_seconds() / 3600:.2f} h"))
+    unknown = run.summary.get("emissions_unknown")
+    emissions = f"unknown ({unknown})" if unknown else f"{float(emissions_g):,.2f} gCO2eq"
     rows += [("Steps", str(len(run.steps))), ("Energy", f"{energy_j:,.0f} J ({energy_j / J_PER_KWH:.4f} kWh)"),
-             ("Emissions", f"{float(emissions_g):,.2f} gCO2eq")]
-    if cf:
+             ("Emissions", emissions)]
+    if cf and not unknown:
         rows.append(("Run-now counterfactual (same steps, no pauses)", f"{cf[-1][1]:,.2f} gCO2eq"))
-    if "emissions_avoided_g" in run.summary:
+    if run.summary.get("emissions_avoided_g") is not None:
         rows.append(("Avoided (engine, vs run-now at default settings)",
                      f"{float(run.summary['emissions_avoided_g']):,.2f} gCO2eq"))
     if run.zone:

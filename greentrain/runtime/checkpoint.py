@@ -11,6 +11,7 @@ a separate gloo group while training continues.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import shutil
 import warnings
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -31,20 +33,54 @@ from torch.distributed.checkpoint.state_dict import (
 
 from greentrain.errors import ConfigError
 
-__all__ = ["Checkpointer", "latest_step"]
+__all__ = ["Checkpointer", "complete_steps", "latest_step"]
+
+log = logging.getLogger("greentrain.checkpoint")
+# DCP gathers every rank's read error into a CheckpointException, which derives from BaseException.
+_LOAD_ERRORS = (Exception, CheckpointException)
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 _OPTIM_OPTS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
-def latest_step(folder: str | Path) -> int | None:
-    """Highest step with a complete checkpoint in ``folder`` (None if there is none)."""
+def complete_steps(folder: str | Path) -> list[int]:
+    """Steps with a complete checkpoint (``.metadata`` written last) in ``folder``, ascending."""
     root = Path(folder)
     if not root.is_dir():
-        return None
-    steps = [int(m.group(1)) for p in root.iterdir()
-             if (m := _STEP_DIR.match(p.name)) and (p / ".metadata").is_file()]
-    return max(steps, default=None)
+        return []
+    return sorted(int(m.group(1)) for p in root.iterdir()
+                  if (m := _STEP_DIR.match(p.name)) and (p / ".metadata").is_file())
+
+
+def latest_step(folder: str | Path) -> int | None:
+    """Highest step with a complete checkpoint in ``folder`` (None if there is none)."""
+    return max(complete_steps(folder), default=None)
+
+
+def _brief(error: BaseException) -> str:
+    """One line about ``error``; for DCP's gathered error, the first rank's underlying one."""
+    if isinstance(error, CheckpointException) and error.failures:
+        rank, (inner, _trace) = next(iter(error.failures.items()))
+        return f"rank {rank}: {_brief(inner)}"
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
+
+
+class _DropDCPLogs(logging.Filter):
+    """DCP logs each read failure with a full traceback on the root logger; our one line replaces it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "distributed/checkpoint" not in record.pathname.replace("\\", "/")
+
+
+@contextlib.contextmanager
+def _quiet_dcp_failures():
+    root, dropper = logging.getLogger(), _DropDCPLogs()
+    root.addFilter(dropper)
+    try:
+        yield
+    finally:
+        root.removeFilter(dropper)
 
 
 @contextlib.contextmanager
@@ -122,10 +158,53 @@ class Checkpointer:
 
     # ---- load -------------------------------------------------------------
     def load(self, step: int | None = None) -> dict[str, Any] | None:
-        """Load ``step`` (default: the latest complete one) into the parts; returns the train state."""
-        step = latest_step(self.folder) if step is None else step
-        if step is None:
-            return None
+        """Load ``step`` (default: the newest complete one that reads) into the parts; returns the train state.
+
+        A damaged checkpoint (truncated or missing shard, garbage metadata) is
+        reported in one line, set aside as ``step-N.corrupt`` (kept, never
+        deleted, and out of the pruning) and the next older complete one is
+        tried. Only when none loads is it an error.
+        """
+        if step is not None:
+            try:
+                return self._load(step)
+            except ConfigError:
+                raise
+            except _LOAD_ERRORS as e:
+                raise ConfigError(f"--checkpoint-dir {self.folder}: step-{step} is unreadable ({_brief(e)})") from None
+        failures: list[str] = []
+        for candidate in complete_steps(self.folder)[::-1]:
+            try:
+                with _quiet_dcp_failures():
+                    state = self._load(candidate)
+                if failures:
+                    log.warning("greentrain: resuming from %s instead", self.path(candidate))
+                return state
+            except _LOAD_ERRORS as e:  # whatever a damaged file raises (pickle, torch, DCP): try an older one
+                failures.append(f"step-{candidate}: {_brief(e)}")
+                log.warning("greentrain: checkpoint %s is damaged (%s); set aside, trying an older one",
+                            self.path(candidate), _brief(e))
+                self._set_aside(candidate)
+        if failures:
+            raise ConfigError(f"--checkpoint-dir {self.folder}: no checkpoint could be loaded ({'; '.join(failures)}); "
+                              "they are set aside as step-N.corrupt: run again to start from step 0")
+        return None
+
+    def _set_aside(self, step: int) -> None:
+        """Rename a damaged ``step-N`` so neither resume nor pruning picks it again (rank 0; all ranks wait)."""
+        if not self._distributed or dist.get_rank() == 0:
+            path = self.path(step)
+            target = path.with_name(f"{path.name}.corrupt")
+            n = 1
+            while target.exists():
+                n += 1
+                target = path.with_name(f"{path.name}.corrupt{n}")
+            with contextlib.suppress(OSError):
+                path.rename(target)
+        if self._distributed:
+            dist.barrier()
+
+    def _load(self, step: int) -> dict[str, Any]:
         path = self.path(step)
         if not (path / ".metadata").is_file():
             raise ConfigError(f"--checkpoint-dir {self.folder}: step-{step} is missing or incomplete")

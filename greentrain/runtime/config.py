@@ -10,13 +10,19 @@ file. Built-in presets live in ``greentrain/runtime/presets/<name>.toml``.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from greentrain.errors import ConfigError
+from greentrain.runtime.checks import (
+    MAX_COUNT,
+    MAX_DIM,
+    MAX_PARAMS,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+    MAX_VOCAB,
+    Checks,
+    InvalidConfig,
+)
 
 __all__ = [
     "ModelConfig",
@@ -27,21 +33,18 @@ __all__ = [
     "MetricsConfig",
     "GreentrainConfig",
     "JobConfig",
+    "InvalidConfig",
     "PRECISIONS",
     "PP_SCHEDULES",
     "list_presets",
     "load_config",
+    "load_config_data",
     "config_from_dict",
 ]
 
 PRECISIONS = ("fp32", "bf16", "fp16", "tf32")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 AC_MODES = ("none", "full", "selective-op", "selective-layer")
-
-
-def _need(cond: bool, key: str, why: str) -> None:
-    if not cond:
-        raise ConfigError(f"{key}: {why}")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -55,7 +58,7 @@ class ModelConfig:
     n_heads: int = 4
     """Attention heads; ``dim`` must divide by it."""
     n_kv_heads: int | None = None
-    """Key/value heads for grouped-query attention (default: ``n_heads``)."""
+    """Key/value heads for grouped-query attention (unset: ``n_heads``; 0 is an error)."""
     vocab_size: int = 256
     """Vocabulary size; 256 for the byte-level data pipeline."""
     ffn_multiple_of: int = 32
@@ -70,16 +73,35 @@ class ModelConfig:
     """Longest sequence RoPE tables are built for."""
 
     def __post_init__(self) -> None:
-        for key in ("dim", "n_layers", "n_heads", "vocab_size", "ffn_multiple_of", "max_seq_len"):
-            _need(getattr(self, key) > 0, f"model.{key}", "must be > 0")
-        _need(self.dim % self.n_heads == 0, "model.dim", f"{self.dim} must divide by model.n_heads={self.n_heads}")
-        _need((self.dim // self.n_heads) % 2 == 0, "model.dim", "head size (dim / n_heads) must be even for RoPE")
-        kv = self.kv_heads
-        _need(kv > 0 and self.n_heads % kv == 0, "model.n_kv_heads", f"{kv} must divide n_heads={self.n_heads}")
+        c = Checks("model", self)
+        sizes_ok = all([c.int_range("dim", 1, MAX_DIM), c.int_range("n_layers", 1, MAX_COUNT),
+                        c.int_range("n_heads", 1, MAX_DIM), c.int_range("vocab_size", 1, MAX_VOCAB),
+                        c.int_range("ffn_multiple_of", 1, MAX_DIM), c.int_range("max_seq_len", 2, MAX_SEQ_LEN),
+                        c.int_range("n_kv_heads", 1, MAX_DIM, none_ok=True)])
+        c.finite("ffn_dim_multiplier", low=0, high=64, low_open=True, none_ok=True)
+        c.finite("norm_eps", low=0, high=1, low_open=True)
+        c.finite("rope_theta", low=0, low_open=True)
+        if sizes_ok:
+            c.need(self.dim % self.n_heads == 0, "dim", f"{self.dim} must divide by model.n_heads={self.n_heads}")
+            c.need((self.dim // self.n_heads) % 2 == 0, "dim", "head size (dim / n_heads) must be even for RoPE")
+            kv = self.kv_heads
+            c.need(self.n_heads % kv == 0, "n_kv_heads", f"{kv} must divide n_heads={self.n_heads}")
+            if not c.problems:
+                params = self.approx_params()
+                c.need(params <= MAX_PARAMS, "dim",
+                       f"the model would have ~{params:.2g} parameters, more than can be allocated "
+                       f"(limit {MAX_PARAMS:.0e}); lower dim, n_layers or vocab_size")
+        c.done()
 
     @property
     def kv_heads(self) -> int:
-        return self.n_kv_heads or self.n_heads
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    def approx_params(self) -> float:
+        """Parameter count, embeddings and output included (float: no overflow for absurd sizes)."""
+        head = self.dim // self.n_heads
+        attn = self.dim * head * (2 * self.n_heads + 2 * self.kv_heads)
+        return float(self.n_layers) * (attn + 3.0 * self.dim * self.ffn_hidden) + 2.0 * self.vocab_size * self.dim
 
     @property
     def ffn_hidden(self) -> int:
@@ -122,13 +144,17 @@ class ParallelConfig:
     """Per-device memory for the ``auto`` planner (default: detected)."""
 
     def __post_init__(self) -> None:
-        _need(self.mesh in ("manual", "auto"), "parallel.mesh", f"{self.mesh!r} is not 'manual' or 'auto'")
+        c = Checks("parallel", self)
+        c.need(self.mesh in ("manual", "auto"), "mesh", f"{self.mesh!r} is not 'manual' or 'auto'")
         for key in ("dp_replicate", "tp", "pp", "virtual_stages"):
-            _need(getattr(self, key) >= 1, f"parallel.{key}", "must be >= 1")
-        _need(self.dp_shard == -1 or self.dp_shard >= 1, "parallel.dp_shard", "must be >= 1 or -1 (auto)")
-        _need(self.pp_schedule in PP_SCHEDULES, "parallel.pp_schedule",
-              f"{self.pp_schedule!r} is not one of {', '.join(PP_SCHEDULES)}")
-        _need(self.microbatches is None or self.microbatches >= 1, "parallel.microbatches", "must be >= 1")
+            c.int_range(key, 1, MAX_COUNT)
+        c.need(self.dp_shard == -1 or 1 <= self.dp_shard <= MAX_COUNT, "dp_shard",
+               f"must be within 1..{MAX_COUNT:,} or -1 (auto), got {self.dp_shard}")
+        c.need(self.pp_schedule in PP_SCHEDULES, "pp_schedule",
+               f"{self.pp_schedule!r} is not one of {', '.join(PP_SCHEDULES)}")
+        c.int_range("microbatches", 1, MAX_COUNT, none_ok=True)
+        c.finite("device_memory_gb", low=0, high=1e6, low_open=True, none_ok=True)
+        c.done()
 
 
 @dataclass(kw_only=True, slots=True)
@@ -173,19 +199,26 @@ class TrainConfig:
     """Per-device peak FLOP/s for the MFU estimate (default: known GPUs only)."""
 
     def __post_init__(self) -> None:
-        for key in ("steps", "global_batch", "seq_len", "grad_accum", "ac_every"):
-            _need(getattr(self, key) >= 1, f"train.{key}", "must be >= 1")
-        _need(self.lr > 0, "train.lr", "must be > 0")
-        _need(self.warmup_steps >= 0, "train.warmup_steps", "must be >= 0")
-        _need(self.max_grad_norm >= 0, "train.max_grad_norm", "must be >= 0")
-        _need(0 <= self.min_lr_ratio <= 1, "train.min_lr_ratio", "must be within [0, 1]")
-        _need(self.decay in ("cosine", "linear", "constant"), "train.decay",
-              f"{self.decay!r} is not cosine, linear or constant")
-        _need(self.dtype in PRECISIONS, "train.dtype", f"{self.dtype!r} is not one of {', '.join(PRECISIONS)}")
-        _need(self.ac in AC_MODES, "train.ac", f"{self.ac!r} is not one of {', '.join(AC_MODES)}")
-        _need(self.device in ("auto", "cpu", "cuda"), "train.device", f"{self.device!r} is not auto, cpu or cuda")
-        _need(self.global_batch % self.grad_accum == 0, "train.global_batch",
-              f"{self.global_batch} must divide by train.grad_accum={self.grad_accum}")
+        c = Checks("train", self)
+        counts_ok = all([c.int_range("steps", 1, MAX_STEPS), c.int_range("global_batch", 1, MAX_COUNT),
+                         c.int_range("seq_len", 1, MAX_SEQ_LEN), c.int_range("grad_accum", 1, MAX_COUNT),
+                         c.int_range("ac_every", 1, MAX_COUNT)])
+        c.int_range("seed", 0, 2**63 - 1)  # what torch.manual_seed takes
+        c.int_range("warmup_steps", 0, MAX_STEPS)
+        c.finite("lr", low=0, low_open=True)
+        c.finite("weight_decay", low=0)
+        c.finite("max_grad_norm", low=0)
+        c.finite("min_lr_ratio", low=0, high=1)
+        c.finite("peak_flops", low=0, low_open=True, none_ok=True)
+        c.need(self.decay in ("cosine", "linear", "constant"), "decay",
+               f"{self.decay!r} is not cosine, linear or constant")
+        c.need(self.dtype in PRECISIONS, "dtype", f"{self.dtype!r} is not one of {', '.join(PRECISIONS)}")
+        c.need(self.ac in AC_MODES, "ac", f"{self.ac!r} is not one of {', '.join(AC_MODES)}")
+        c.need(self.device in ("auto", "cpu", "cuda"), "device", f"{self.device!r} is not auto, cpu or cuda")
+        if counts_ok:
+            c.need(self.global_batch % self.grad_accum == 0, "global_batch",
+                   f"{self.global_batch} must divide by train.grad_accum={self.grad_accum}")
+        c.done()
 
 
 @dataclass(kw_only=True, slots=True)
@@ -198,7 +231,10 @@ class DataConfig:
     """Read at most this many bytes of text (files in sorted order)."""
 
     def __post_init__(self) -> None:
-        _need(self.max_bytes >= 1024, "data.max_bytes", "must be >= 1024")
+        c = Checks("data", self)
+        c.int_range("max_bytes", 1024, 1 << 36)
+        c.need(bool(self.source.strip()), "source", "must be 'stdlib' or a folder of text files")
+        c.done()
 
 
 @dataclass(kw_only=True, slots=True)
@@ -215,8 +251,11 @@ class CheckpointConfig:
     """Keep the newest N checkpoints."""
 
     def __post_init__(self) -> None:
-        _need(self.interval >= 1, "checkpoint.interval", "must be >= 1")
-        _need(self.keep >= 1, "checkpoint.keep", "must be >= 1")
+        c = Checks("checkpoint", self)
+        c.int_range("interval", 1, MAX_STEPS)
+        c.int_range("keep", 1, MAX_COUNT)
+        c.need(self.dir is None or bool(self.dir.strip()), "dir", "must be a folder path (or unset)")
+        c.done()
 
 
 @dataclass(kw_only=True, slots=True)
@@ -235,8 +274,10 @@ class MetricsConfig:
     """Print a progress line every N steps (rank 0)."""
 
     def __post_init__(self) -> None:
-        _need(self.port is None or 0 <= self.port <= 65535, "metrics.port", "must be within 0..65535")
-        _need(self.log_every >= 1, "metrics.log_every", "must be >= 1")
+        c = Checks("metrics", self)
+        c.int_range("port", 0, 65535, none_ok=True)
+        c.int_range("log_every", 1, MAX_STEPS)
+        c.done()
 
 
 @dataclass(kw_only=True, slots=True)
@@ -262,12 +303,15 @@ class GreentrainConfig:
     """``apply`` power-limit, clock and precision decisions, or ``advise`` (report them, apply none)."""
 
     def __post_init__(self) -> None:
-        _need(self.pause_mode in ("checkpoint", "suspend"), "greentrain.pause_mode",
-              f"{self.pause_mode!r} is not checkpoint or suspend")
-        _need(self.actuation in ("apply", "advise"), "greentrain.actuation",
-              f"{self.actuation!r} is not apply or advise")
-        _need(self.relaunch in ("auto", "exec", "exit", "none"), "greentrain.relaunch",
-              f"{self.relaunch!r} is not auto, exec, exit or none")
+        c = Checks("greentrain", self)
+        c.need(self.pause_mode in ("checkpoint", "suspend"), "pause_mode",
+               f"{self.pause_mode!r} is not checkpoint or suspend")
+        c.need(self.actuation in ("apply", "advise"), "actuation",
+               f"{self.actuation!r} is not apply or advise")
+        c.need(self.relaunch in ("auto", "exec", "exit", "none"), "relaunch",
+               f"{self.relaunch!r} is not auto, exec, exit or none")
+        c.need(bool(self.job.strip()), "job", "must not be empty")
+        c.done()
 
 
 _SECTIONS: dict[str, type] = {
@@ -294,8 +338,10 @@ class JobConfig:
     greentrain: GreentrainConfig = field(default_factory=GreentrainConfig)
 
     def __post_init__(self) -> None:
-        _need(self.train.seq_len <= self.model.max_seq_len, "train.seq_len",
-              f"{self.train.seq_len} exceeds model.max_seq_len={self.model.max_seq_len}")
+        c = Checks("train", self.train)
+        c.need(self.train.seq_len <= self.model.max_seq_len, "seq_len",
+               f"{self.train.seq_len} exceeds model.max_seq_len={self.model.max_seq_len}")
+        c.done()
 
     def replace(self, section: str, **changes: Any) -> "JobConfig":
         """A copy with ``changes`` applied to one section (validated again)."""
@@ -307,65 +353,10 @@ class JobConfig:
         return {name: dataclasses.asdict(getattr(self, name)) for name in _SECTIONS}
 
 
-def _check_type(value: Any, fld: dataclasses.Field, key: str) -> Any:
-    annotation = str(fld.type)
-    if isinstance(value, bool) and "bool" not in annotation:
-        raise ConfigError(f"{key}: expected {annotation}, got a boolean")
-    if "float" in annotation and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    expected = [t for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")) if name in annotation]
-    if value is None and "None" in annotation:
-        return value
-    if expected and not isinstance(value, tuple(expected)):
-        raise ConfigError(f"{key}: expected {annotation}, got {type(value).__name__} {value!r}")
-    return value
-
-
-def config_from_dict(data: dict[str, Any], origin: str = "<dict>") -> JobConfig:
-    """Build and validate a JobConfig; errors name ``origin`` and ``section.key``."""
-    sections: dict[str, Any] = {}
-    try:
-        for name, value in data.items():
-            if name not in _SECTIONS:
-                raise ConfigError(f"unknown section [{name}]; valid: {', '.join(_SECTIONS)}")
-            if not isinstance(value, dict):
-                raise ConfigError(f"[{name}] must be a table")
-            cls = _SECTIONS[name]
-            fields = {f.name: f for f in dataclasses.fields(cls)}
-            kwargs = {}
-            for key, item in value.items():
-                if key not in fields:
-                    raise ConfigError(f"{name}.{key}: unknown key; valid: {', '.join(fields)}")
-                kwargs[key] = _check_type(item, fields[key], f"{name}.{key}")
-            sections[name] = cls(**kwargs)
-        return JobConfig(**sections)
-    except ConfigError as e:
-        raise ConfigError(f"{origin}: {e}") from None
-
-
-def list_presets() -> list[str]:
-    """Names of the built-in presets."""
-    folder = resources.files("greentrain.runtime") / "presets"
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
-
-
-def load_config(name_or_path: str | Path) -> JobConfig:
-    """Load a TOML file, or a built-in preset by name (``tiny``, ``125m``, ``1b``)."""
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"--config {path}: cannot read ({e.strerror})") from None
-        origin = str(path)
-    else:
-        presets = list_presets()
-        if str(name_or_path) not in presets:
-            raise ConfigError(f"--config {name_or_path!r}: no such file or preset; presets: {', '.join(presets)}")
-        text = (resources.files("greentrain.runtime") / "presets" / f"{name_or_path}.toml").read_text("utf-8")
-        origin = f"preset {name_or_path}"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{origin}: invalid TOML ({e})") from None
-    return config_from_dict(data, origin=origin)
+# The loader needs the classes above; it lives in its own module and is re-exported here.
+from greentrain.runtime.config_load import (  # noqa: E402
+    config_from_dict,
+    list_presets,
+    load_config,
+    load_config_data,
+)

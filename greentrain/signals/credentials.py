@@ -23,11 +23,11 @@ def read_secret(env_var: str, file: str | Path | None = None, *, env: dict[str, 
     Raises ConfigError naming the file (not its content) when it cannot be read or is empty.
     """
     if file is not None:
+        from greentrain.userfile import read_text
+
         path = Path(file).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read secret file ({e.strerror})") from None
+        # Regular file, size cap, and errors that never quote a byte of the secret.
+        text = read_text(path, what="secret file", max_bytes=64 << 10, secret=True).strip()
         if not text:
             raise ConfigError(f"{path}: secret file is empty")
         return text

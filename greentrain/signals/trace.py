@@ -7,12 +7,14 @@ a ``direct`` and an ``LCA`` intensity column and a ``Data Estimated`` flag.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import EmissionFactor, IntensityPoint, Kind
+from greentrain.userfile import TRACE_MAX_BYTES, read_text
 
 __all__ = ["load_trace", "COLUMNS"]
 
@@ -22,6 +24,7 @@ COLUMNS = {
 }
 _TIME_COLUMN = "Datetime (UTC)"
 _ZONE_COLUMN = "Zone Id"
+_MAX_REPORTED = 10
 
 
 def _parse_time(text: str) -> datetime:
@@ -36,26 +39,29 @@ def load_trace(path: str | Path, column: str = "direct", provider: str = "csv") 
     if key not in COLUMNS:
         raise ConfigError(f"column: {column!r} is not one of {', '.join(COLUMNS)}")
     header, factor = COLUMNS[key]
-    try:
-        handle = path.open(newline="", encoding="utf-8-sig")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read trace ({e.strerror})") from None
+    text = read_text(path, what="trace", max_bytes=TRACE_MAX_BYTES)
     points: list[IntensityPoint] = []
-    with handle:
+    with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in (_TIME_COLUMN, header) if c not in (reader.fieldnames or [])]
         if missing:
             raise ConfigError(f"{path}: not an Electricity Maps export, missing column(s) {missing}")
+        problems: list[str] = []
         for row_no, row in enumerate(reader, start=2):
+            if len(problems) > _MAX_REPORTED:
+                break
             try:
                 start = _parse_time(row[_TIME_COLUMN])
                 value = float(row[header])
-            except (TypeError, ValueError):
-                raise ConfigError(f"{path}:{row_no}: bad time or {key} intensity") from None
+            except (TypeError, ValueError, AttributeError):
+                problems.append(f"{path}:{row_no}: bad time or {key} intensity")
+                continue
             if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{path}:{row_no}: intensity {value} is not a finite value >= 0")
+                problems.append(f"{path}:{row_no}: intensity {value} is not a finite value >= 0")
+                continue
             if points and start <= points[-1].start:
-                raise ConfigError(f"{path}:{row_no}: time {start.isoformat()} is not after the previous row")
+                problems.append(f"{path}:{row_no}: time {start.isoformat()} is not after the previous row")
+                continue
             points.append(
                 IntensityPoint(
                     start=start,
@@ -68,6 +74,10 @@ def load_trace(path: str | Path, column: str = "direct", provider: str = "csv") 
                     estimated=(row.get("Data Estimated") or "").strip().lower() == "true",
                 )
             )
+    if problems:  # all of them (up to a screenful), one line each, so one edit fixes the file
+        if len(problems) > _MAX_REPORTED:
+            problems[_MAX_REPORTED:] = [f"{path}: more bad rows follow; fix these first"]
+        raise ConfigError("\n".join(problems))
     if not points:
         raise ConfigError(f"{path}: trace has no rows")
     # Rows are hourly starts; the last interval ends an hour after its start.

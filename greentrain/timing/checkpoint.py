@@ -72,8 +72,10 @@ class ModelCheckpoint:
                 rng = torch.load(self._rng_path(), weights_only=False)
                 torch.set_rng_state(rng["torch"])
                 random.setstate(rng["python"])
-        except (OSError, KeyError, RuntimeError) as e:
-            raise ConfigError(f"{self.path}: cannot restore checkpoint ({type(e).__name__}: {e})") from None
+        except Exception as e:  # truncated or garbage file: pickle, EOF, zip and torch errors alike, one line
+            first = next((line for line in str(e).splitlines() if line.strip()), "")[:200]
+            raise ConfigError(f"{self.path}: cannot restore checkpoint ({type(e).__name__}: {first}); "
+                              "move it aside to start afresh") from None
         return int(state["step"])
 
 

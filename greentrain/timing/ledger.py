@@ -8,6 +8,10 @@ run-now the job starts at its first start and never pauses, so a step that
 follows ``running_s`` seconds of earlier running would have run at
 ``first_start + running_s``; that time is never later than now, so the ledger
 has (or had) its intensity.
+
+Energy spent while no intensity is known at all (no signal configured, an
+unknown zone, a provider that never answered) is *unpriced*: its emissions
+are unknown, reported as None with the reason, never as 0 g.
 """
 
 from __future__ import annotations
@@ -26,15 +30,23 @@ _MAX_POINTS = 20_000
 
 @dataclass(frozen=True, slots=True)
 class LedgerEntry:
-    """Emissions of one step (or idle interval) and what run-now would have emitted."""
+    """Emissions of one step (or idle interval) and what run-now would have emitted.
+
+    ``emissions_g`` is None when no intensity was known for the interval (the
+    energy is then unpriced); the counters treat such an entry as adding 0 g.
+    """
 
     energy_j: float
-    emissions_g: float
+    emissions_g: float | None
     counterfactual_g: float
 
     @property
     def avoided_g(self) -> float:
-        return self.counterfactual_g - self.emissions_g
+        return self.counterfactual_g - (self.emissions_g or 0.0)
+
+    @property
+    def priced(self) -> bool:
+        return self.emissions_g is not None
 
 
 class CarbonLedger:
@@ -46,11 +58,26 @@ class CarbonLedger:
         self.energy_j = 0.0
         self.emissions_g = 0.0
         self.counterfactual_g = 0.0
+        self.unpriced_energy_j = 0.0
+        """Energy spent while no intensity was known: its emissions are unknown."""
 
     @property
     def avoided_g(self) -> float:
-        """Emissions avoided so far versus run-now at default settings, grams."""
+        """Emissions avoided so far versus run-now at default settings, grams (priced energy only)."""
         return self.counterfactual_g - self.emissions_g
+
+    @property
+    def emissions_known(self) -> bool:
+        """Whether every joule spent so far was priced."""
+        return self.unpriced_energy_j <= 0.0
+
+    def total_emissions_g(self) -> float | None:
+        """Emissions so far, or None when part of the energy could not be priced."""
+        return self.emissions_g if self.emissions_known else None
+
+    def total_avoided_g(self) -> float | None:
+        """Avoided emissions so far, or None when part of the energy could not be priced."""
+        return self.avoided_g if self.emissions_known else None
 
     def observe(self, point: IntensityPoint) -> None:
         """Remember ``point``; an actual value replaces a forecast of the same interval."""
@@ -84,6 +111,10 @@ class CarbonLedger:
         """
         energy_j = max(0.0, energy_j)
         actual = self.intensity_at(at)
+        if actual is None and energy_j > 0.0:  # nothing known to price it with: unknown, not 0 g
+            self.energy_j += energy_j
+            self.unpriced_energy_j += energy_j
+            return LedgerEntry(energy_j, None, 0.0)
         emissions_g = energy_j / J_PER_KWH * actual if actual is not None else 0.0
         counterfactual_g = 0.0
         if counterfactual_at is not None:

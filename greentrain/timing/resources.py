@@ -24,6 +24,10 @@ def build_signals(zone: str | None, provider: Any, clock: Clock) -> Any:
     """A SignalChain-like object (``latest()``, ``forecast(horizon_h=)``, ``status()``), or None for no signal."""
     if provider is None and zone is None:
         return None
+    if zone is not None and (provider is None or isinstance(provider, str)):
+        from greentrain.signals.zones import require_zone
+
+        require_zone(zone, provider, "zone")
     if provider is not None and not isinstance(provider, (str, CarbonIntensityProvider)):
         if not callable(getattr(provider, "latest", None)):
             raise ConfigError(f"provider: {type(provider).__name__} has no latest(); pass a spec or a SignalChain")

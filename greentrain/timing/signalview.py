@@ -41,6 +41,8 @@ class SignalView:
         self._latest_at: datetime | None = None
         self._forecast: tuple[IntensityPoint, ...] = ()
         self._forecast_at: datetime | None = None
+        self.failure: str | None = None
+        """Why the last read of the current intensity failed (None after a success)."""
         self.version = 0
         """Incremented whenever a fresh value arrives (rank 0 shares new points with the other ranks)."""
 
@@ -73,10 +75,12 @@ class SignalView:
         try:
             point = self.signals.latest()
         except Exception as e:  # SignalError or a provider bug: degrade, never raise into training
+            self.failure = f"{type(e).__name__}: {e}"
             self._on_note(f"carbon signal unavailable ({type(e).__name__}: {e}); using last value or running now")
             self._latest_at = now
             return self._latest
         self._latest, self._latest_at = point, now
+        self.failure = None
         self.version += 1
         if ledger is not None:
             ledger.observe(point)
@@ -119,6 +123,14 @@ class SignalView:
             return 0
         ledger.observe_many(points)
         return len(points)
+
+    def unknown_reason(self) -> str:
+        """Why no intensity is known: no signal configured, or the provider's last failure."""
+        if self.signals is None:
+            return "no carbon signal (no zone or provider given)"
+        if self.failure:
+            return f"carbon signal unavailable ({self.failure})"
+        return "no carbon intensity known for this time"
 
     def status(self) -> Any:
         """The wrapped chain's ``status()`` (None if it has none or fails)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from greentrain.errors import ConfigError
+from greentrain.userfile import load_json
 
 if TYPE_CHECKING:
     from greentrain.engine import Engine
@@ -39,6 +40,8 @@ class EngineState:
     energy_j: float = 0.0
     emissions_g: float = 0.0
     counterfactual_g: float = 0.0
+    unpriced_energy_j: float = 0.0
+    """Energy spent with no carbon intensity known (emissions unknown while > 0)."""
     tokens: int = 0
     resume_at: str | None = None
     finished: bool = False
@@ -67,9 +70,11 @@ def load_state(path: str | Path, job: str) -> EngineState | None:
     if not path.exists():
         return None
     try:
-        payload: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"state file {path}: unreadable ({e}); delete it to start the job afresh") from None
+        payload: dict[str, Any] = load_json(path, what="state file")
+    except ConfigError as e:
+        raise ConfigError(f"{e}; delete it to start the job afresh") from None
+    if not isinstance(payload, dict):
+        raise ConfigError(f"{path}: state file is not a JSON object; delete it to start the job afresh")
     if payload.pop("version", None) != _VERSION:
         raise ConfigError(f"state file {path}: unknown version; delete it to start the job afresh")
     try:
@@ -92,7 +97,8 @@ def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: 
         job=job, deadline=_iso(engine.deadline), first_start=_iso(engine.first_start),
         submitted_at=_iso(engine.submitted_at), steps_done=engine.steps_done, running_s=engine.running_s,
         step_time_s=engine.times.mean_s, energy_j=engine.ledger.energy_j, emissions_g=engine.ledger.emissions_g,
-        counterfactual_g=engine.ledger.counterfactual_g, tokens=stats.tokens_total, resume_at=_iso(resume_at),
+        counterfactual_g=engine.ledger.counterfactual_g, unpriced_energy_j=engine.ledger.unpriced_energy_j,
+        tokens=stats.tokens_total, resume_at=_iso(resume_at),
         finished=finished,
     )
 
@@ -105,5 +111,10 @@ def restore_into(engine: Engine, prior: EngineState) -> None:
     engine.ledger.energy_j = prior.energy_j
     engine.ledger.emissions_g = prior.emissions_g
     engine.ledger.counterfactual_g = prior.counterfactual_g
-    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=prior.energy_j,
+    engine.ledger.unpriced_energy_j = prior.unpriced_energy_j
+    priced_j = prior.energy_j - prior.unpriced_energy_j
+    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=priced_j,
                          emissions_g=prior.emissions_g, emissions_avoided_g=prior.counterfactual_g - prior.emissions_g)
+    if prior.unpriced_energy_j > 0:
+        engine.job_stats.add(energy_j=prior.unpriced_energy_j, emissions_g=None)
+        engine.job_stats.update(emissions_unknown_reason="no carbon intensity known for part of an earlier run")

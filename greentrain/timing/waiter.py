@@ -232,6 +232,7 @@ class Waiter:
         entry = engine.ledger.record(idle_j, started + (now - started) / 2, None)
         engine.job_stats.add(energy_j=entry.energy_j, emissions_g=entry.emissions_g,
                              emissions_avoided_g=entry.avoided_g)
+        engine._mark_unpriced(entry)
 
     def _announce(self, reason: str) -> None:
         engine = self.engine

@@ -123,7 +123,7 @@ def test_malformed_policy_file(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[policy\n", encoding="utf-8")
     code, _, err = run_cli(capsys, "--trace", str(trace), "--policy", str(bad), *BASE)
-    assert code == 2 and "malformed TOML" in err and str(bad) in err
+    assert code == 2 and "invalid TOML" in err and str(bad) in err
 
 
 def test_best_effort_deadline_warns_and_runs_now(tmp_path, capsys):

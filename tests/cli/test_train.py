@@ -74,13 +74,13 @@ def test_torchrun_launch_matches_single_process(job_toml: Path, tmp_path: Path, 
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--tp", "2"], "world size 1 does not divide by dp_replicate*tp*pp = 2"),
-    (["--nproc", "2", "--tp", "3"], "world size 2 does not divide"),
+    (["--tp", "2"], "--tp: dp_replicate=1 * tp=2 * pp=1 = 2 processes, but this job has 1"),
+    (["--nproc", "2", "--tp", "3"], "--tp: dp_replicate=1 * tp=3 * pp=1 = 3 processes, but this job has 2"),
     (["--set", "train.lr"], "is not section.key=value"),
     (["--set", "train.dtype=\"fp8\""], "train.dtype: 'fp8' is not one of"),
     (["--config", "nope"], "no such file or preset"),
     (["--deadline", "tomorrow"], "is not ISO-8601"),
-    (["--steps", "0"], "train.steps: must be >= 1"),
+    (["--steps", "0"], "greentrain: error: --steps: must be >= 1, got 0"),
     (["--config", "1b", "--device", "cuda"], "no CUDA device is visible"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str, capsys) -> None:

@@ -84,7 +84,7 @@ def test_policy_instance_passes_through():
         ("[policy]\nkind = \"run-now\"\n[settings]\ndeadline_policy = \"maybe\"\n", "settings.deadline_policy"),
         ("[policy]\nkind = \"carbon-aware\"\n[power]\nkind = \"energy-optimal\"\n", "power: 'carbon-aware'"),
         ("[policy]\nkind = \"threshold\"\n[power]\nkind = \"best-window\"\n", "power.kind: 'best-window' is not"),
-        ("[policy\nkind = 1\n", "malformed TOML"),
+        ("[policy\nkind = 1\n", "invalid TOML"),
     ],
 )
 def test_bad_files_name_file_key_and_reason(tmp_path, text, message):

@@ -1,0 +1,111 @@
+"""Load a training configuration from TOML (file or preset) and validate all of it at once.
+
+Every problem in a file is reported, one line each, naming the file and
+``section.key``, or the command-line flag a value came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from greentrain.errors import ConfigError
+from greentrain.runtime.checks import InvalidConfig
+from greentrain.runtime.config import _SECTIONS, JobConfig
+from greentrain.userfile import load_toml, parse_toml
+
+__all__ = ["config_from_dict", "list_presets", "load_config", "load_config_data"]
+
+
+def _check_type(value: Any, fld: dataclasses.Field) -> tuple[Any, str | None]:
+    """(the value, converted where TOML is looser than Python: 3 for 3.0), or (None, why it is the wrong type)."""
+    annotation = str(fld.type)
+    if isinstance(value, bool) and "bool" not in annotation:
+        return None, f"expected {annotation}, got a boolean"
+    if "float" in annotation and isinstance(value, int) and not isinstance(value, bool):
+        return float(value), None
+    expected = [t for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")) if name in annotation]
+    if value is None and "None" in annotation:
+        return value, None
+    if expected and not isinstance(value, tuple(expected)):
+        return None, f"expected {annotation}, got {type(value).__name__} {value!r}"
+    return value, None
+
+
+def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
+                     sources: dict[str, str] | None = None) -> JobConfig:
+    """Build and validate a JobConfig; every problem is reported, one line each.
+
+    A line names ``origin`` and ``section.key``, or, for a key in ``sources``
+    (``{"train.steps": "--steps"}``), the flag the value came from.
+    """
+    sources = sources or {}
+    problems: list[tuple[str, str]] = []
+
+    def add(key: str, why: str) -> None:
+        problems.append((key, why))
+
+    sections: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in _SECTIONS:
+            add("", f"unknown section [{name}]{_did_you_mean(name, _SECTIONS)}; valid: {', '.join(_SECTIONS)}")
+            continue
+        if not isinstance(value, dict):
+            add(name, f"must be a table [{name}]")
+            continue
+        cls = _SECTIONS[name]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, item in value.items():
+            if key not in fields:
+                add(f"{name}.{key}", f"unknown key{_did_you_mean(key, fields)}; valid: {', '.join(fields)}")
+                continue
+            converted, wrong = _check_type(item, fields[key])
+            if wrong:
+                add(f"{name}.{key}", wrong)
+            else:
+                kwargs[key] = converted
+        try:
+            sections[name] = cls(**kwargs)
+        except InvalidConfig as e:
+            problems.extend(e.problems)
+    if not problems:
+        try:
+            return JobConfig(**sections)
+        except InvalidConfig as e:
+            problems.extend(e.problems)
+    lines = [f"{sources[key]}: {why}" if key in sources else f"{origin}: {key}: {why}" if key else f"{origin}: {why}"
+             for key, why in problems]
+    raise ConfigError("\n".join(lines))
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def list_presets() -> list[str]:
+    """Names of the built-in presets."""
+    folder = resources.files("greentrain.runtime") / "presets"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_config(name_or_path: str | Path) -> JobConfig:
+    """Load a TOML file, or a built-in preset by name (``tiny``, ``125m``, ``1b``)."""
+    return config_from_dict(*load_config_data(name_or_path))
+
+
+def load_config_data(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
+    """The parsed (not yet validated) TOML of a file or preset, and the name to blame in errors."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return load_toml(path, what="config file"), str(path)
+    presets = list_presets()
+    if str(name_or_path) not in presets:
+        raise ConfigError(f"--config {name_or_path!r}: no such file or preset; presets: {', '.join(presets)}")
+    folder = resources.files("greentrain.runtime") / "presets"
+    text = (folder / f"{name_or_path}.toml").read_text("utf-8")
+    return parse_toml(text, f"preset {name_or_path}"), f"preset {name_or_path}"

@@ -1,0 +1,138 @@
+"""Checks of a training job against the machine and the outside world, before step 1.
+
+``config_from_dict`` checks each value on its own; this checks what needs the
+file system or other modules: the mesh against the number of processes, the
+data folder, that checkpoint and metrics folders are writable (a probe file is
+created and removed), and that the ``[greentrain]`` policy, provider, zone and
+deadline all resolve. Every problem is reported, one line each, naming the key
+through ``where`` (``config.toml: checkpoint.dir`` or the flag it came from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from greentrain.errors import ConfigError
+from greentrain.runtime.config import JobConfig
+
+__all__ = ["preflight"]
+
+_MESH_KEYS = ("dp_replicate", "dp_shard", "tp", "pp")
+
+
+def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, probe_folders: bool = True) -> None:
+    """Raise one ConfigError listing every problem; ``where(key)`` names the source of ``section.key``."""
+    lines: list[str] = []
+
+    def check(key: str, run: Callable[[], None]) -> None:
+        try:
+            run()
+        except ConfigError as e:
+            lines.extend(f"{where(key)}: {line}" for line in str(e).splitlines())
+
+    if cfg.train.device == "cuda":
+        check("train.device", _check_cuda)
+    if cfg.parallel.mesh == "manual":
+        check(_mesh_blame(cfg), lambda: _check_mesh(cfg, world_size))
+    check("data.source", lambda: _check_data(cfg.data.source))
+    if probe_folders:
+        from greentrain.userfile import check_writable_dir
+
+        if cfg.checkpoint.dir:
+            check("checkpoint.dir", lambda: _probe(check_writable_dir, cfg.checkpoint.dir))
+        if cfg.metrics.jsonl:
+            check("metrics.jsonl", lambda: _probe(check_writable_dir, str(Path(cfg.metrics.jsonl).parent)))
+    g = cfg.greentrain
+    if g.policy:
+        check("greentrain.policy", lambda: _check_policy(g.policy))
+    if g.provider:
+        check("greentrain.provider", lambda: _check_provider(g.provider))
+    if g.zone:
+        check("greentrain.zone", lambda: _check_zone(g.zone, g.provider))
+    if g.deadline:
+        check("greentrain.deadline", lambda: _check_deadline(g.deadline))
+    if lines:
+        raise ConfigError("\n".join(lines))
+
+
+def _check_cuda() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("'cuda' but no CUDA device is visible; use 'cpu' or 'auto'")
+
+
+def _mesh_blame(cfg: JobConfig) -> str:
+    """The mesh key to name: the first one set above 1 (tp = 2 on one process names tp)."""
+    for key in ("tp", "pp", "dp_replicate", "dp_shard"):
+        if getattr(cfg.parallel, key) > 1:
+            return f"parallel.{key}"
+    return "parallel.dp_shard"
+
+
+def _check_mesh(cfg: JobConfig, world_size: int) -> None:
+    p = cfg.parallel
+    sizes = {k: getattr(p, k) for k in _MESH_KEYS}
+    fixed = p.dp_replicate * p.tp * p.pp * (p.dp_shard if p.dp_shard != -1 else 1)
+    fits = world_size % fixed == 0 if p.dp_shard == -1 else world_size == fixed
+    if not fits:
+        layout = " * ".join(f"{k}={v}" for k, v in sizes.items() if v != -1)
+        raise ConfigError(f"{layout} = {fixed} processes, but this job has {world_size}; "
+                          f"launch with --nproc {fixed} (or torchrun) or lower the sizes")
+
+
+def _check_data(source: str) -> None:
+    if source == "stdlib":
+        return
+    path = Path(source)
+    if not path.is_dir():
+        raise ConfigError(f"{source!r} is not a folder; use 'stdlib' or a folder of text files")
+
+
+def _probe(check_writable_dir: Callable[..., Path], folder: str) -> None:
+    try:
+        check_writable_dir(folder, what="")
+    except ConfigError as e:  # "<what>: reason": the caller adds the key
+        raise ConfigError(str(e).removeprefix(": ")) from None
+
+
+def _check_policy(spec: str) -> None:
+    from greentrain.policies import load_policy
+
+    load_policy(spec)
+
+
+def _check_provider(spec: str) -> None:
+    from greentrain.signals.registry import provider_names
+
+    name, _, argument = spec.partition(":")
+    name = name.strip().lower()
+    if name not in provider_names():
+        raise ConfigError(f"unknown provider {name!r}; valid: {', '.join(provider_names())}, csv:PATH")
+    if name == "csv":
+        if not argument:
+            raise ConfigError("'csv' needs a path: csv:PATH (an Electricity Maps CSV export)")
+        from greentrain.signals.trace import load_trace
+
+        load_trace(argument)
+
+
+def _check_zone(zone: str, provider: str | None) -> None:
+    from greentrain.signals.zones import check_zone
+
+    reason = check_zone(zone, provider)
+    if reason is not None:
+        raise ConfigError(reason)
+
+
+def _check_deadline(text: str) -> None:
+    import click
+
+    from greentrain.cli.common import parse_deadline
+
+    try:  # a past deadline is the engine's call (a relaunch may resume past it under best-effort)
+        parse_deadline(text, datetime.now(UTC), param="")
+    except click.BadParameter as e:
+        raise ConfigError(e.message) from None
