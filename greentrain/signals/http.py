@@ -63,6 +63,11 @@ def retry_after_s(value: str | None, now_s: float | None = None) -> float | None
         return None
 
 
+def _one_line(text: str) -> str:
+    """``text`` with control characters (newlines included) turned into spaces: one log or error line."""
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
 class _Watchdog:
     """Shuts the sockets of one call down when its deadline passes, waking any blocked read."""
 
@@ -147,10 +152,10 @@ class JSONClient:
         try:
             yield
         except SignalError as e:
-            e.args = (self.redactor.redact(str(e), limit=400),)  # keeps the class and retry_after_s
+            e.args = (self._safe(str(e), 400),)  # keeps the class and retry_after_s
             raise
         except Exception as e:  # noqa: BLE001 - nothing but SignalError may leave a provider
-            detail = self.redactor.redact(str(e), limit=120)
+            detail = self._safe(str(e), 120)
             raise SignalError(f"{self.provider} {what}: malformed answer ({type(e).__name__}: {detail})") from None
         finally:
             if outer is None:
@@ -235,7 +240,7 @@ class JSONClient:
         return ""
 
     def _safe(self, text: str, limit: int) -> str:
-        return self.redactor.redact(text, limit=limit)
+        return _one_line(self.redactor.redact(text, limit=limit))
 
     def close(self) -> None:
         """Close the connection pool."""
