@@ -16,6 +16,7 @@ replayed run stays deterministic.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,6 +50,8 @@ class SignalView:
         self.stale = False
         """True while the value in use is not a fresh answer (a fetch overran its budget, or failed)."""
         self._backfill_ledger: Any = None
+        self._budget_at: datetime | None = None
+        self._budget_left_s = fetch_budget_s
         self.horizon_h = horizon_h
         self.latest_refresh_s = latest_refresh_s
         self.forecast_refresh_s = forecast_refresh_s
@@ -88,7 +91,7 @@ class SignalView:
         self._collect_backfill()
         if self._fresh(self._latest_at, now, self.latest_refresh_s) and self._covers(self._latest, now):
             return self._latest
-        outcome = self._fetch("latest", self.signals.latest)
+        outcome = self._fetch("latest", self.signals.latest, now)
         if outcome is PENDING:
             return self._fallback_latest(now, ledger)
         if outcome.error is not None:  # SignalError or a provider bug: degrade, never raise into training
@@ -112,7 +115,7 @@ class SignalView:
         if self._fresh(self._forecast_at, now, self.forecast_refresh_s):
             return tuple(p for p in self._forecast if p.end > now)
         hours = max(1, math.ceil(self.horizon_h))  # SignalChain takes whole hours
-        outcome = self._fetch("forecast", lambda: self.signals.forecast(horizon_h=hours))
+        outcome = self._fetch("forecast", lambda: self.signals.forecast(horizon_h=hours), now)
         if outcome is PENDING:  # keep planning on the forecast in hand; collected at a later step
             return tuple(p for p in self._forecast if p.end > now)
         if outcome.error is not None:
@@ -158,15 +161,21 @@ class SignalView:
             ledger, self._backfill_ledger = self._backfill_ledger, None
             self._apply_backfill(outcome, ledger)
 
-    def _fetch(self, key: str, call: Callable[[], Any]) -> Outcome:
-        """``call()`` directly for an offline source; else on the background thread within the budget."""
+    def _fetch(self, key: str, call: Callable[[], Any], now: datetime | None = None) -> Outcome:
+        """``call()`` directly for an offline source; else on the background thread within the budget.
+
+        Calls made at the same ``now`` (one step boundary: latest, then forecast) share one budget."""
         if self._background is None:
             try:
                 return Outcome(value=call())
             except Exception as e:  # noqa: BLE001 - handed back as an outcome
                 return Outcome(error=e)
+        if now is None or now != self._budget_at:
+            self._budget_at, self._budget_left_s = now, self.fetch_budget_s
         fresh = not self._background.busy(key)
-        outcome = self._background.poll(key, call, self.fetch_budget_s)
+        started = time.monotonic()
+        outcome = self._background.poll(key, call, self._budget_left_s)
+        self._budget_left_s = max(0.0, self._budget_left_s - (time.monotonic() - started))
         if outcome is PENDING and fresh:
             self._on_note(f"carbon {key} fetch still running after {self.fetch_budget_s:g} s; "
                           "training goes on with the last value or the fallback (signal stale)")
