@@ -187,16 +187,35 @@ def _daemon(tmp: Path, **config):
     return server, gpus
 
 
+def _flood(server, idle: int) -> dict:
+    """``idle`` connections that say nothing: threads before/after, connections open, refused."""
+    threads_before = threading.active_count()
+    flood = []
+    for _ in range(idle):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(str(server.config.socket))
+        flood.append(s)
+    deadline = time.monotonic() + 30
+    while server.loop.served + sum(server.loop.refused.values()) < idle and time.monotonic() < deadline:
+        time.sleep(0.05)
+    result = {"connections": idle, "threads_before": threads_before, "threads_after": threading.active_count(),
+              "open": server.loop.open_connections, "refused": dict(server.loop.refused),
+              "cap_total": server.config.max_connections, "cap_per_uid": server.config.max_connections_per_uid}
+    for s in flood:
+        s.close()
+    return result
+
+
 def daemon(fuzz: int, idle: int) -> dict:
     from greentrain.daemon.client import DaemonClient
-    from tests.daemon.test_daemon_hostile import HOSTILE_LINES, _mutations
+    from tests.daemon.gt_hostile_lines import HOSTILE_LINES, mutations
 
     result: dict = {}
     with tempfile.TemporaryDirectory(prefix="gt-rel-") as name:
         tmp = Path(name)
         server, gpus = _daemon(tmp)
         seed = random.randrange(1 << 30)
-        lines = HOSTILE_LINES + _mutations(fuzz, seed=seed)
+        lines = HOSTILE_LINES + mutations(fuzz, seed=seed)
         errors = oks = 0
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
             raw.connect(str(server.config.socket))
@@ -229,25 +248,16 @@ def daemon(fuzz: int, idle: int) -> dict:
         result["simultaneous_256"] = {"rounds": 3, "served": sum(served), "attempted": len(served)}
         server.shutdown()
 
-        server, gpus = _daemon(tmp)
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 2 * idle + 1000)), hard))
-        threads_before = threading.active_count()
-        flood = []
-        for _ in range(idle):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(str(server.config.socket))
-            flood.append(s)
-        deadline = time.monotonic() + 30
-        while server.loop.served + sum(server.loop.refused.values()) < idle and time.monotonic() < deadline:
-            time.sleep(0.05)
-        result["idle_flood"] = {"connections": idle, "threads_before": threads_before,
-                                "threads_after": threading.active_count(), "open": server.loop.open_connections,
-                                "refused": dict(server.loop.refused),
-                                "cap_total": server.config.max_connections,
-                                "cap_per_uid": server.config.max_connections_per_uid}
-        for s in flood:
-            s.close()
+        for label, caps in (("idle_flood_default_caps", {}),
+                            ("idle_flood_caps_above_flood", {"max_connections": idle + 10,
+                                                             "max_connections_per_uid": idle + 10})):
+            server, gpus = _daemon(tmp, **caps)
+            result[label] = _flood(server, idle)
+            if label.endswith("above_flood"):
+                break
+            server.shutdown()
         client_code = ("import sys\nfrom greentrain.daemon.client import DaemonClient\n"
                        "from greentrain.errors import PrivilegeError\n"
                        "c = DaemonClient(sys.argv[1])\n"
@@ -264,13 +274,78 @@ def daemon(fuzz: int, idle: int) -> dict:
     return result
 
 
+def daemon_public(idle: int) -> dict:
+    """The same daemon checks through public API only, so they also run on the code before this change."""
+    from greentrain.daemon.client import DaemonClient
+    from tests.daemon.gt_hostile_lines import HOSTILE_LINES
+
+    result: dict = {}
+    with tempfile.TemporaryDirectory(prefix="gt-rel-") as name:
+        tmp = Path(name)
+        server, _ = _daemon(tmp)
+        deaths = 0
+        for line in HOSTILE_LINES:  # one connection each: does it still answer after the hostile line?
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+                raw.connect(str(server.config.socket))
+                raw.settimeout(5)
+                reader = raw.makefile("rb")
+                try:
+                    raw.sendall(line + b"\n")
+                    reader.readline()
+                    raw.sendall(b'{"op":"status"}\n')
+                    alive = b'"ok":true' in reader.readline()
+                except OSError:
+                    alive = False
+                deaths += not alive
+        result["hostile_lines"] = {"lines": len(HOSTILE_LINES), "connections_killed": deaths}
+        served = []
+
+        def one(barrier: threading.Barrier) -> None:
+            barrier.wait()
+            try:
+                with DaemonClient(server.config.socket, job="bench") as client:
+                    served.append(bool(client.status()["ok"]))
+            except Exception:  # noqa: BLE001 - counted as not served
+                served.append(False)
+
+        barrier = threading.Barrier(256)
+        threads = [threading.Thread(target=one, args=(barrier,)) for _ in range(256)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        result["simultaneous_256"] = {"served": sum(served), "attempted": len(served)}
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 2 * idle + 1000)), hard))
+        before = threading.active_count()
+        flood = []
+        connected = 0
+        for _ in range(idle):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)  # a full backlog answers EAGAIN at once instead of blocking the flood
+            try:
+                s.connect(str(server.config.socket))
+                connected += 1
+            except OSError:
+                s.close()
+                continue
+            flood.append(s)
+        time.sleep(3)  # let the daemon accept what it will
+        result["idle_flood"] = {"attempted": idle, "connected": connected,
+                                "daemon_threads_added": threading.active_count() - before}
+        for s in flood:
+            s.close()
+        server.shutdown()
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle", type=int, default=3000)
     parser.add_argument("--fuzz", type=int, default=2000)
     parser.add_argument("--calls", default="latest,forecast,history", help="Provider calls per hostile case.")
-    parser.add_argument("--only", default="apis,session,daemon,canary", help="Comma-separated parts to run.")
+    parser.add_argument("--only", default="apis,session,daemon,daemon_public,canary", help="Comma-separated parts to run.")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="Also run the API and session parts with greentrain imported from this source tree "
                              "(e.g. `git archive dbef387 | tar -x -C /tmp/gt-base`), side by side.")
@@ -284,13 +359,16 @@ def main() -> None:
         report["session_blocking"] = session_blocking()
     if "daemon" in parts:
         report["daemon"] = daemon(args.fuzz, args.idle)
+    if "daemon_public" in parts:
+        report["daemon_public"] = daemon_public(args.idle)
     if "canary" in parts:
         report["secret_canary"] = secret_canary()
     if args.baseline is not None:
         here = Path(__file__).resolve().parents[1]
         env = dict(os.environ, PYTHONPATH=f"{args.baseline.resolve()}:{here}")
         # One call per case: the old code spends the whole 20 s trickle on every drip call.
-        out = subprocess.run([sys.executable, __file__, "--rounds", "1", "--calls", "latest", "--only", "apis,session"],
+        out = subprocess.run([sys.executable, __file__, "--rounds", "1", "--calls", "latest", "--only", "apis,session,daemon_public",
+                              "--idle", str(args.idle)],
                              env=env, capture_output=True, text=True, cwd=args.baseline)
         report["baseline"] = json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr[-2000:]}
     print(json.dumps(report, indent=2))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from greentrain.daemon.visibility import GPUIdentity, cgroup_gpu_minors, cuda_vi
 from greentrain.errors import ConfigError, PrivilegeError
 from greentrain.policies.base import Decision
 from greentrain.testing import FileBackedGPU
+from tests.daemon.gt_hostile_lines import HOSTILE_LINES, VALID, mutations
 from tests.daemon.test_daemon_server import (  # noqa: F401 - sockdir is a fixture
     NOBODY,
     NOBODY_GROUP,
@@ -36,52 +36,9 @@ from tests.daemon.test_daemon_server import (  # noqa: F401 - sockdir is a fixtu
 
 pytestmark = pytest.mark.timeout(120)
 
-VALID = [
-    {"op": "hello", "job": "train"},
-    {"op": "status"},
-    {"op": "set_power_limit", "uuid": "GPU-x", "power_limit_w": 200},
-    {"op": "lock_sm_clocks", "uuid": "GPU-x", "min_mhz": 900, "max_mhz": 1200},
-    {"op": "reset", "knob": "power_limit_w"},
-]
-HOSTILE_LINES = [
-    b'{"op":["status"]}',
-    b'{"op":{"x":1}}',
-    b'{"op":1e999}',
-    b'{"op":"status","x":' + b"[" * 1500 + b"]" * 1500 + b"}",
-    b"[" * 3000,
-    b'{"op":"set_power_limit","uuid":"GPU-0","power_limit_w":' + b"9" * 400 + b"}",
-    b'{"op":"set_power_limit","uuid":"GPU-0","power_limit_w":-' + b"9" * 400 + b".5}",
-    b'{"op":"set_power_limit","uuid":"GPU-0","power_limit_w":Infinity}',
-    b'{"op":"set_power_limit","uuid":"GPU-0","power_limit_w":1e308}',
-    b'{"op":"lock_sm_clocks","uuid":"GPU-0","min_mhz":' + b"1" * 300 + b',"max_mhz":2}',
-    b'{"op":"hello","job":"evil\\ngreentrain-daemon WARNING forged line"}',
-    b'{"op":"hello","job":"bell\\u0007"}',
-    b'{"op":"set_power_limit","uuid":"GPU-0\\u0000","power_limit_w":200}',
-    b'{"op":"hello","job":"' + b"a" * 200 + b'"}',
-    b'{"op":"status"' + b"," * 50 + b"}",
-    b"\xff\xfe\xfd",
-    b"null",
-    b'"status"',
-]
-
-
-def _mutations(count: int, seed: int = 17) -> list[bytes]:
-    """Valid requests with one field replaced by a random hostile value (seeded: reproducible)."""
-    rng = random.Random(seed)
-    values = [None, True, [], {}, "", "\u202e", -1, 0, 10**30, 1.5, "x" * 129, [[[[[1]]]]], {"a": {"b": {"c": {}}}},
-              "GPU-0\r\n", float("1e300"), -0.0]
-    lines = []
-    for _ in range(count):
-        request = dict(rng.choice(VALID))
-        key = rng.choice(sorted(request) + ["extra"])
-        request[key] = rng.choice(values)
-        lines.append(json.dumps(request).encode())
-    return lines
-
-
 def test_malformed_requests_get_error_replies_and_no_thread_dies(tmp_path: Path, sockdir: Path, caplog) -> None:
     server, gpus = _serve(tmp_path, sockdir)
-    lines = HOSTILE_LINES + _mutations(400)
+    lines = HOSTILE_LINES + mutations(400)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
             raw.connect(str(server.config.socket))
