@@ -345,7 +345,8 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=3000)
     parser.add_argument("--fuzz", type=int, default=2000)
     parser.add_argument("--calls", default="latest,forecast,history", help="Provider calls per hostile case.")
-    parser.add_argument("--only", default="apis,session,daemon,daemon_public,canary", help="Comma-separated parts to run.")
+    parser.add_argument("--only", default="apis,session,daemon,daemon_public,canary",
+                        help="Comma-separated parts to run.")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="Also run the API and session parts with greentrain imported from this source tree "
                              "(e.g. `git archive dbef387 | tar -x -C /tmp/gt-base`), side by side.")
@@ -367,7 +368,8 @@ def main() -> None:
         here = Path(__file__).resolve().parents[1]
         env = dict(os.environ, PYTHONPATH=f"{args.baseline.resolve()}:{here}")
         # One call per case: the old code spends the whole 20 s trickle on every drip call.
-        out = subprocess.run([sys.executable, __file__, "--rounds", "1", "--calls", "latest", "--only", "apis,session,daemon_public",
+        out = subprocess.run([sys.executable, __file__, "--rounds", "1", "--calls", "latest",
+                              "--only", "apis,session,daemon_public",
                               "--idle", str(args.idle)],
                              env=env, capture_output=True, text=True, cwd=args.baseline)
         report["baseline"] = json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr[-2000:]}

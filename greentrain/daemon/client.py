@@ -158,7 +158,9 @@ class DaemonClient:
                 self._drop()
                 if not fresh:
                     raise _Retry(f"connection lost ({e})") from None
-                raise DaemonUnavailableError(f"greentrain daemon at {self.socket_path}: connection lost ({e})") from None
+                raise DaemonUnavailableError(
+                    f"greentrain daemon at {self.socket_path}: connection lost ({e})"
+                ) from None
         else:
             line = self._pending_line(raise_errors=True)
         if not line:

@@ -284,7 +284,9 @@ class DaemonServer:
         if state.owner not in (None, client.conn_id):
             holder = self._clients.get(state.owner)
             shown = holder is not None and self._may_see(client, holder)
-            who = f"pid {holder.cred.pid} ({holder.job or 'unnamed job'})" if shown else "another job"  # type: ignore[union-attr]
+            who = "another job"
+            if shown and holder is not None:
+                who = f"pid {holder.cred.pid} ({holder.job or 'unnamed job'})"
             raise RequestError(ErrorCode.BUSY, f"GPU {uuid} is held by {who}; two jobs must not share one GPU's knobs")
         return state
 

@@ -64,7 +64,9 @@ def cuda_visible(value: str | None, gpus: Sequence[GPUIdentity]) -> set[str] | N
     return chosen
 
 
-def cgroup_gpu_minors(pid: int, proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup")) -> set[int] | None:
+def cgroup_gpu_minors(
+    pid: int, proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup")
+) -> set[int] | None:
     """GPU indices the peer's cgroup v1 device list allows; None when it does not restrict (or is v2)."""
     try:
         lines = (proc / str(pid) / "cgroup").read_text().splitlines()

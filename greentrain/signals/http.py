@@ -192,7 +192,9 @@ class JSONClient:
             raise SignalError(f"{where}: {e}") from None
         except (httpx.HTTPError, httpx.StreamError, OSError) as e:
             if watchdog.fired or time.monotonic() >= deadline:
-                raise SignalError(f"{where}: timed out (no complete answer within the {self.timeout_s:g} s deadline)") from None
+                raise SignalError(
+                    f"{where}: timed out (no complete answer within the {self.timeout_s:g} s deadline)"
+                ) from None
             if isinstance(e, httpx.ConnectError):
                 raise SignalError(f"{where}: cannot connect ({self._safe(str(e), 120)})") from None
             raise SignalError(f"{where}: request failed ({type(e).__name__})") from None
