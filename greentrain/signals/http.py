@@ -183,7 +183,7 @@ class JSONClient:
             )
             response = self._client.send(request, auth=auth, stream=True)
             try:
-                return self._read(response, where)
+                return self._read(response, where, deadline)
             finally:
                 response.close()
         except SignalError:
@@ -201,20 +201,28 @@ class JSONClient:
         finally:
             watchdog.cancel()
 
-    def _read(self, response: httpx.Response, where: str) -> Any:
+    @staticmethod
+    def _chunks(response: httpx.Response, deadline: float) -> Iterator[bytes]:
+        """The raw body, stopping at the deadline even while bytes keep coming (or inflating)."""
+        for chunk in response.iter_raw(_CHUNK_BYTES):
+            if time.monotonic() >= deadline:
+                raise httpx.ReadTimeout("total deadline passed while reading the body")
+            yield chunk
+
+    def _read(self, response: httpx.Response, where: str, deadline: float) -> Any:
         status = response.status_code
         if not 200 <= status < 300:
-            self._raise_for_status(response, where)
+            self._raise_for_status(response, where, deadline)
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             raise SignalError(f"{where}: body of {declared} bytes is over the {self.max_body_bytes} byte limit")
-        body = read_capped(response.iter_raw(_CHUNK_BYTES), response.headers.get("Content-Encoding", ""),
+        body = read_capped(self._chunks(response, deadline), response.headers.get("Content-Encoding", ""),
                            self.max_body_bytes)
         return loads_bounded(body)
 
-    def _raise_for_status(self, response: httpx.Response, where: str) -> None:
+    def _raise_for_status(self, response: httpx.Response, where: str, deadline: float) -> None:
         status = response.status_code
-        detail = self._error_text(response)
+        detail = self._error_text(response, deadline)
         suffix = f": {detail}" if detail else ""
         if 300 <= status < 400:
             raise SignalError(f"{where}: HTTP {status} redirect; redirects are not followed (check api_base){suffix}")
@@ -225,10 +233,10 @@ class JSONClient:
             raise RateLimitedError(f"{where}: HTTP 429 rate limited{suffix}", retry_after_s=wait_s)
         raise SignalError(f"{where}: HTTP {status}{suffix}")
 
-    def _error_text(self, response: httpx.Response) -> str:
+    def _error_text(self, response: httpx.Response, deadline: float) -> str:
         """A short, redacted description from an error body's 'message'/'error'/'detail' field, if any."""
         try:
-            body = loads_bounded(read_capped(response.iter_raw(_CHUNK_BYTES),
+            body = loads_bounded(read_capped(self._chunks(response, deadline),
                                              response.headers.get("Content-Encoding", ""), ERROR_BODY_BYTES))
         except (BodyError, httpx.HTTPError, httpx.StreamError, OSError):
             return ""
