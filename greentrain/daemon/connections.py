@@ -72,6 +72,7 @@ class ConnectionLoop:
         self._conns: dict[int, Connection] = {}
         self._per_uid: Counter[int] = Counter()
         self._stop = threading.Event()
+        self._next_sweep_s = 0.0
         self.refused = Counter()
         """Connections refused, by reason ('total', 'per_uid', 'auth', 'idle', 'slow_reader', 'oversized')."""
         self.served = 0
@@ -220,7 +221,11 @@ class ConnectionLoop:
             pass
 
     def _sweep_idle(self) -> None:
-        cutoff = time.monotonic() - self.idle_timeout_s
+        now = time.monotonic()
+        if now < self._next_sweep_s:  # once a second is plenty for a timeout counted in minutes
+            return
+        self._next_sweep_s = now + min(1.0, self.idle_timeout_s / 4)
+        cutoff = now - self.idle_timeout_s
         for conn in list(self._conns.values()):
             if conn.last_active_s < cutoff and not self._holding(conn.client):
                 self.refused["idle"] += 1
