@@ -156,6 +156,8 @@ class ActuatorSet:
             self._routes[gpu.uuid] = _Route.UNPRIVILEGED
             self._refuse(action, gpu, error, PRIVILEGE_FIX)
             return False
+        from greentrain.daemon.client import DaemonUnavailableError
+
         self._routes[gpu.uuid] = _Route.DAEMON
         log.info("GPU %s: no privilege here, using greentrain daemon at %s", gpu.uuid, self.daemon_socket)
         try:
@@ -163,7 +165,10 @@ class ActuatorSet:
         except DeviceBusyError as e:  # another job holds this GPU at the daemon; it may let go later
             self._refuse(action, gpu, e)
             return False
-        except (PrivilegeError, ActuationError) as e:  # not allowed to connect, or no daemon: stop trying
+        except DaemonUnavailableError as e:  # busy or restarting daemon: keep the route, try at the next decision
+            self._refuse(action, gpu, e)
+            return False
+        except (PrivilegeError, ActuationError) as e:  # not allowed to connect: stop trying
             self._routes[gpu.uuid] = _Route.UNPRIVILEGED
             self._refuse(action, gpu, e, f"greentrain daemon at {self.daemon_socket} refused or is down; {PRIVILEGE_FIX}")
             return False

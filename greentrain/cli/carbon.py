@@ -34,7 +34,12 @@ def _point_dict(point: Any) -> dict[str, Any]:
     return point_to_dict(point)
 
 
-def _build(zone: str, provider: str | None, api_base: str | None, column: str) -> tuple[Any, Clock]:
+_HTTP_PROVIDERS = ("electricitymaps", "watttime", "ukgrid")
+
+
+def _build(
+    zone: str, provider: str | None, api_base: str | None, column: str, timeout_s: float = 10.0
+) -> tuple[Any, Clock]:
     """A provider (explicit spec) or the default chain for ``zone``, and the clock it runs on.
 
     A CSV trace runs on a clock frozen at the trace's "now" (this month/day/hour
@@ -50,13 +55,14 @@ def _build(zone: str, provider: str | None, api_base: str | None, column: str) -
         clock = FrozenClock(probe.trace_now())
         return make_provider(provider, clock=clock, column=column), clock
     if provider:
-        return make_provider(provider, clock=clock, api_base=api_base), clock
+        http = {"timeout_s": timeout_s} if provider.strip().lower() in _HTTP_PROVIDERS else {}
+        return make_provider(provider, clock=clock, api_base=api_base, **http), clock
     if api_base:
         raise click.BadParameter("--api-base needs --provider (which provider's base URL?)", param_hint="--api-base")
-    chain = [make_provider("electricitymaps", clock=clock)]
+    chain = [make_provider("electricitymaps", clock=clock, timeout_s=timeout_s)]
     chain = [p for p in chain if p.configured()]
     if zone.upper() == "GB" or zone.lower().startswith(("postcode:", "region:")):
-        chain.append(make_provider("ukgrid", clock=clock))
+        chain.append(make_provider("ukgrid", clock=clock, timeout_s=timeout_s))
     chain.append(make_provider("static", clock=clock))
     return SignalChain(chain, zone=zone, clock=clock), clock
 
@@ -107,6 +113,8 @@ def _common(func: Any) -> Any:
         click.option("--column", type=click.Choice(["direct", "lca"]), default="direct",
                      help="CSV traces: direct or lifecycle (LCA) intensity."),
         click.option("--json", "as_json", is_flag=True, help="Machine-readable output."),
+        click.option("--timeout", "timeout_s", type=click.FloatRange(0.1, 120.0), default=10.0, show_default=True,
+                     help="Total deadline of one provider call in seconds (connect, reads and retries)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -123,9 +131,9 @@ def carbon(verbose: bool) -> None:
 
 @carbon.command()
 @_common
-def now(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool) -> None:
+def now(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, timeout_s: float) -> None:
     """The current carbon intensity of ZONE."""
-    source, _clock = _build(zone, provider, api_base, column)
+    source, _clock = _build(zone, provider, api_base, column, timeout_s)
     try:
         point = source.latest() if _is_chain(source) else source.latest(zone)
         _emit([point], as_json, f"Carbon intensity now: {zone}", source.status() if _is_chain(source) else None)
@@ -136,11 +144,13 @@ def now(zone: str, provider: str | None, api_base: str | None, column: str, as_j
 @carbon.command()
 @_common
 @click.option("--hours", type=click.IntRange(1, 168), default=72, show_default=True, help="Forecast horizon.")
-def forecast(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, hours: int) -> None:
+def forecast(
+    zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, timeout_s: float, hours: int
+) -> None:
     """Forecast for ZONE (the provider's own, else greentrain's causal forecaster)."""
     from greentrain.signals import SignalChain
 
-    source, clock = _build(zone, provider, api_base, column)
+    source, clock = _build(zone, provider, api_base, column, timeout_s)
     chain = source if _is_chain(source) else SignalChain([source], zone=zone, clock=clock)
     try:
         points = chain.forecast(hours)
@@ -154,9 +164,11 @@ def forecast(zone: str, provider: str | None, api_base: str | None, column: str,
 @carbon.command()
 @_common
 @click.option("--hours", type=click.IntRange(1, 24 * 31), default=24, show_default=True, help="How far back.")
-def history(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, hours: int) -> None:
+def history(
+    zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, timeout_s: float, hours: int
+) -> None:
     """Actual carbon intensity of ZONE over the last --hours hours."""
-    source, clock = _build(zone, provider, api_base, column)
+    source, clock = _build(zone, provider, api_base, column, timeout_s)
     end = clock.now()
     start = end - timedelta(hours=hours)
     try:

@@ -64,8 +64,9 @@ def _print_status(socket: Path) -> None:
         table.add_column(column)
     for g in reply["gpus"]:
         clocks = "-" if not g["sm_clocks_mhz"] else "{}-{}".format(*g["sm_clocks_mhz"])
+        hidden = "(another user)" if g.get("held") and g["owner_pid"] is None else "-"  # details: admins only
         table.add_row(str(g["index"]), g["uuid"], str(g["requested_power_limit_w"] or "-"), clocks,
-                      str(g["owner_pid"] or "-"), g["owner_job"] or "-", str(g["journaled"]))
+                      str(g["owner_pid"] or hidden), g["owner_job"] or hidden, str(g["journaled"]))
     console = Console()
     console.print(table)
     node = reply.get("node_policy") or {}

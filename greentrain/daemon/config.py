@@ -6,6 +6,13 @@ Example (``/etc/greentrain/daemon.toml``)::
     socket = "/run/greentrain/daemon.sock"
     group = "greentrain"           # members may connect (socket mode 0660)
     state_dir = "/var/lib/greentrain"
+    admin_uids = [0]               # may see every job in `status` (others see their own)
+    max_connections = 1024         # in total ...
+    max_connections_per_uid = 256  # ... and per user
+    idle_timeout_s = 600           # close connections that hold nothing and say nothing
+
+    [gpu_access]                   # optional allow-list: user (name or uid) -> GPU indices/UUIDs
+    alice = ["0", "1"]             # on top of each job's CUDA_VISIBLE_DEVICES and device cgroup
 
     [limits]                       # every GPU
     min_power_limit_w = 150
@@ -90,6 +97,16 @@ class DaemonConfig:
     gpu_limits: dict[str, GPULimits] = field(default_factory=dict)
     """Per-GPU overrides by UUID or index string."""
     node_policy: NodePolicyConfig | None = None
+    admin_uids: tuple[int, ...] = (0,)
+    """Uids whose ``status`` shows every job's pid and name (others see only their own)."""
+    max_connections: int = 1024
+    """Connections served at once; more are refused with an error line."""
+    max_connections_per_uid: int = 256
+    """Connections one uid may hold at once."""
+    idle_timeout_s: float = 600.0
+    """A connection that holds no GPU setting and sends nothing this long is closed."""
+    gpu_access: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Allow-list: user name or uid (or '*') -> GPU indices/UUIDs it may change. Empty: no list."""
 
     def limits_for(self, uuid: str, index: int) -> GPULimits:
         """Limits of one GPU: its own table over the [limits] defaults."""
@@ -154,11 +171,13 @@ def _node_policy(raw: dict[str, Any], where: str) -> NodePolicyConfig:
 
 def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonConfig:
     """Validate a parsed TOML document; ConfigError naming the key."""
-    unknown = set(raw) - {"daemon", "limits", "gpu", "node_policy"}
+    unknown = set(raw) - {"daemon", "limits", "gpu", "node_policy", "gpu_access"}
     if unknown:
-        raise ConfigError(f"{where}: unknown table(s) {sorted(unknown)}; valid: daemon, limits, gpu, node_policy")
+        raise ConfigError(f"{where}: unknown table(s) {sorted(unknown)}; "
+                          "valid: daemon, limits, gpu, node_policy, gpu_access")
     daemon = _table(raw, "daemon", where)
-    bad = set(daemon) - {"socket", "group", "socket_mode", "allowed_uids", "state_dir"}
+    bad = set(daemon) - {"socket", "group", "socket_mode", "allowed_uids", "state_dir", "admin_uids",
+                         "max_connections", "max_connections_per_uid", "idle_timeout_s"}
     if bad:
         raise ConfigError(f"{where}: [daemon] unknown key(s) {sorted(bad)}")
     mode = daemon.get("socket_mode", "0660")
@@ -172,7 +191,26 @@ def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonCon
     if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in uids):
         raise ConfigError(f"{where}: daemon.allowed_uids must be a list of integers")
     gpus = _table(raw, "gpu", where)
+    admins = daemon.get("admin_uids", [0])
+    if not isinstance(admins, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in admins):
+        raise ConfigError(f"{where}: daemon.admin_uids must be a list of integers")
+    caps = {}
+    for key, default, low in (("max_connections", 1024, 1), ("max_connections_per_uid", 256, 1),
+                              ("idle_timeout_s", 600.0, 1)):
+        value = daemon.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= 1_000_000:
+            raise ConfigError(f"{where}: daemon.{key} must be a number in [{low}, 1000000], got {value!r}")
+        caps[key] = value if key == "idle_timeout_s" else int(value)
+    access = _table(raw, "gpu_access", where)
+    for user, allowed in access.items():
+        if not isinstance(allowed, list) or not all(isinstance(g, str) and g.isprintable() for g in allowed):
+            raise ConfigError(f"{where}: gpu_access.{user} must be a list of GPU indices or UUIDs as strings")
     return DaemonConfig(
+        admin_uids=tuple(admins),
+        gpu_access={str(user): tuple(allowed) for user, allowed in access.items()},
+        max_connections=caps["max_connections"],
+        max_connections_per_uid=caps["max_connections_per_uid"],
+        idle_timeout_s=float(caps["idle_timeout_s"]),
         socket=Path(daemon.get("socket", DEFAULT_SOCKET)),
         group=daemon.get("group"),
         socket_mode=socket_mode,

@@ -2,10 +2,13 @@
 
 Training processes connect to a Unix socket and ask for a power limit or a
 clock lock. The daemon checks who they are (socket permissions, SO_PEERCRED),
-enforces the configured per-GPU limits, gives each GPU to one connection at a
-time, journals every change (the same ``KnobController`` the jobs use) and
-restores a GPU as soon as its client resets, disconnects or dies — the
-kernel closes a dead process's socket, which ends its connection here.
+lets each job change only the GPUs its own process can see
+(``visibility.py``), enforces the configured per-GPU limits, gives each GPU to
+one connection at a time, journals every change (the same ``KnobController``
+the jobs use) and restores a GPU as soon as its client resets, disconnects or
+dies — the kernel closes a dead process's socket, which ends its connection
+here. Connections are served by one selector loop (``connections.py``) with
+caps and an idle timeout; ``status`` shows other users' jobs to admins only.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import itertools
 import logging
 import os
 import socket
-import socketserver
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,21 +26,11 @@ from greentrain import __version__
 from greentrain.actuators.controller import KnobController
 from greentrain.actuators.journal import Knob
 from greentrain.actuators.lock import DeviceBusyError
-from greentrain.daemon.auth import (
-    PeerCredentials,
-    authorize,
-    peer_credentials,
-    prepare_socket_file,
-)
+from greentrain.daemon.auth import PeerCredentials, authorize, prepare_socket_file
 from greentrain.daemon.config import DaemonConfig, GPULimits
-from greentrain.daemon.protocol import (
-    MAX_LINE_BYTES,
-    ErrorCode,
-    ProtocolError,
-    encode,
-    error_reply,
-    parse_request,
-)
+from greentrain.daemon.connections import LISTEN_BACKLOG, ConnectionLoop
+from greentrain.daemon.protocol import ErrorCode, ProtocolError, error_reply, parse_request
+from greentrain.daemon.visibility import GPUIdentity, visible_gpus
 from greentrain.device.base import GPU
 from greentrain.errors import (
     ConfigError,
@@ -66,6 +58,9 @@ class _Client:
     cred: PeerCredentials
     job: str = ""
     sock: socket.socket | None = None
+    visible: set[str] | None = None
+    """UUIDs this client's process may change (read at its first GPU request)."""
+    visible_reason: str = ""
 
 
 @dataclass(slots=True)
@@ -103,7 +98,8 @@ class DaemonServer:
         self._clients: dict[int, _Client] = {}
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
-        self._server: socketserver.ThreadingUnixStreamServer | None = None
+        self._loop: ConnectionLoop | None = None
+        self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
         self.cap_w: float | None = None
@@ -120,12 +116,24 @@ class DaemonServer:
                     log.warning("GPU %s: restored %d setting(s) left by an earlier run", state.gpu.uuid, restored)
             except GreentrainError as e:
                 log.error("GPU %s: %s", state.gpu.uuid, e)
-        self._server = self._bind()
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="greentrain-daemon", daemon=True)
+        self._listener = self._bind()
+        config = self.config
+        self._loop = ConnectionLoop(
+            self._listener, admit=self._admit, on_line=self.handle, on_close=self.disconnect, holding=self._holding,
+            max_connections=config.max_connections, max_per_uid=config.max_connections_per_uid,
+            idle_timeout_s=config.idle_timeout_s,
+        )
+        self._thread = threading.Thread(target=self._loop.serve_forever, args=(0.1,), name="greentrain-daemon",
+                                        daemon=True)
         self._thread.start()
         log.info("greentrain daemon serving %d GPU(s) on %s", len(self._gpus), self.config.socket)
 
-    def _bind(self) -> socketserver.ThreadingUnixStreamServer:
+    @property
+    def loop(self) -> ConnectionLoop | None:
+        """The connection loop (counters of served and refused connections)."""
+        return self._loop
+
+    def _bind(self) -> socket.socket:
         path = self.config.socket
         try:
             path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -140,32 +148,33 @@ class DaemonServer:
                 path.unlink(missing_ok=True)  # stale socket of a dead daemon
             finally:
                 probe.close()
-        handler = _make_handler(self)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # no window in which the socket is open to others
         try:
-            server = socketserver.ThreadingUnixStreamServer(str(path), handler)
+            listener.bind(str(path))
+            listener.listen(LISTEN_BACKLOG)
         except OSError as e:
+            listener.close()
             raise ConfigError(f"daemon.socket {path}: cannot bind ({e.strerror})") from None
         finally:
             os.umask(old_umask)
-        server.daemon_threads = True
         prepare_socket_file(self.config)
-        return server
+        return listener
 
     def shutdown(self) -> None:
         """Stop serving, drop all clients, restore every GPU, remove the socket."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
         with self._lock:
             self._closed, self.cap_w = True, None  # late disconnects and policy ticks change nothing now
-            for client in list(self._clients.values()):
-                if client.sock is not None:
-                    try:
-                        client.sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+        if self._loop is not None:
+            self._loop.shutdown_clients()
+            self._loop.stop()
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            self._loop = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        with self._lock:
             for state in self._gpus.values():
                 for message in state.controller.restore():
                     log.error("%s", message)
@@ -174,6 +183,24 @@ class DaemonServer:
         self.config.socket.unlink(missing_ok=True)
 
     # -- connections -----------------------------------------------------------------
+    def _admit(self, cred: PeerCredentials, sock: socket.socket) -> tuple[_Client | None, str | None]:
+        reason = authorize(cred, self.config)
+        if reason is not None:
+            log.warning("refused connection from pid %d uid %d: %s", cred.pid, cred.uid, reason)
+            return None, reason
+        return self.connect(cred, sock), None
+
+    def _holding(self, client: _Client | None) -> bool:
+        """Whether ``client`` holds a GPU setting (such connections are never closed as idle)."""
+        if client is None:
+            return False
+        with self._lock:
+            return any(s.owner == client.conn_id for s in self._gpus.values())
+
+    def is_admin(self, client: _Client) -> bool:
+        """Admins (``daemon.admin_uids``) see every job in ``status``."""
+        return client.cred.uid in self.config.admin_uids
+
     def connect(self, cred: PeerCredentials, sock: socket.socket | None = None) -> _Client:
         with self._lock:
             client = _Client(next(self._ids), cred, sock=sock)
@@ -207,6 +234,9 @@ class DaemonServer:
             return error_reply(e.code, str(e))
         except (GreentrainError, OSError) as e:
             return error_reply(_translate(e).code, str(e))
+        except Exception as e:  # noqa: BLE001 - a bug answers one request with an error, never kills a thread
+            log.error("request %s failed: %s", request.op, type(e).__name__)
+            return error_reply(ErrorCode.DEVICE_ERROR, f"internal error ({type(e).__name__})")
 
     # -- operations -----------------------------------------------------------------------
     def _op_hello(self, client: _Client, job: str) -> dict[str, Any]:
@@ -217,21 +247,46 @@ class DaemonServer:
         gpus = []
         for state in self._gpus.values():
             owner = self._clients.get(state.owner) if state.owner else None
+            shown = owner is not None and self._may_see(client, owner)
             gpus.append({
                 "uuid": state.gpu.uuid, "index": state.gpu.index,
                 "requested_power_limit_w": state.requested_w, "sm_clocks_mhz": state.clocks_mhz,
-                "owner_pid": owner.cred.pid if owner else None, "owner_job": owner.job if owner else None,
+                "held": owner is not None,
+                "owner_pid": owner.cred.pid if shown else None,  # type: ignore[union-attr]
+                "owner_job": owner.job if shown else None,  # type: ignore[union-attr]
                 "journaled": state.controller.pending(),
             })
-        return {"ok": True, "gpus": gpus, "cap_w": self.cap_w, "node_policy": dict(self.node_status)}
+        return {"ok": True, "gpus": gpus, "cap_w": self.cap_w, "node_policy": dict(self.node_status),
+                "admin": self.is_admin(client)}
+
+    def _may_see(self, client: _Client, owner: _Client) -> bool:
+        """Another job's pid and name are shown to admins and to the same user only."""
+        return self.is_admin(client) or owner.cred.uid == client.cred.uid
+
+    def _check_visible(self, client: _Client, state: _GPUState) -> None:
+        """Refuse a GPU the client's own process was not given (CUDA_VISIBLE_DEVICES, cgroup, allow-list)."""
+        if client.visible is None:
+            identities = [GPUIdentity(s.gpu.uuid, s.gpu.index) for s in self._gpus.values()]
+            client.visible, client.visible_reason = visible_gpus(
+                client.cred.pid, client.cred.uid, identities, self.config.gpu_access)
+        if state.gpu.uuid not in client.visible:
+            raise RequestError(
+                ErrorCode.FORBIDDEN,
+                f"GPU {state.gpu.uuid} (index {state.gpu.index}) is not one of this job's GPUs "
+                f"({client.visible_reason})",
+            )
 
     def _state_for(self, client: _Client, uuid: str) -> _GPUState:
         state = self._gpus.get(uuid)
         if state is None:
             raise RequestError(ErrorCode.NOT_FOUND, f"no GPU {uuid!r} managed by this daemon")
+        self._check_visible(client, state)
         if state.owner not in (None, client.conn_id):
             holder = self._clients.get(state.owner)
-            who = f"pid {holder.cred.pid} ({holder.job or 'unnamed job'})" if holder else "another client"
+            shown = holder is not None and self._may_see(client, holder)
+            who = "another job"
+            if shown and holder is not None:
+                who = f"pid {holder.cred.pid} ({holder.job or 'unnamed job'})"
             raise RequestError(ErrorCode.BUSY, f"GPU {uuid} is held by {who}; two jobs must not share one GPU's knobs")
         return state
 
@@ -323,41 +378,3 @@ class DaemonServer:
             return [f"GPU {state.gpu.uuid}: node cap not applied: {e}"]
         return []
 
-
-def _make_handler(daemon: DaemonServer) -> type[socketserver.StreamRequestHandler]:
-    class Handler(socketserver.StreamRequestHandler):
-        def handle(self) -> None:
-            try:
-                cred = peer_credentials(self.request)
-            except OSError:
-                return
-            reason = authorize(cred, daemon.config)
-            if reason is not None:
-                log.warning("refused connection from pid %d uid %d: %s", cred.pid, cred.uid, reason)
-                self.wfile.write(encode(error_reply(ErrorCode.FORBIDDEN, reason)))
-                return
-            client = daemon.connect(cred, self.request)
-            try:
-                self._serve(client)
-            finally:
-                daemon.disconnect(client)
-
-        def _serve(self, client: _Client) -> None:
-            while True:
-                try:
-                    line = self.rfile.readline(MAX_LINE_BYTES + 1)
-                except OSError:
-                    return
-                if not line:
-                    return  # EOF: the client closed or died
-                if len(line) > MAX_LINE_BYTES:
-                    self.wfile.write(encode(error_reply(ErrorCode.BAD_REQUEST, f"request longer than {MAX_LINE_BYTES} bytes")))
-                    return
-                if not line.strip():
-                    continue
-                try:
-                    self.wfile.write(encode(daemon.handle(client, line)))
-                except OSError:
-                    return
-
-    return Handler

@@ -69,6 +69,8 @@ class CarbonIntensityProvider(ABC):
 
     name: ClassVar[str]
     """Registry name, e.g. 'electricitymaps', 'csv'."""
+    uses_network: ClassVar[bool] = True
+    """Whether answers may wait on the network (then the engine reads it off the training thread)."""
 
     @abstractmethod
     def latest(self, zone: str) -> IntensityPoint:

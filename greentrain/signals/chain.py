@@ -78,6 +78,23 @@ class SignalChain:
         self._last_forecast: list[IntensityPoint] = []
 
     @property
+    def uses_network(self) -> bool:
+        """Whether any provider may wait on the network (the engine then reads this chain off-thread)."""
+        return any(getattr(p, "uses_network", True) for p in self._providers)
+
+    def offline_latest(self) -> IntensityPoint | None:
+        """The first answer of a provider without network I/O (static, CSV), or None; takes no lock,
+        so it answers while a network fetch holds the chain."""
+        for provider in self._providers:
+            if getattr(provider, "uses_network", True):
+                continue
+            try:
+                return provider.latest(self.zone)
+            except Exception:  # noqa: BLE001 - a fallback that fails is no fallback
+                continue
+        return None
+
+    @property
     def providers(self) -> list[CarbonIntensityProvider]:
         """The wrapped providers, in order."""
         return list(self._providers)
@@ -161,21 +178,23 @@ class SignalChain:
             return []
 
     def status(self) -> ProviderStatus:
-        """Provider in use, age of its value (s), whether stale, and the last error (no secrets)."""
-        with self._lock:
-            if self._last_good is None:
-                return ProviderStatus(provider="none", zone=self.zone, age_s=float("inf"), stale=True,
-                                      last_error=self._last_error)
-            point, fetched_at = self._last_good
-            now = self._clock.now()
-            age_s = max(0.0, (now - fetched_at).total_seconds(), (now - point.end).total_seconds())
-            return ProviderStatus(
-                provider=point.provider,
-                zone=self.zone,
-                age_s=age_s,
-                stale=self._serving_last_good or age_s > self._stale_after_s,
-                last_error=self._last_error,
-            )
+        """Provider in use, age of its value (s), whether stale, and the last error (no secrets).
+
+        Reads attributes without the chain's lock, so a scrape never waits behind a slow fetch."""
+        last_good, last_error = self._last_good, self._last_error
+        if last_good is None:
+            return ProviderStatus(provider="none", zone=self.zone, age_s=float("inf"), stale=True,
+                                  last_error=last_error)
+        point, fetched_at = last_good
+        now = self._clock.now()
+        age_s = max(0.0, (now - fetched_at).total_seconds(), (now - point.end).total_seconds())
+        return ProviderStatus(
+            provider=point.provider,
+            zone=self.zone,
+            age_s=age_s,
+            stale=self._serving_last_good or age_s > self._stale_after_s,
+            last_error=last_error,
+        )
 
     def close(self) -> None:
         """Close every provider's connections."""

@@ -48,6 +48,7 @@ class CSVTraceProvider(CarbonIntensityProvider):
     """An hourly Electricity Maps data-portal CSV (direct or LCA column) replayed against a clock."""
 
     name: ClassVar[str] = "csv"
+    uses_network: ClassVar[bool] = False
 
     def __init__(
         self,

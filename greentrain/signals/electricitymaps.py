@@ -98,8 +98,7 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
         self._location = None if lat is None else {"lat": float(lat), "lon": float(lon)}  # type: ignore[arg-type]
         self._clock = clock or SystemClock()
         self._http = JSONClient(self.name, api_base or DEFAULT_API_BASE, timeout_s=timeout_s, transport=transport)
-        if self._token:
-            self._http.secrets.append(self._token)
+        self._http.redactor.add(self._token)
 
     def configured(self) -> bool:
         return bool(self._token)
@@ -117,26 +116,29 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
         return None if self._location else zone
 
     def latest(self, zone: str) -> IntensityPoint:
-        body = self._get("carbon-intensity/latest", zone)
-        return parse_point(body, self._zone_check(zone), "electricitymaps latest", Kind.ACTUAL, self._factor)
+        with self._http.call("latest"):
+            body = self._get("carbon-intensity/latest", zone)
+            return parse_point(body, self._zone_check(zone), "electricitymaps latest", Kind.ACTUAL, self._factor)
 
     def forecast(self, zone: str, horizon_h: float = 72.0) -> list[IntensityPoint]:
-        body = self._get("carbon-intensity/forecast", zone)
-        points = parse_series(body, self._zone_check(zone), "forecast", Kind.FORECAST, self._factor)
-        now = self._clock.now()
-        limit = now + timedelta(hours=horizon_h)
-        return [p for p in points if p.end > now and p.start < limit]
+        with self._http.call("forecast"):
+            body = self._get("carbon-intensity/forecast", zone)
+            points = parse_series(body, self._zone_check(zone), "forecast", Kind.FORECAST, self._factor)
+            now = self._clock.now()
+            limit = now + timedelta(hours=horizon_h)
+            return [p for p in points if p.end > now and p.start < limit]
 
     def history(self, zone: str, start: datetime, end: datetime) -> list[IntensityPoint]:
         start, end = ensure_aware_utc(start, "start"), ensure_aware_utc(end, "end")
         if start >= end:
             return []
-        if start >= self._clock.now() - timedelta(hours=24):
-            body = self._get("carbon-intensity/history", zone)
-            points = parse_series(body, self._zone_check(zone), "history", Kind.ACTUAL, self._factor)
-        else:
-            points = self._past_range(zone, start, end)
-        return [p for p in points if p.end > start and p.start < end]
+        with self._http.call("history"):
+            if start >= self._clock.now() - timedelta(hours=24):
+                body = self._get("carbon-intensity/history", zone)
+                points = parse_series(body, self._zone_check(zone), "history", Kind.ACTUAL, self._factor)
+            else:
+                points = self._past_range(zone, start, end)
+            return [p for p in points if p.end > start and p.start < end]
 
     def _past_range(self, zone: str, start: datetime, end: datetime) -> list[IntensityPoint]:
         points: list[IntensityPoint] = []

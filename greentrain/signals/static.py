@@ -88,6 +88,7 @@ class StaticProvider(CarbonIntensityProvider):
     """A constant annual average per zone, labelled ``static``; never fails for a known zone."""
 
     name: ClassVar[str] = "static"
+    uses_network: ClassVar[bool] = False
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()

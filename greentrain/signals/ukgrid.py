@@ -99,21 +99,23 @@ class UKGridProvider(CarbonIntensityProvider):
 
     def latest(self, zone: str) -> IntensityPoint:
         now_path, _ = zone_paths(zone)
-        points = parse_periods(self._http.get(now_path), zone, "ukgrid latest")
-        if not points:
-            raise SignalError(f"ukgrid latest: no half-hour returned for {zone!r}")
-        now = self._clock.now()
-        current = [p for p in points if p.start <= now]
-        return current[-1] if current else points[0]
+        with self._http.call("latest"):
+            points = parse_periods(self._http.get(now_path), zone, "ukgrid latest")
+            if not points:
+                raise SignalError(f"ukgrid latest: no half-hour returned for {zone!r}")
+            now = self._clock.now()
+            current = [p for p in points if p.start <= now]
+            return current[-1] if current else points[0]
 
     def forecast(self, zone: str, horizon_h: float = 72.0) -> list[IntensityPoint]:
         _, suffix = zone_paths(zone)
         now = self._clock.now()
         prefix = "intensity" if not suffix else "regional/intensity"
-        body = self._http.get(f"{prefix}/{_stamp(now)}/fw48h{suffix}")
-        points = parse_periods(body, zone, "ukgrid forecast")
-        limit = now + timedelta(hours=horizon_h)
-        return [p for p in points if p.end > now and p.start < limit]
+        with self._http.call("forecast"):
+            body = self._http.get(f"{prefix}/{_stamp(now)}/fw48h{suffix}")
+            points = parse_periods(body, zone, "ukgrid forecast")
+            limit = now + timedelta(hours=horizon_h)
+            return [p for p in points if p.end > now and p.start < limit]
 
     def history(self, zone: str, start: datetime, end: datetime) -> list[IntensityPoint]:
         _, suffix = zone_paths(zone)
@@ -121,13 +123,14 @@ class UKGridProvider(CarbonIntensityProvider):
         prefix = "intensity" if not suffix else "regional/intensity"
         points: list[IntensityPoint] = []
         chunk_start = start
-        while chunk_start < end:
-            chunk_end = min(end, chunk_start + _MAX_RANGE)
-            body = self._http.get(f"{prefix}/{_stamp(chunk_start)}/{_stamp(chunk_end)}{suffix}")
-            chunk = parse_periods(body, zone, "ukgrid history")
-            points.extend(p for p in chunk if not points or p.start > points[-1].start)
-            chunk_start = chunk_end
-        return [p for p in points if p.end > start and p.start < end]
+        with self._http.call("history"):
+            while chunk_start < end:
+                chunk_end = min(end, chunk_start + _MAX_RANGE)
+                body = self._http.get(f"{prefix}/{_stamp(chunk_start)}/{_stamp(chunk_end)}{suffix}")
+                chunk = parse_periods(body, zone, "ukgrid history")
+                points.extend(p for p in chunk if not points or p.start > points[-1].start)
+                chunk_start = chunk_end
+            return [p for p in points if p.end > start and p.start < end]
 
     def close(self) -> None:
         self._http.close()

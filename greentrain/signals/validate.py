@@ -18,6 +18,8 @@ from greentrain.signals.base import IntensityPoint
 
 __all__ = ["MAX_G_PER_KWH", "field", "intensity", "timestamp", "in_order", "same_zone", "as_mapping", "as_list"]
 
+MIN_YEAR, MAX_YEAR = 1970, 2200
+"""Plausible years of a carbon reading or forecast; others are faults (and overflow datetime arithmetic)."""
 MAX_G_PER_KWH = 5000.0
 """No real grid exceeds this (pure lignite is ~1,100 g/kWh); larger values are faults."""
 
@@ -50,7 +52,10 @@ def intensity(value: Any, where: str, scale: float = 1.0) -> float:
         raise SignalError(f"{where}: no value (null) for this zone and time")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SignalError(f"{where}: not a number ({type(value).__name__})")
-    converted = float(value) * scale
+    try:
+        converted = float(value) * scale
+    except OverflowError:
+        raise SignalError(f"{where}: number too large") from None
     if not math.isfinite(converted):
         raise SignalError(f"{where}: not a finite number")
     if converted < 0 or converted > MAX_G_PER_KWH:
@@ -62,12 +67,17 @@ def timestamp(value: Any, where: str) -> datetime:
     """An ISO-8601 time with a zone ('Z' or offset) as aware UTC."""
     if not isinstance(value, str):
         raise SignalError(f"{where}: expected an ISO-8601 time string, got {type(value).__name__}")
+    if len(value) > 64:
+        raise SignalError(f"{where}: time string of {len(value)} characters is not an ISO-8601 time")
     try:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
         raise SignalError(f"{where}: {value[:40]!r} is not an ISO-8601 time") from None
     if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise SignalError(f"{where}: {value[:40]!r} has no timezone")
+    # Years 0001 and 9999 overflow as soon as an interval is added; no grid reading is from outside this.
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise SignalError(f"{where}: year {parsed.year} is outside {MIN_YEAR}..{MAX_YEAR}")
     return parsed.astimezone(UTC)
 
 

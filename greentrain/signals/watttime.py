@@ -139,7 +139,7 @@ class WattTimeProvider(CarbonIntensityProvider):
         self._signal_type = signal_type
         self._clock = clock or SystemClock()
         self._http = JSONClient(self.name, api_base or DEFAULT_API_BASE, timeout_s=timeout_s, transport=transport)
-        self._http.secrets.extend(s for s in (self._password,) if s)
+        self._http.redactor.add(self._password, partners=[self._user or ""])
         self._token: str | None = None
         self._token_expires: datetime | None = None
         self._lock = threading.Lock()
@@ -157,7 +157,7 @@ class WattTimeProvider(CarbonIntensityProvider):
         if not isinstance(token, str) or not token:
             raise SignalError("watttime login: no token in the answer")
         self._token, self._token_expires = token, self._clock.now() + _TOKEN_LIFETIME
-        self._http.secrets.append(token)
+        self._http.redactor.add(token)
         self.logins += 1
         return token
 
@@ -177,16 +177,18 @@ class WattTimeProvider(CarbonIntensityProvider):
 
     def latest(self, zone: str) -> IntensityPoint:
         now = self._clock.now()
-        points = self.history(zone, now - timedelta(hours=1), now)
-        if not points:
-            raise SignalError(f"{self.name} historical: no data for {zone!r} in the last hour")
-        return points[-1]
+        with self._http.call("latest"):
+            points = self.history(zone, now - timedelta(hours=1), now)
+            if not points:
+                raise SignalError(f"{self.name} historical: no data for {zone!r} in the last hour")
+            return points[-1]
 
     def forecast(self, zone: str, horizon_h: float = 72.0) -> list[IntensityPoint]:
         params = {"region": zone, "signal_type": self._signal_type, "horizon_hours": int(min(max(horizon_h, 0), 72))}
-        points = parse_data(self._get("v3/forecast", params), zone, Kind.FORECAST, "watttime forecast")
-        limit = self._clock.now() + timedelta(hours=horizon_h)
-        return [p for p in points if p.start < limit]
+        with self._http.call("forecast"):
+            points = parse_data(self._get("v3/forecast", params), zone, Kind.FORECAST, "watttime forecast")
+            limit = self._clock.now() + timedelta(hours=horizon_h)
+            return [p for p in points if p.start < limit]
 
     def history(self, zone: str, start: datetime, end: datetime) -> list[IntensityPoint]:
         start, end = ensure_aware_utc(start, "start"), ensure_aware_utc(end, "end")
@@ -197,13 +199,15 @@ class WattTimeProvider(CarbonIntensityProvider):
             "end": end.isoformat(),
             "include_imputed_marker": "true",
         }
-        points = parse_data(self._get("v3/historical", params), zone, Kind.ACTUAL, "watttime historical")
-        return [p for p in points if p.end > start and p.start < end]
+        with self._http.call("history"):
+            points = parse_data(self._get("v3/historical", params), zone, Kind.ACTUAL, "watttime historical")
+            return [p for p in points if p.end > start and p.start < end]
 
     def signal_index(self, zone: str) -> SignalIndexPoint:
         """The current percentile signal (free for every region); not in g/kWh."""
-        body = self._get("v3/signal-index", {"region": zone, "signal_type": self._signal_type})
-        return parse_signal_index(body, zone)
+        with self._http.call("signal-index"):
+            body = self._get("v3/signal-index", {"region": zone, "signal_type": self._signal_type})
+            return parse_signal_index(body, zone)
 
     def close(self) -> None:
         self._http.close()

@@ -4,18 +4,30 @@ Wraps a ``SignalChain`` (or anything with ``latest()``, ``forecast(horizon_h=)``
 so that a step boundary never waits on the network more than once per
 interval, every failure becomes a note and a fallback (the last value, or no
 signal = run now), and every value seen lands in the ledger for pricing.
+
+A source that says ``uses_network = True`` (every chain with a live provider)
+is read on a background thread: the step waits at most ``fetch_budget_s``,
+then goes on with the last value or the chain's offline fallback (a static or
+CSV provider), marks the signal ``stale``, and picks the answer up at a later
+step. Sources without network I/O (traces, replays) are read directly, so a
+replayed run stays deterministic.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from greentrain.signals.base import IntensityPoint
+from greentrain.timing.background import PENDING, BackgroundFetch, Outcome
 
-__all__ = ["SignalView"]
+__all__ = ["SignalView", "FETCH_BUDGET_S"]
+
+FETCH_BUDGET_S = 0.5
+"""Longest a step boundary waits for a carbon fetch before going on with the last value or the fallback."""
 
 
 class SignalView:
@@ -30,8 +42,16 @@ class SignalView:
         forecast_refresh_s: float = 900.0,
         on_note: Callable[[str], None] = lambda message: None,
         on_event: Callable[..., None] = lambda event, **fields: None,
+        fetch_budget_s: float = FETCH_BUDGET_S,
     ) -> None:
         self.signals = signals
+        self.fetch_budget_s = fetch_budget_s
+        self._background = BackgroundFetch() if getattr(signals, "uses_network", False) else None
+        self.stale = False
+        """True while the value in use is not a fresh answer (a fetch overran its budget, or failed)."""
+        self._backfill_ledger: Any = None
+        self._budget_at: datetime | None = None
+        self._budget_left_s = fetch_budget_s
         self.horizon_h = horizon_h
         self.latest_refresh_s = latest_refresh_s
         self.forecast_refresh_s = forecast_refresh_s
@@ -70,16 +90,20 @@ class SignalView:
         """Current intensity, or the last good one, or None when there never was one."""
         if self.signals is None:
             return None
+        self._collect_backfill()
         if self._fresh(self._latest_at, now, self.latest_refresh_s) and self._covers(self._latest, now):
             return self._latest
-        try:
-            point = self.signals.latest()
-        except Exception as e:  # SignalError or a provider bug: degrade, never raise into training
+        outcome = self._fetch("latest", self.signals.latest, now)
+        if outcome is PENDING:
+            return self._fallback_latest(now, ledger)
+        if outcome.error is not None:  # SignalError or a provider bug: degrade, never raise into training
+            e = outcome.error
             self.failure = f"{type(e).__name__}: {e}"
             self._on_note(f"carbon signal unavailable ({type(e).__name__}: {e}); using last value or running now")
-            self._latest_at = now
+            self._latest_at, self.stale = now, True
             return self._latest
-        self._latest, self._latest_at = point, now
+        point = outcome.value
+        self._latest, self._latest_at, self.stale = point, now, False
         self.failure = None
         self.version += 1
         if ledger is not None:
@@ -94,13 +118,16 @@ class SignalView:
             return ()
         if self._fresh(self._forecast_at, now, self.forecast_refresh_s):
             return tuple(p for p in self._forecast if p.end > now)
-        try:
-            hours = max(1, math.ceil(self.horizon_h))  # SignalChain takes whole hours
-            points = tuple(sorted(self.signals.forecast(horizon_h=hours), key=lambda p: p.start))
-        except Exception as e:
+        hours = max(1, math.ceil(self.horizon_h))  # SignalChain takes whole hours
+        outcome = self._fetch("forecast", lambda: self.signals.forecast(horizon_h=hours), now)
+        if outcome is PENDING:  # keep planning on the forecast in hand; collected at a later step
+            return tuple(p for p in self._forecast if p.end > now)
+        if outcome.error is not None:
+            e = outcome.error
             self._on_note(f"carbon forecast unavailable ({type(e).__name__}: {e}); planning without it")
             self._forecast_at = now
             return tuple(p for p in self._forecast if p.end > now)
+        points = tuple(sorted(outcome.value, key=lambda p: p.start))
         self._forecast, self._forecast_at = points, now
         self.version += 1
         if ledger is not None:
@@ -115,14 +142,61 @@ class SignalView:
         history = getattr(self.signals, "history", None)
         if history is None or start >= end:
             return 0
-        try:
-            points = list(history(start, end))
-        except Exception as e:  # optional: without history the counterfactual uses the nearest known value
+        outcome = self._fetch("history", lambda: list(history(start, end)))
+        if outcome is PENDING:  # loaded into the ledger by a later step when it arrives
+            self._backfill_ledger = ledger
+            return 0
+        return self._apply_backfill(outcome, ledger)
+
+    def _apply_backfill(self, outcome: Outcome, ledger: Any) -> int:
+        if outcome.error is not None:  # optional: without history the counterfactual uses the nearest value
+            e = outcome.error
             self._on_note(f"carbon history unavailable ({type(e).__name__}: {e}); "
                           "emissions avoided before this relaunch are estimated from later values")
             return 0
-        ledger.observe_many(points)
-        return len(points)
+        ledger.observe_many(outcome.value)
+        return len(outcome.value)
+
+    def _collect_backfill(self) -> None:
+        if self._backfill_ledger is None or self._background is None:
+            return
+        outcome = self._background.poll("history")
+        if outcome is not PENDING:
+            ledger, self._backfill_ledger = self._backfill_ledger, None
+            self._apply_backfill(outcome, ledger)
+
+    def _fetch(self, key: str, call: Callable[[], Any], now: datetime | None = None) -> Outcome:
+        """``call()`` directly for an offline source; else on the background thread within the budget.
+
+        Calls made at the same ``now`` (one step boundary: latest, then forecast) share one budget."""
+        if self._background is None:
+            try:
+                return Outcome(value=call())
+            except Exception as e:  # noqa: BLE001 - handed back as an outcome
+                return Outcome(error=e)
+        if now is None or now != self._budget_at:
+            self._budget_at, self._budget_left_s = now, self.fetch_budget_s
+        fresh = not self._background.busy(key)
+        started = time.monotonic()
+        outcome = self._background.poll(key, call, self._budget_left_s)
+        self._budget_left_s = max(0.0, self._budget_left_s - (time.monotonic() - started))
+        if outcome is PENDING and fresh:
+            self._on_note(f"carbon {key} fetch still running after {self.fetch_budget_s:g} s; "
+                          "training goes on with the last value or the fallback (signal stale)")
+        return outcome
+
+    def _fallback_latest(self, now: datetime, ledger: Any) -> IntensityPoint | None:
+        """While a fetch runs: the last value, else the source's offline fallback, else None (run now)."""
+        self.stale = True
+        if self._latest is not None:
+            return self._latest
+        fallback = getattr(self.signals, "offline_latest", None)
+        point = fallback() if callable(fallback) else None
+        if point is not None:
+            self._latest = point  # in use until the live answer arrives; _latest_at stays unset: poll again
+            if ledger is not None:
+                ledger.observe(point)
+        return point
 
     def unknown_reason(self) -> str:
         """Why no intensity is known: no signal configured, or the provider's last failure."""
