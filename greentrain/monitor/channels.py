@@ -67,12 +67,20 @@ class Channel:
             self._extend_w = extend_w if extend_w is not None else self._power_w
             self._floor_j = max(self._floor_j, energy_j)
 
-    def energy_at(self, t: float) -> float:
-        """Cumulative energy at monitor time ``t``; monotonic, never raises."""
+    def energy_at(self, t: float, exact: bool = False) -> float:
+        """Cumulative energy at monitor time ``t``; never raises.
+
+        Monotonic by default (what steps and exported counters need). ``exact``
+        returns the figure itself, not the largest handed out so far: right
+        after a counter read that is the counter's, which windows and job
+        totals use (an estimate may have run ahead of it by up to one refresh).
+        """
         with self._lock:
             energy_j = self._energy_j
             if not (self.failed or self.stopped) and self._extend_w is not None:
                 energy_j += self._extend_w * max(0.0, t - self._t)
+            if exact:
+                return energy_j
             self._floor_j = max(self._floor_j, energy_j)
             return self._floor_j
 

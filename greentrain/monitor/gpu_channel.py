@@ -7,7 +7,8 @@ every ``anchor_interval_s`` (a few seconds) and at window and job
 boundaries. Each counter read is an *anchor*: the cumulative figure there is
 the counter's, so window and job totals are exact to the counter. Between
 anchors the power integral only shapes the energy: it is scaled by the
-counter/integral ratio of the previous anchor interval.
+counter/integral ratio over the last minute or so of anchor intervals (one
+5 s interval alone would be too noisy: the counter moves in 100 ms steps).
 
 A GPU without a counter is ``integrated``: the power integral is its figure.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 
 from greentrain.device.base import GPU
 from greentrain.errors import DeviceError, DeviceLostError, NotSupportedError
@@ -41,6 +43,7 @@ ANCHOR_INTERVAL_S = 5.0
 MAX_POWER_GAP_S = 1.0
 """How long a GPU without a counter may go without a power reading before it is marked failed."""
 _MIN_SCALE_INTERVAL_S = 1.0  # shorter anchor intervals are dominated by the counter's 100 ms steps
+_SCALE_INTERVALS = 12  # anchor intervals the counter/integral ratio is taken over
 
 
 class GPUChannel(Channel):
@@ -60,7 +63,8 @@ class GPUChannel(Channel):
         self._anchor_j = 0.0  # cumulative energy at the last anchor (the counter's)
         self._raw_j = 0.0  # the counter there, lag-corrected, in the device's own frame
         self._shape_j = 0.0  # integrated power since the last anchor, unscaled
-        self._scale = 1.0  # counter / integral over the last full anchor interval
+        self._scale = 1.0  # counter / integral over the recent anchor intervals
+        self._ratio_parts: deque[tuple[float, float]] = deque(maxlen=_SCALE_INTERVALS)  # (counter J, integral J)
         self._average_w: float | None = None  # counter's mean power over the last anchor interval
         self._next_anchor_t = math.inf
         self._gap_since: float | None = None  # first pass without a power reading
@@ -163,7 +167,8 @@ class GPUChannel(Channel):
             self.source = Source.INTEGRATED
             self._note(f"{self.key}: energy counter went backwards; that interval is integrated from power")
         elif self._shape_j > 0 and not self._gap_in_interval and t - self._anchor_t >= _MIN_SCALE_INTERVAL_S:
-            self._scale = delta_j / self._shape_j
+            self._ratio_parts.append((delta_j, self._shape_j))
+            self._scale = sum(c for c, _ in self._ratio_parts) / sum(i for _, i in self._ratio_parts)
         if t - self._anchor_t >= _MIN_SCALE_INTERVAL_S:
             self._average_w = delta_j / (t - self._anchor_t)
         self._anchor_j += delta_j

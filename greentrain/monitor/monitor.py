@@ -248,7 +248,7 @@ class Monitor:
         if anchor and self._t_end is None:
             self._sample(anchor=True)
         t = self._now()
-        return t, {c.key: c.energy_at(t) for c in self._channels}
+        return t, {c.key: c.energy_at(t, exact=anchor or self._t_end is not None) for c in self._channels}
 
     def _source(self) -> Source:
         return weakest_source(c.source for c in self._channels)
