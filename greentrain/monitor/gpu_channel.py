@@ -61,7 +61,7 @@ class GPUChannel(Channel):
         self._extras_t: float | None = None
         self._anchor_t = 0.0
         self._anchor_j = 0.0  # cumulative energy at the last anchor (the counter's)
-        self._raw_j = 0.0  # the counter there, lag-corrected, in the device's own frame
+        self._raw_j = 0.0  # the counter there, in the device's own frame
         self._shape_j = 0.0  # integrated power since the last anchor, unscaled
         self._scale = 1.0  # counter / integral over the recent anchor intervals
         self._ratio_parts: deque[tuple[float, float]] = deque(maxlen=_SCALE_INTERVALS)  # (counter J, integral J)
@@ -81,7 +81,7 @@ class GPUChannel(Channel):
         self.source = Source.MEASURED if self._counter else Source.INTEGRATED
         power_w = self._read_power(t)
         if self._counter:
-            self._raw_j = self._read_counter(power_w)
+            self._raw_j = self._read_counter()
             self._next_anchor_t = t + self._first_anchor_s
         self._anchor_t, self._t = t, t
         self._read_extras(t)
@@ -127,10 +127,11 @@ class GPUChannel(Channel):
         self._gap_since = None
         return power_w
 
-    def _read_counter(self, power_w: float | None) -> float:
-        # The counter holds its value from its last refresh, on average half a period ago.
-        lag_w = power_w if power_w is not None else (self._average_w or 0.0)
-        return self.gpu.total_energy_j() + lag_w * COUNTER_REFRESH_S / 2
+    def _read_counter(self) -> float:
+        # The value dates from the counter's last refresh (0-100 ms ago). Correcting by half a period of
+        # power was tried on the calibrated fake: it does not make windows more accurate (the lags of the
+        # two ends cancel on average), so the counter is taken as it is.
+        return self.gpu.total_energy_j()
 
     def _read_extras(self, t: float) -> None:
         # Limit and clock change only at step boundaries; once a second is fresh enough for gauges.
@@ -155,12 +156,14 @@ class GPUChannel(Channel):
             self._shape_j += 0.5 * (start_w + now_w) * max(0.0, t - prev_t)
         energy_j = self._anchor_j + self._scale * self._shape_j
         self._store(t, energy_j, power_w, extend_w=None if now_w is None else self._scale * now_w)
-        if self._counter and (anchor or t >= self._next_anchor_t):
+        # A boundary read within two refreshes of the last one would often see the same value: skip it.
+        boundary = anchor and t - self._anchor_t >= 2 * COUNTER_REFRESH_S
+        if self._counter and (boundary or t >= self._next_anchor_t):
             self._anchor(t, power_w)
         self._read_extras(t)
 
     def _anchor(self, t: float, power_w: float | None) -> None:
-        raw_j = self._read_counter(power_w)  # a lost GPU raises here; what was integrated is kept
+        raw_j = self._read_counter()  # a lost GPU raises here; what was integrated is kept
         delta_j = raw_j - self._raw_j
         if delta_j < 0:  # driver reload, reset or wrap: this interval can only come from the power samples
             delta_j = self._scale * self._shape_j

@@ -257,3 +257,20 @@ def test_stop_does_not_hang_on_a_hung_device(caplog: pytest.LogCaptureFixture) -
     assert "a device read hangs" in caplog.text
     assert monitor.total_energy_j() >= 0.0  # figures are frozen and readable
     gpu.release.set()
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["between samples", "fresh counter reads"])
+def test_steps_shorter_than_two_counter_refreshes_are_interpolated(fresh: bool) -> None:
+    clock = Clock()
+    gpu = FakeGPU("v100", time_fn=clock)
+    monitor = Monitor([gpu], time_fn=clock, fresh_step_reads=fresh).start(background=False)
+    labels = {}
+    for duration_s in (0.05, 0.15, 0.199, 0.2, 0.25, 1.0):
+        monitor.step_begin()
+        drive(monitor, clock, duration_s, interval_s=duration_s / 2)
+        step = monitor.step_end()
+        labels[duration_s] = step.source
+        assert step.energy_j > 0  # a share is still given, only labelled for what it is
+    assert labels == {0.05: Source.INTERPOLATED, 0.15: Source.INTERPOLATED, 0.199: Source.INTERPOLATED,
+                      0.2: Source.MEASURED, 0.25: Source.MEASURED, 1.0: Source.MEASURED}  # fmt: skip
+    assert monitor.source() is Source.MEASURED  # the job's total stays measured
