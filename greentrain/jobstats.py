@@ -35,6 +35,9 @@ class JobStats:
     emissions_g: float = 0.0
     emissions_avoided_g: float = 0.0
     """Versus run-now at default settings, from the same cost model."""
+    last_step_energy_j: float | None = None
+    last_step_source: str | None = None
+    """Where the last step's energy came from: 'measured', or 'interpolated' for a step under 0.2 s."""
     actions_total: Counter[str] = field(default_factory=Counter)
     power_limit_w: float | None = None
     precision: str | None = None

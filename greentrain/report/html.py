@@ -31,6 +31,10 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
         rows.append(("Wall time", f"{(run.end - run.start).total_seconds() / 3600:.2f} h"))
     rows += [("Steps", str(len(run.steps))), ("Energy", f"{energy_j:,.0f} J ({energy_j / J_PER_KWH:.4f} kWh)"),
              ("Emissions", f"{float(emissions_g):,.2f} gCO2eq")]
+    interpolated = sum(1 for s in run.steps if s.source == "interpolated")
+    if interpolated:
+        rows.append(("Per-step energy", f"interpolated for {interpolated} of {len(run.steps)} steps (shorter than "
+                                        "0.2 s, two refreshes of the energy counter); the totals are measured"))
     if cf:
         rows.append(("Run-now counterfactual (same steps, no pauses)", f"{cf[-1][1]:,.2f} gCO2eq"))
     if "emissions_avoided_g" in run.summary:
