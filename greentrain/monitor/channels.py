@@ -46,8 +46,9 @@ class Channel:
         """Take the baseline at monitor start (may raise: the monitor then marks the channel failed)."""
         raise NotImplementedError
 
-    def sample(self, t: float, anchor: bool = False) -> None:
-        """One sampler pass (may raise); ``anchor`` also reads the device's energy counter, if it has one."""
+    def sample(self, t: float, anchor: bool = False, min_anchor_gap_s: float = 0.0) -> None:
+        """One sampler pass (may raise); ``anchor`` also reads the device's energy counter, if it has one
+        and its last read is at least ``min_anchor_gap_s`` old."""
         raise NotImplementedError
 
     def notes(self) -> list[str]:
@@ -130,7 +131,7 @@ class CPUChannel(Channel):
         power = getattr(self.domain, "power_w", None)
         self._store(t, 0.0, float(power()) if callable(power) else None)
 
-    def sample(self, t: float, anchor: bool = False) -> None:
+    def sample(self, t: float, anchor: bool = False, min_anchor_gap_s: float = 0.0) -> None:
         # RAPL counters are cheap: read every pass, so ``anchor`` changes nothing here.
         energy_j = self.domain.energy_j() - self._baseline_j
         with self._lock:

@@ -144,7 +144,7 @@ class GPUChannel(Channel):
 
     # --- one pass -------------------------------------------------------------------------------
 
-    def sample(self, t: float, anchor: bool = False) -> None:
+    def sample(self, t: float, anchor: bool = False, min_anchor_gap_s: float = 0.0) -> None:
         power_w = self._read_power(t)
         if power_w is None and not self._counter:
             return  # the trapezoid from the last reading to the next one bridges the gap
@@ -156,8 +156,7 @@ class GPUChannel(Channel):
             self._shape_j += 0.5 * (start_w + now_w) * max(0.0, t - prev_t)
         energy_j = self._anchor_j + self._scale * self._shape_j
         self._store(t, energy_j, power_w, extend_w=None if now_w is None else self._scale * now_w)
-        # A boundary read within two refreshes of the last one would often see the same value: skip it.
-        boundary = anchor and t - self._anchor_t >= 2 * COUNTER_REFRESH_S
+        boundary = anchor and t - self._anchor_t >= min_anchor_gap_s
         if self._counter and (boundary or t >= self._next_anchor_t):
             self._anchor(t, power_w)
         self._read_extras(t)
@@ -176,7 +175,9 @@ class GPUChannel(Channel):
             self._average_w = delta_j / (t - self._anchor_t)
         self._anchor_j += delta_j
         self._raw_j, self._anchor_t, self._shape_j, self._gap_in_interval = raw_j, t, 0.0, False
-        self._next_anchor_t = t + self.anchor_interval_s
+        # Keep each GPU's own phase (the reads stay staggered); a boundary read postpones an imminent one.
+        while self._next_anchor_t <= t + self.anchor_interval_s / 2:
+            self._next_anchor_t += self.anchor_interval_s
         with self._lock:
             self._energy_j = self._anchor_j
             self._floor_j = max(self._floor_j, self._anchor_j)

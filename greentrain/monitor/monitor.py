@@ -108,7 +108,9 @@ class Monitor:
         self._time_fn = time_fn
         self._wall_clock = wall_clock or SystemClock()
         self._lock = threading.Lock()
-        self._sample_lock = threading.Lock()  # one pass at a time: trapezoid state is read-modify-write
+        # One pass at a time (trapezoid state is read-modify-write); re-entrant so a boundary can read its
+        # figures in the same hold as its counter reads.
+        self._sample_lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = False
@@ -171,9 +173,9 @@ class Monitor:
             self._thread = None
         if hung:  # a vendor call that never returns; it is a daemon thread, so exit is not blocked
             log.warning("greentrain monitor: a device read hangs; figures frozen at the last completed sample")
+            self._t_end = self._time_fn()
         else:
-            self._sample(anchor=True)  # the job's end: every total ends on a counter read
-        self._t_end = self._time_fn()
+            self._t_end = self._sample(anchor=True)  # the job's end: every total ends on a counter read
         for channel in self._channels:
             channel.stopped = True
 
@@ -205,20 +207,22 @@ class Monitor:
         """One sampling pass over all devices (the thread calls this; tests may too). Never raises."""
         self._sample(anchor=False)
 
-    def _sample(self, anchor: bool) -> None:
-        """A pass; ``anchor`` reads every energy counter too (window and job boundaries)."""
+    def _sample(self, anchor: bool, min_anchor_gap_s: float = 0.0) -> float:
+        """A pass at monitor time t (returned); ``anchor`` reads every energy counter too (window and job
+        boundaries), except those read less than ``min_anchor_gap_s`` ago."""
         with self._sample_lock:
             t = self._time_fn()
             for channel in self._channels:
                 if channel.failed or channel.stopped:
                     continue
                 try:
-                    channel.sample(t, anchor)
+                    channel.sample(t, anchor, min_anchor_gap_s)
                 except Exception as e:
                     self._fail(channel, e)
             last = self._last_event_t
             if self.event_interval_s is None or last is None or t - last >= self.event_interval_s:
                 self._log_events(t, [c for c in self._channels if not c.failed])
+        return t
 
     def _log_events(self, t: float, channels: list[Channel], force: bool = False) -> None:
         if self._event_log is None or not channels:
@@ -248,7 +252,12 @@ class Monitor:
         if not self._started:
             raise ConfigError("Monitor is not started: call start() or use `with Monitor(...) as monitor:`")
         if anchor and self._t_end is None:
-            self._sample(anchor=True)
+            with self._sample_lock:
+                # Windows always read; a step boundary within two refreshes of the last read would often see
+                # the same value (a 0 J step), so it keeps the estimate instead. The figures are those at the
+                # pass's time: the reads themselves take a while (3.9 ms per GPU on an H100).
+                t = self._sample(anchor=True, min_anchor_gap_s=0.0 if exact else 2 * COUNTER_REFRESH_S)
+                return t, {c.key: c.energy_at(t, exact=exact) for c in self._channels}
         t = self._now()
         return t, {c.key: c.energy_at(t, exact=exact) for c in self._channels}
 

@@ -98,6 +98,8 @@ class FakeGPU(GPU):
         )
         self.call_costs = call_costs
         self.counter_offset_j = counter_offset_j
+        self.truth_at_counter_read_j: float | None = None
+        """The true energy at the moment of the last counter read (to judge a figure built on that read)."""
         """What the counter held at construction: NVML counts from driver load, never from 0 at job start."""
         # Energy segments, one per power limit in force: (start time, energy at start J, limit W).
         self._segments: list[tuple[float, float, float]] = [(time_fn(), 0.0, self._limit_w)]
@@ -186,6 +188,7 @@ class FakeGPU(GPU):
         self._spend("nvmlDeviceGetTotalEnergyConsumption")
         with self._lock:
             t = self._time_fn()
+            self.truth_at_counter_read_j = self._energy_at(t)
             return self.counter_offset_j + self._energy_at(self._last_refresh_t(t) if self.refresh_period_s else t)
 
     def power_w(self) -> float:

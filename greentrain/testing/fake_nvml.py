@@ -117,6 +117,13 @@ class FakeNVML:
             return getattr(pynvml, name)
         raise AttributeError(name)
 
+    def __getattribute__(self, name: str) -> Any:
+        # A call with a measured cost takes that much CPU time in all, the fake's own work included.
+        attr = object.__getattribute__(self, name)
+        if name in NVML_CALL_COST_S and object.__getattribute__(self, "call_costs"):
+            return _costed(attr, NVML_CALL_COST_S[name])
+        return attr
+
     # --- fault injection ------------------------------------------------------------------------
 
     def inject_error(self, function: str, code: int, *, index: int | None = None, times: int | None = None) -> None:
@@ -130,8 +137,6 @@ class FakeNVML:
     def _enter(self, function: str, handle: _Handle | None = None, *args: Any) -> None:
         index = handle.index if handle is not None else None
         self.calls.append((function, index, args))
-        if self.call_costs:
-            spend_cpu_s(NVML_CALL_COST_S.get(function, 0.0))
         if function not in ("nvmlInit", "nvmlShutdown") and not self.initialised:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
         if index is not None and index in self._lost:
@@ -287,6 +292,17 @@ class FakeNVML:
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: _Handle) -> int:
         return _reason_bits(self._gpu("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
+
+
+def _costed(call: Callable[..., Any], cost_s: float) -> Callable[..., Any]:
+    def costed(*args: Any) -> Any:
+        start_s = time.thread_time()
+        try:
+            return call(*args)
+        finally:  # errors cost the same: the driver did the work before answering
+            spend_cpu_s(cost_s - (time.thread_time() - start_s))
+
+    return costed
 
 
 def _reason_bits(gpu: FakeGPU) -> int:
