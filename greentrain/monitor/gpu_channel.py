@@ -156,6 +156,9 @@ class GPUChannel(Channel):
             self._shape_j += 0.5 * (start_w + now_w) * max(0.0, t - prev_t)
         energy_j = self._anchor_j + self._scale * self._shape_j
         self._store(t, energy_j, power_w, extend_w=None if now_w is None else self._scale * now_w)
+        if power_w is None:
+            with self._lock:
+                self._power_w = None  # the gauge shows the reading is missing, not a stale value
         boundary = anchor and t - self._anchor_t >= min_anchor_gap_s
         if self._counter and (boundary or t >= self._next_anchor_t):
             self._anchor(t, power_w)

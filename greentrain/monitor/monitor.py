@@ -65,10 +65,10 @@ class Monitor:
         time_fn: monotonic seconds; inject a fake for tests and simulations.
         wall_clock: timestamps of events (default: system time).
         event_interval_s: write sample events at most this often (default: every pass).
-        fresh_step_reads: read the energy counters at every step boundary too (per-step
-            energy to the counter's 100 ms resolution; 3.9 ms of CPU per GPU per
-            boundary on an H100) instead of extending the last sample with its
-            power (no device call, the default).
+        fresh_step_reads: read the energy counters at step boundaries too, where the
+            last read is at least 0.2 s old (per-step energy to the counter's 100 ms
+            resolution; 3.9 ms of CPU per GPU per read on an H100) instead of
+            extending the last sample with its power (no device call, the default).
         anchor_interval_s: seconds between reads of one GPU's energy counter
             (the reads of several GPUs are staggered across passes). Windows
             and the job's start and end always read it.

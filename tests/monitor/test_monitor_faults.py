@@ -59,7 +59,9 @@ def test_power_missing_mid_run_on_a_counter_gpu_keeps_totals_measured() -> None:
     _drive(monitor, clock, 10.0)
     for function in ("nvmlDeviceGetFieldValues", "nvmlDeviceGetPowerUsage"):
         nvml.inject_error(function, pynvml.NVML_ERROR_UNKNOWN, times=30)
-    _drive(monitor, clock, 20.0)  # a 30 s window: the counter's 100 ms steps are < 0.5 % of it
+    _drive(monitor, clock, 1.0)
+    assert monitor.readings()[0].power_w is None  # the gauge says it is missing rather than showing a stale value
+    _drive(monitor, clock, 19.0)  # a 30 s window: the counter's 100 ms steps are < 0.5 % of it
     window = monitor.end("w")
     truth_j = nvml.gpus[0].true_energy_j() - truth0
     (reading,) = monitor.readings()
