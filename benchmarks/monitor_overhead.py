@@ -34,6 +34,7 @@ from torch import nn
 
 from greentrain.device import discover
 from greentrain.monitor import Monitor
+from greentrain.monitor.gpu_channel import ANCHOR_INTERVAL_S
 from greentrain.testing import FakeGPU
 from greentrain.testing.fake_nvml import h100_node
 
@@ -132,7 +133,7 @@ def sampling_pass_us(passes: int = 2000) -> dict[str, float]:
     return out
 
 
-def calibrated(n_gpus: int, seconds: float, anchor_interval_s: float = 5.0) -> dict[str, float]:
+def calibrated(n_gpus: int, seconds: float, anchor_interval_s: float = ANCHOR_INTERVAL_S) -> dict[str, float]:
     """Sampler CPU share and window error on ``n_gpus`` H100-calibrated fakes at 10 Hz, over ``seconds``."""
     nvml = h100_node(n_gpus, call_costs=True)
     devices = discover(None, nvml=nvml, rapl_root=None, estimate_cpu=False)
@@ -159,10 +160,11 @@ def calibrated(n_gpus: int, seconds: float, anchor_interval_s: float = 5.0) -> d
     }  # fmt: skip
 
 
-def report_calibrated(seconds: float) -> None:
-    print(f"H100-calibrated fake node, 10 Hz, one {seconds:g} s window each (anchor: the counter every 5 s per GPU)")
+def report_calibrated(seconds: float, anchor_interval_s: float = ANCHOR_INTERVAL_S) -> None:
+    print(f"H100-calibrated fake node, 10 Hz, one {seconds:g} s window each "
+          f"(anchor: the counter every {anchor_interval_s:g} s per GPU)")
     print("  GPUs  sampler CPU/s  process CPU/s  passes/s  counter reads/s  window vs truth  worst GPU")
-    rows = [calibrated(n, seconds) for n in (1, 8, 16)]
+    rows = [calibrated(n, seconds, anchor_interval_s) for n in (1, 8, 16)]
     legacy = calibrated(8, min(seconds, 10.0), anchor_interval_s=0.1)
     for r in rows:
         print(f"  {r['gpus']:5d}  {r['thread_share']:12.2%}  {r['process_share']:13.2%}  {r['passes_per_s']:8.1f}  "
@@ -179,9 +181,11 @@ def main() -> None:
     parser.add_argument("--fake-gpus", type=int, default=8, help="fake GPUs the monitor samples besides real devices")
     parser.add_argument("--calibrated-s", type=float, default=30.0, help="seconds per calibrated-node measurement")
     parser.add_argument("--skip-training", action="store_true", help="only the calibrated-node section")
+    parser.add_argument("--anchor-interval-s", type=float, default=ANCHOR_INTERVAL_S,
+                        help="seconds between counter reads of one GPU on the calibrated node")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    report_calibrated(args.calibrated_s)
+    report_calibrated(args.calibrated_s, args.anchor_interval_s)
     if args.skip_training:
         return
     r = overhead(args.blocks, args.steps, args.fake_gpus)
