@@ -18,6 +18,7 @@ skips the costs for tests that need speed; benchmarks keep them.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,23 @@ class FakeNVMLDevice:
         return self.gpu
 
 
+def _measured_cost(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The call takes the CPU time it took on the H100 in all, the fake's own work included."""
+    cost_s = NVML_CALL_COST_S[method.__name__]
+
+    @functools.wraps(method)
+    def call(self: FakeNVML, *args: Any) -> Any:
+        if not self.call_costs:
+            return method(self, *args)
+        start_s = time.thread_time()
+        try:
+            return method(self, *args)
+        finally:  # an error costs the same: the driver did the work before answering
+            spend_cpu_s(cost_s - (time.thread_time() - start_s))
+
+    return call
+
+
 @dataclass(frozen=True)
 class _Handle:
     index: int
@@ -116,13 +134,6 @@ class FakeNVML:
         if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "c_nvml")):
             return getattr(pynvml, name)
         raise AttributeError(name)
-
-    def __getattribute__(self, name: str) -> Any:
-        # A call with a measured cost takes that much CPU time in all, the fake's own work included.
-        attr = object.__getattribute__(self, name)
-        if name in NVML_CALL_COST_S and object.__getattribute__(self, "call_costs"):
-            return _costed(attr, NVML_CALL_COST_S[name])
-        return attr
 
     # --- fault injection ------------------------------------------------------------------------
 
@@ -201,15 +212,18 @@ class FakeNVML:
 
     # --- power and energy -------------------------------------------------------------------------
 
+    @_measured_cost
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: _Handle) -> int:
         gpu = self._gpu("nvmlDeviceGetTotalEnergyConsumption", handle)
         if not self.devices[handle.index].energy_counter:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return int(gpu.total_energy_j() * 1000)  # refreshed every 100 ms, like the hardware
 
+    @_measured_cost
     def nvmlDeviceGetPowerUsage(self, handle: _Handle) -> int:
         return int(self._gpu("nvmlDeviceGetPowerUsage", handle).power_w() * 1000)
 
+    @_measured_cost
     def nvmlDeviceGetFieldValues(self, handle: _Handle, field_ids: Sequence[int]) -> Any:
         gpu = self._gpu("nvmlDeviceGetFieldValues", handle, tuple(field_ids))
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
@@ -224,6 +238,7 @@ class FakeNVML:
                 slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
         return values
 
+    @_measured_cost
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: _Handle) -> int:
         return int(self._gpu("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_w() * 1000)
 
@@ -260,6 +275,7 @@ class FakeNVML:
         clocks = gpu.supported_sm_clocks_mhz()
         return clocks if memory_mhz == max(_MEMORY_CLOCKS_MHZ) else clocks[len(clocks) // 2 :]
 
+    @_measured_cost
     def nvmlDeviceGetClockInfo(self, handle: _Handle, clock_type: int) -> int:
         gpu = self._gpu("nvmlDeviceGetClockInfo", handle, clock_type)
         if clock_type == pynvml.NVML_CLOCK_MEM:
@@ -292,17 +308,6 @@ class FakeNVML:
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: _Handle) -> int:
         return _reason_bits(self._gpu("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
-
-
-def _costed(call: Callable[..., Any], cost_s: float) -> Callable[..., Any]:
-    def costed(*args: Any) -> Any:
-        start_s = time.thread_time()
-        try:
-            return call(*args)
-        finally:  # errors cost the same: the driver did the work before answering
-            spend_cpu_s(cost_s - (time.thread_time() - start_s))
-
-    return costed
 
 
 def _reason_bits(gpu: FakeGPU) -> int:

@@ -76,3 +76,13 @@ def test_calls_spend_the_measured_cpu_time_unless_turned_off() -> None:
     # Busy CPU time, like the driver: at least the measured 3.9 ms per read (a lower bound, not a timing).
     assert spent_s >= reads * NVML_CALL_COST_S["nvmlDeviceGetTotalEnergyConsumption"]
     devices.close()
+
+
+def test_fake_gpu_spends_the_same_costs_when_asked() -> None:
+    gpu = FakeGPU("a40", call_costs=True)
+    cpu0 = time.thread_time()
+    gpu.total_energy_j()
+    gpu.power_w()
+    spent_s = time.thread_time() - cpu0
+    assert spent_s >= NVML_CALL_COST_S["nvmlDeviceGetTotalEnergyConsumption"] + NVML_CALL_COST_S[
+        "nvmlDeviceGetFieldValues"]
