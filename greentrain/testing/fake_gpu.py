@@ -98,9 +98,9 @@ class FakeGPU(GPU):
         )
         self.call_costs = call_costs
         self.counter_offset_j = counter_offset_j
+        """What the counter held at construction: NVML counts from driver load, never from 0 at job start."""
         self.truth_at_counter_read_j: float | None = None
         """The true energy at the moment of the last counter read (to judge a figure built on that read)."""
-        """What the counter held at construction: NVML counts from driver load, never from 0 at job start."""
         # Energy segments, one per power limit in force: (start time, energy at start J, limit W).
         self._segments: list[tuple[float, float, float]] = [(time_fn(), 0.0, self._limit_w)]
         self._failure: Exception | None = None
