@@ -171,6 +171,12 @@ def test_bad_interval_is_rejected(bad: object) -> None:
         Monitor(interval_s=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("bad", [0, -5, float("nan"), "slow"])
+def test_bad_anchor_interval_is_rejected(bad: object) -> None:
+    with pytest.raises(ConfigError, match="anchor_interval_s"):
+        Monitor(anchor_interval_s=bad)  # type: ignore[arg-type]
+
+
 def test_duplicate_devices_are_rejected() -> None:
     with pytest.raises(ConfigError, match="gpu0 given more than once"):
         Monitor([FakeGPU(), FakeGPU()])
