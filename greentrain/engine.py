@@ -185,10 +185,11 @@ class Engine:
         started = self._step_started or now
         self._step_started = None
         duration_s = max(0.0, (now - started).total_seconds())
-        energy_j = 0.0
+        energy_j, source = 0.0, None
         if self.monitor is not None:
             step_energy = self._guarded("monitor.step_end", self.monitor.step_end)
             energy_j = float(getattr(step_energy, "energy_j", 0.0) or 0.0)
+            source = getattr(step_energy, "source", None)  # 'interpolated' for a step under 0.2 s
         self.times.add(duration_s)
         self.last_step_s, self.last_step_energy_j = duration_s, (energy_j if self.monitor is not None else None)
         counterfactual_at = (self.submitted_at or started) + timedelta(seconds=self.running_s)
@@ -198,7 +199,9 @@ class Engine:
         self.job_stats.add(steps=1, tokens=int(tokens), energy_j=entry.energy_j,
                            emissions_g=entry.emissions_g, emissions_avoided_g=entry.avoided_g)
         self._mark_unpriced(entry)
-        self._log_step(now, duration_s, entry, tokens, loss)
+        if source is not None:
+            self.job_stats.update(last_step_energy_j=entry.energy_j, last_step_source=str(source))
+        self._log_step(now, duration_s, entry, tokens, loss, source)
         payload = (self._maybe_decide(now), self._point_to_share()) if self.is_leader else None
         decision, point = self.broadcast.share(payload)
         self._observe_shared(point)
@@ -362,13 +365,16 @@ class Engine:
             self.job_stats.update(emissions_unknown_reason=reason)
             self._note(f"emissions unknown: {reason}")
 
-    def _log_step(self, now: datetime, duration_s: float, entry: Any, tokens: int, loss: Any) -> None:
+    def _log_step(self, now: datetime, duration_s: float, entry: Any, tokens: int, loss: Any,
+                  source: Any = None) -> None:
         if self.event_log is None:
             return
         fields: dict[str, Any] = {"step": self.steps_done, "duration_s": duration_s, "energy_j": entry.energy_j,
                                   "emissions_g": entry.emissions_g, "tokens": int(tokens)}
         if not entry.priced:
             fields["emissions_unknown"] = self.job_stats.emissions_unknown_reason
+        if source is not None:
+            fields["source"] = str(source)
         if loss is not None:
             try:
                 fields["loss"] = float(loss)

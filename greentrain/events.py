@@ -3,7 +3,8 @@
 Every line has ``t`` (ISO-8601 UTC, of the job's clock) and ``event``. Events:
 
 - ``sample``   — device readings: ``device``, ``kind`` (gpu|cpu), ``power_w``, ``energy_j``, ``source``
-- ``step``     — ``step``, ``duration_s``, ``energy_j``, ``emissions_g``, optional ``loss``, ``tokens``
+- ``step``     — ``step``, ``duration_s``, ``energy_j``, ``emissions_g``, optional ``loss``, ``tokens``,
+  ``source`` (``measured``, or ``interpolated`` for a step under 0.2 s) when a monitor measures energy
 - ``carbon``   — ``intensity_g_per_kwh``, ``kind``, ``provider``, ``zone``
 - ``forecast`` — ``points``: list of ``[start, intensity_g_per_kwh]``
 - ``state``    — ``state`` (running|paused|waiting), optional ``until``

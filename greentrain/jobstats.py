@@ -39,6 +39,9 @@ class JobStats:
     """Energy spent with no carbon intensity known: while > 0 the emissions are unknown."""
     emissions_unknown_reason: str | None = None
     """Why emissions are unknown (no signal configured, unknown zone, provider failing)."""
+    last_step_energy_j: float | None = None
+    last_step_source: str | None = None
+    """Where the last step's energy came from: 'measured', or 'interpolated' for a step under 0.2 s."""
     actions_total: Counter[str] = field(default_factory=Counter)
     power_limit_w: float | None = None
     precision: str | None = None

@@ -12,6 +12,7 @@ class Source(StrEnum):
 
     MEASURED = "measured"  # a hardware energy counter
     INTEGRATED = "integrated"  # power samples integrated over time
+    INTERPOLATED = "interpolated"  # a share of a measurement finer than the hardware resolves (short steps)
     ESTIMATED = "estimated"  # a model (e.g. utilisation x TDP)
     STATIC = "static"  # an annual/regional average
     FORECAST = "forecast"  # a prediction of a future value

@@ -141,6 +141,8 @@ class GreentrainCollector(Collector):
         yield _sample(n.EMISSIONS_AVOIDED, s.emissions_avoided_g if s.emissions_known else None, job)
         yield _sample(n.EMISSIONS_UNPRICED_ENERGY, s.unpriced_energy_j, job)
         yield _sample(n.JOB_ENERGY, s.energy_j, job)
+        if getattr(s, "last_step_source", None):
+            yield _sample(n.JOB_STEP_ENERGY, s.last_step_energy_j, job, s.last_step_source)
         yield _sample(n.TRAINING_STEPS, s.steps_total, job)
         yield _sample(n.TRAINING_TOKENS, s.tokens_total, job)
         for state in JobState:

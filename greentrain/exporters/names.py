@@ -45,6 +45,7 @@ __all__ = [
     "JOB_PRECISION",
     "JOB_PROJECTED_FINISH",
     "JOB_STATE",
+    "JOB_STEP_ENERGY",
     "METRICS",
     "POLICY_ACTIONS",
     "POWER_CAP_REFUSED",
@@ -109,6 +110,9 @@ EMISSIONS_UNPRICED_ENERGY = _m("greentrain_emissions_unpriced_energy_joules_tota
                                "joules.", "sum")
 JOB_ENERGY = _m("greentrain_job_energy_joules_total", "counter", ("job",),
                 "Energy attributed to the job (its GPUs and CPU share), joules.", "sum")
+JOB_STEP_ENERGY = _m("greentrain_job_step_energy_joules", "gauge", ("job", "source"),
+                     "Energy of the last training step, joules (source: measured, or interpolated for a step "
+                     "shorter than two refreshes of the energy counter, 0.2 s).", "sum")
 TRAINING_STEPS = _m("greentrain_training_steps_total", "counter", ("job",), "Training steps completed.", "max")
 TRAINING_TOKENS = _m("greentrain_training_tokens_total", "counter", ("job",), "Training tokens processed.", "sum")
 JOB_STATE = _m("greentrain_job_state", "gauge", ("job", "state"),
@@ -147,8 +151,8 @@ EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
 METRICS: tuple[MetricSpec, ...] = (
     GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
-    EMISSIONS, EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS,
-    JOB_STATE, POLICY_ACTIONS,
+    EMISSIONS, EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS,
+    TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
     JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,

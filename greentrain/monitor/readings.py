@@ -10,7 +10,7 @@ from greentrain.provenance import Source
 
 __all__ = ["DeviceReading", "WindowEnergy", "StepEnergy", "weakest_source"]
 
-_STRENGTH = [Source.MEASURED, Source.INTEGRATED, Source.ESTIMATED, Source.STATIC, Source.FORECAST]
+_STRENGTH = [Source.MEASURED, Source.INTEGRATED, Source.INTERPOLATED, Source.ESTIMATED, Source.STATIC, Source.FORECAST]
 
 
 def weakest_source(sources: Iterable[Source]) -> Source:

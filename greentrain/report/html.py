@@ -33,6 +33,10 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     emissions = f"unknown ({unknown})" if unknown else f"{float(emissions_g):,.2f} gCO2eq"
     rows += [("Steps", str(len(run.steps))), ("Energy", f"{energy_j:,.0f} J ({energy_j / J_PER_KWH:.4f} kWh)"),
              ("Emissions", emissions)]
+    interpolated = sum(1 for s in run.steps if s.source == "interpolated")
+    if interpolated:
+        rows.append(("Per-step energy", f"interpolated for {interpolated} of {len(run.steps)} steps (shorter than "
+                                        "0.2 s, two refreshes of the energy counter); the totals are measured"))
     if cf and not unknown:
         rows.append(("Run-now counterfactual (same steps, no pauses)", f"{cf[-1][1]:,.2f} gCO2eq"))
     if run.summary.get("emissions_avoided_g") is not None:

@@ -32,6 +32,8 @@ class StepRecord:
     duration_s: float
     energy_j: float
     emissions_g: float | None
+    source: str | None = None
+    """Where the step's energy came from ('measured', 'interpolated' for a step under 0.2 s); None in old logs."""
 
 
 @dataclass(slots=True)
@@ -105,7 +107,8 @@ def _add(run: RunData, event: dict[str, Any], t: datetime, where: str) -> None:
     elif kind == "step":
         run.steps.append(StepRecord(t, _number(event, "duration_s", where, 0.0) or 0.0,
                                     _number(event, "energy_j", where, 0.0) or 0.0,
-                                    _number(event, "emissions_g", where)))
+                                    _number(event, "emissions_g", where),
+                                    str(event["source"]) if event.get("source") is not None else None))
     elif kind == "carbon":
         value = _number(event, "intensity_g_per_kwh", where)
         if value is not None:

@@ -4,12 +4,20 @@ Power and speed at each power limit come from the measured Zeus profiles
 (``greentrain.device.profiles``), linearly interpolated between measured
 limits. On top sits a small deterministic ripple (two slow sinusoids, as a
 training loop's phases produce), so integration code is exercised on a
-varying signal. ``true_energy_j`` is the exact integral of that power over
-``time_fn`` time, the ground truth tests compare against.
+varying signal; a ``draw`` (e.g. ``greentrain.testing.load.h100_wave``)
+replaces that with a given load. ``true_energy_j`` is the exact integral of
+the power over ``time_fn`` time, the ground truth tests compare against.
+
+Like NVML on an H100, the counter (``total_energy_j``) and the power reading
+(``power_w``, the average over the last refresh period) change only every
+``refresh_period_s`` (100 ms), not continuously; ``refresh_period_s=None``
+gives continuous values. ``call_costs=True`` makes each read spend the
+measured CPU cost of the NVML call behind it (``greentrain.testing.costs``).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -20,6 +28,8 @@ from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
 from greentrain.device.nvml_errors import PRIVILEGE_FIX
 from greentrain.device.profiles import ProfilePoint, interpolate, load_gpu_profile
 from greentrain.errors import ConfigError, NotSupportedError, PrivilegeError
+from greentrain.testing.costs import NVML_CALL_COST_S, spend_cpu_s
+from greentrain.testing.load import NVML_REFRESH_S, PowerDraw
 
 __all__ = ["FakeGPU", "GPU_MODELS"]
 
@@ -59,6 +69,11 @@ class FakeGPU(GPU):
         privileged: bool = True,
         ripple: float = 0.05,
         energy_counter: bool = True,
+        draw: PowerDraw | None = None,
+        refresh_period_s: float | None = NVML_REFRESH_S,
+        refresh_phase_s: float | None = None,
+        call_costs: bool = False,
+        counter_offset_j: float = 1.0e6,
     ) -> None:
         profile = load_gpu_profile(gpu_model)
         self.points: list[ProfilePoint] = profile.points(workload, batch_size)  # highest first
@@ -74,8 +89,20 @@ class FakeGPU(GPU):
         self._lock = threading.Lock()
         self._limit_w = self.points[0].power_limit_w
         self._locked_mhz: tuple[int, int] | None = None
-        self._segment_t = time_fn()
-        self._energy_before_j = 0.0
+        self.draw = draw
+        """Replaces the profile's power (and ignores the power limit) when set."""
+        self.refresh_period_s = refresh_period_s
+        # GPUs of one node do not refresh in step: a fixed, index-dependent phase.
+        self.refresh_phase_s = (
+            refresh_phase_s if refresh_phase_s is not None else (0.0137 * (index + 1)) % (refresh_period_s or 1.0)
+        )
+        self.call_costs = call_costs
+        self.counter_offset_j = counter_offset_j
+        """What the counter held at construction: NVML counts from driver load, never from 0 at job start."""
+        self.truth_at_counter_read_j: float | None = None
+        """The true energy at the moment of the last counter read (to judge a figure built on that read)."""
+        # Energy segments, one per power limit in force: (start time, energy at start J, limit W).
+        self._segments: list[tuple[float, float, float]] = [(time_fn(), 0.0, self._limit_w)]
         self._failure: Exception | None = None
         self.set_calls: list[tuple[str, object]] = []
         """Every set/lock/reset call, in order: ('set_power_limit_w', 250.0), ('lock_sm_clocks_mhz', (a, b))."""
@@ -110,14 +137,35 @@ class FakeGPU(GPU):
         """How long a step that takes ``base_step_s`` at full power takes at the current limit."""
         return base_step_s / self.relative_speed()
 
-    def _segment_energy_j(self, t0: float, t1: float) -> float:
-        base_w = self.base_power_w()
+    def _segment_energy_j(self, limit_w: float, t0: float, t1: float) -> float:
+        if self.draw is not None:
+            return self.draw.energy_j(t0, t1)
+        base_w = self._interpolate(limit_w)[0]
         return base_w * ((t1 - t0) + self.ripple * (_ripple_integral(t1) - _ripple_integral(t0)))
 
+    def _energy_at(self, t: float) -> float:
+        """Exact energy from construction to ``t`` (caller holds the lock)."""
+        starts = [seg[0] for seg in self._segments]
+        start_t, before_j, limit_w = self._segments[max(0, bisect.bisect_right(starts, t) - 1)]
+        return before_j + self._segment_energy_j(limit_w, start_t, t)
+
+    def _instant_power_w(self, t: float) -> float:
+        if self.draw is not None:
+            return self.draw.power_w(t)
+        return self.base_power_w() * (1.0 + self.ripple * _ripple(t))
+
+    def _last_refresh_t(self, t: float) -> float:
+        period, phase = self.refresh_period_s or 0.0, self.refresh_phase_s
+        return phase + math.floor((t - phase) / period) * period
+
+    def _spend(self, nvml_function: str) -> None:
+        if self.call_costs:
+            spend_cpu_s(NVML_CALL_COST_S.get(nvml_function, 0.0))
+
     def true_energy_j(self) -> float:
-        """Exact integral of ``power_w`` since construction (ground truth, even without a counter)."""
+        """Exact integral of the power since construction (ground truth, even without a counter)."""
         with self._lock:
-            return self._energy_before_j + self._segment_energy_j(self._segment_t, self._time_fn())
+            return self._energy_at(self._time_fn())
 
     # --- GPU interface ------------------------------------------------------------------------
 
@@ -133,17 +181,30 @@ class FakeGPU(GPU):
         )
 
     def total_energy_j(self) -> float:
+        """The counter: ``counter_offset_j`` + exact energy up to its last refresh (up to ``refresh_period_s`` old)."""
         self._check()
         if not self._energy_counter:
             raise NotSupportedError(f"GPU {self.index} ({self.uuid}): no total-energy counter; integrate power_w()")
-        return self.true_energy_j()
+        self._spend("nvmlDeviceGetTotalEnergyConsumption")
+        with self._lock:
+            t = self._time_fn()
+            self.truth_at_counter_read_j = self._energy_at(t)
+            return self.counter_offset_j + self._energy_at(self._last_refresh_t(t) if self.refresh_period_s else t)
 
     def power_w(self) -> float:
+        """Board power: the average over the last refresh period (instantaneous when not refreshing)."""
         self._check()
-        return self.base_power_w() * (1.0 + self.ripple * _ripple(self._time_fn()))
+        self._spend("nvmlDeviceGetFieldValues")
+        with self._lock:
+            t = self._time_fn()
+            if not self.refresh_period_s:
+                return self._instant_power_w(t)
+            tick = self._last_refresh_t(t)
+            return (self._energy_at(tick) - self._energy_at(tick - self.refresh_period_s)) / self.refresh_period_s
 
     def power_limit_w(self) -> float:
         self._check()
+        self._spend("nvmlDeviceGetEnforcedPowerLimit")
         return self._limit_w
 
     def power_limit_constraints(self) -> PowerLimitConstraints:
@@ -162,9 +223,9 @@ class FakeGPU(GPU):
         if not self.privileged:
             raise PrivilegeError(f"GPU {self.index}: set_power_limit_w needs root privileges; {PRIVILEGE_FIX}")
         with self._lock:
-            now = self._time_fn()  # close the energy segment at the old limit
-            self._energy_before_j += self._segment_energy_j(self._segment_t, now)
-            self._segment_t = now
+            now = self._time_fn()  # a new energy segment at the new limit
+            self._segments.append((now, self._energy_at(now), float(power_limit_w)))
+            del self._segments[:-16]  # the counter looks back at most one refresh period
             self._limit_w = float(power_limit_w)
         self.set_calls.append(("set_power_limit_w", float(power_limit_w)))
 
@@ -174,6 +235,7 @@ class FakeGPU(GPU):
 
     def sm_clock_mhz(self) -> int:
         self._check()
+        self._spend("nvmlDeviceGetClockInfo")
         # A power cap lowers the clock roughly with speed; a lock caps it.
         natural = int(self._max_clock_mhz * self.relative_speed())
         return min(natural, self._locked_mhz[1]) if self._locked_mhz else natural
@@ -208,7 +270,7 @@ class FakeGPU(GPU):
 
     def temperature_c(self) -> float:
         self._check()
-        return round(30.0 + 0.15 * self.power_w(), 1)
+        return round(30.0 + 0.15 * self._instant_power_w(self._time_fn()), 1)
 
     def throttle_reasons(self) -> list[str]:
         self._check()

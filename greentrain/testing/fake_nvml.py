@@ -6,6 +6,11 @@ code under test is the production code. Physics (power, energy, limits,
 clocks) comes from a ``FakeGPU`` per device, i.e. from measured profiles.
 Needs nvidia-ml-py installed (it is in the ``dev`` and ``nvidia`` extras).
 
+It is calibrated to an H100: each call spends the CPU time the real call took
+there (``greentrain.testing.costs``; 3.9 ms for the energy counter), and the
+counter and power readings refresh every 100 ms. ``FakeNVML(call_costs=False)``
+skips the costs for tests that need speed; benchmarks keep them.
+
     nvml = FakeNVML([FakeNVMLDevice("a40"), FakeNVMLDevice("v100", energy_counter=False)])
     nvml.inject_error("nvmlDeviceGetPowerUsage", nvml.NVML_ERROR_GPU_IS_LOST, index=1)
     devices = greentrain.device.discover(None, nvml=nvml, rapl_root=None)
@@ -13,6 +18,7 @@ Needs nvidia-ml-py installed (it is in the ``dev`` and ``nvidia`` extras).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,12 +26,15 @@ from typing import Any
 
 import pynvml
 
+from greentrain.testing.costs import NVML_CALL_COST_S, spend_cpu_s
 from greentrain.testing.fake_gpu import FakeGPU
+from greentrain.testing.load import NVML_REFRESH_S, PowerDraw
 
-__all__ = ["FakeNVML", "FakeNVMLDevice"]
+__all__ = ["FakeNVML", "FakeNVMLDevice", "h100_node"]
 
 _ARCH_CODES = {"volta": pynvml.NVML_DEVICE_ARCH_VOLTA, "turing": pynvml.NVML_DEVICE_ARCH_TURING,
-               "ampere": pynvml.NVML_DEVICE_ARCH_AMPERE, "pascal": pynvml.NVML_DEVICE_ARCH_PASCAL}  # fmt: skip
+               "ampere": pynvml.NVML_DEVICE_ARCH_AMPERE, "pascal": pynvml.NVML_DEVICE_ARCH_PASCAL,
+               "hopper": pynvml.NVML_DEVICE_ARCH_HOPPER}  # fmt: skip
 _MEMORY_CLOCKS_MHZ = [7001, 5001, 810, 405]
 
 
@@ -44,8 +53,12 @@ class FakeNVMLDevice:
         mig: bool = False,
         privileged: bool = True,
         time_fn: Callable[[], float] = time.monotonic,
+        draw: PowerDraw | None = None,
+        name: str | None = None,
+        refresh_period_s: float | None = NVML_REFRESH_S,
     ) -> None:
         self.gpu_model, self.workload, self.uuid = gpu_model, workload, uuid
+        self.draw, self.name, self.refresh_period_s = draw, name, refresh_period_s
         self.architecture = architecture
         self.energy_counter = energy_counter
         self.power_fields = power_fields
@@ -55,10 +68,30 @@ class FakeNVMLDevice:
         self.gpu: FakeGPU | None = None  # built by FakeNVML with the device's index
 
     def build(self, index: int) -> FakeGPU:
-        self.gpu = FakeGPU(self.gpu_model, self.workload, index=index, uuid=self.uuid, time_fn=self.time_fn)
+        self.gpu = FakeGPU(self.gpu_model, self.workload, index=index, uuid=self.uuid, time_fn=self.time_fn,
+                           draw=self.draw, refresh_period_s=self.refresh_period_s)
+        if self.name is not None:
+            self.gpu.name = self.name
         if self.architecture is not None:
             self.gpu.architecture = self.architecture
         return self.gpu
+
+
+def _measured_cost(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The call takes the CPU time it took on the H100 in all, the fake's own work included."""
+    cost_s = NVML_CALL_COST_S[method.__name__]
+
+    @functools.wraps(method)
+    def call(self: FakeNVML, *args: Any) -> Any:
+        if not self.call_costs:
+            return method(self, *args)
+        start_s = time.thread_time()
+        try:
+            return method(self, *args)
+        finally:  # an error costs the same: the driver did the work before answering
+            spend_cpu_s(cost_s - (time.thread_time() - start_s))
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -83,12 +116,15 @@ class FakeNVML:
         *,
         init_error: int | None = None,
         driver_version: str = "550.54.15",
+        call_costs: bool = True,
     ) -> None:
         self.devices = list(devices)
         self.gpus = [d.build(i) for i, d in enumerate(self.devices)]
         self.init_error = init_error
         self.driver_version = driver_version
         self.initialised = 0
+        self.call_costs = call_costs
+        """Spend each call's measured H100 CPU cost (off: fast tests)."""
         self.calls: list[tuple[str, int | None, tuple[Any, ...]]] = []
         """Every call: (function name, device index or None, extra arguments)."""
         self._injections: list[_Injection] = []
@@ -176,15 +212,18 @@ class FakeNVML:
 
     # --- power and energy -------------------------------------------------------------------------
 
+    @_measured_cost
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: _Handle) -> int:
         gpu = self._gpu("nvmlDeviceGetTotalEnergyConsumption", handle)
         if not self.devices[handle.index].energy_counter:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(gpu.true_energy_j() * 1000)
+        return int(gpu.total_energy_j() * 1000)  # refreshed every 100 ms, like the hardware
 
+    @_measured_cost
     def nvmlDeviceGetPowerUsage(self, handle: _Handle) -> int:
         return int(self._gpu("nvmlDeviceGetPowerUsage", handle).power_w() * 1000)
 
+    @_measured_cost
     def nvmlDeviceGetFieldValues(self, handle: _Handle, field_ids: Sequence[int]) -> Any:
         gpu = self._gpu("nvmlDeviceGetFieldValues", handle, tuple(field_ids))
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
@@ -199,6 +238,7 @@ class FakeNVML:
                 slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
         return values
 
+    @_measured_cost
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: _Handle) -> int:
         return int(self._gpu("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_w() * 1000)
 
@@ -235,6 +275,7 @@ class FakeNVML:
         clocks = gpu.supported_sm_clocks_mhz()
         return clocks if memory_mhz == max(_MEMORY_CLOCKS_MHZ) else clocks[len(clocks) // 2 :]
 
+    @_measured_cost
     def nvmlDeviceGetClockInfo(self, handle: _Handle, clock_type: int) -> int:
         gpu = self._gpu("nvmlDeviceGetClockInfo", handle, clock_type)
         if clock_type == pynvml.NVML_CLOCK_MEM:
@@ -273,3 +314,29 @@ def _reason_bits(gpu: FakeGPU) -> int:
     bits = {"sw_power_cap": pynvml.nvmlClocksEventReasonSwPowerCap,
             "applications_clocks_setting": pynvml.nvmlClocksEventReasonApplicationsClocksSetting}  # fmt: skip
     return sum(bits[r] for r in gpu.throttle_reasons())
+
+
+def h100_node(
+    count: int = 8,
+    *,
+    time_fn: Callable[[], float] = time.monotonic,
+    call_costs: bool = True,
+    period_s: float = 0.37,
+    duty: float = 0.6,
+) -> FakeNVML:
+    """A node of ``count`` GPUs calibrated to the H100 measurements: call costs, 100 ms refresh, H100 power.
+
+    Each GPU runs a training-like ``h100_wave`` (bf16 training power while
+    busy, the after-load draw in between) with its own phase, so the waves do
+    not line up with each other or with the 100 ms refresh. Power-limit range
+    and clocks still come from the A40 profile (no H100 power-limit profile
+    was measured).
+    """
+    from greentrain.testing.load import h100_wave
+
+    devices = [
+        FakeNVMLDevice("a40", time_fn=time_fn, architecture="hopper", name="NVIDIA H100 80GB HBM3",
+                       draw=h100_wave(period_s, duty, phase_s=0.071 * i))  # fmt: skip
+        for i in range(count)
+    ]
+    return FakeNVML(devices, call_costs=call_costs, driver_version="580.159.04")

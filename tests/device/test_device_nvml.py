@@ -48,7 +48,7 @@ def test_identity_and_capabilities_of_a_volta_plus_gpu() -> None:
 
 def test_energy_counter_is_converted_from_millijoules() -> None:
     clock = Clock()
-    nvml, (gpu,) = _gpus(FakeNVMLDevice("v100", time_fn=clock))
+    nvml, (gpu,) = _gpus(FakeNVMLDevice("v100", time_fn=clock, refresh_period_s=None))  # continuous counter
     start_j = gpu.total_energy_j()
     clock.t += 10.0
     truth_j = nvml.gpus[0].true_energy_j()
