@@ -28,6 +28,7 @@ from greentrain.jobstats import JobState, JobStats
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
 from greentrain.timing import adopt, decider
 from greentrain.timing.broadcast import Broadcast, LocalBroadcast
+from greentrain.timing.deadlinewatch import DeadlineVerdict, DeadlineWatch
 from greentrain.timing.decider import RUN
 from greentrain.timing.guard import latest_safe_resume
 from greentrain.timing.ledger import CarbonLedger
@@ -138,6 +139,12 @@ class Engine:
         """Monitor energy of the last step (joules); None without a monitor."""
         self.decided_on: tuple = ()
         """Fingerprint of the carbon data behind the last decision (periodic re-plans skip identical data)."""
+        self.deadline_watch = DeadlineWatch(self.deadline, simulated=not isinstance(self.clock, SystemClock))
+        """Warns once on stderr when the measured rate says the deadline will be missed (rank 0)."""
+        self.finished_at: datetime | None = None
+        """When the step that completed the job ended (job clock)."""
+        self.deadline_verdict: DeadlineVerdict | None = None
+        """Met or missed, set by ``close`` (None without a deadline)."""
         self.job_stats.update(deadline=self.deadline)
 
     # ---- public loop API -------------------------------------------------------------------------
@@ -193,6 +200,8 @@ class Engine:
         counterfactual_at = (self.submitted_at or started) + timedelta(seconds=self.running_s)
         self.running_s += duration_s
         self.steps_done += 1
+        if self.finished_at is None and self.finished:
+            self.finished_at = now
         entry = self.ledger.record(energy_j, started + (now - started) / 2, counterfactual_at)
         self.job_stats.add(steps=1, tokens=int(tokens), energy_j=entry.energy_j,
                            emissions_g=entry.emissions_g, emissions_avoided_g=entry.avoided_g)
@@ -228,22 +237,47 @@ class Engine:
 
     def close(self, **summary: Any) -> None:
         """Write the summary event (``summary`` adds or overrides fields), restore actuators and stop the
-        scheduler; safe to call twice."""
+        scheduler; safe to call twice.
+
+        ``finished_at`` in ``summary`` overrides when the job ended (``greentrain run``: the command's exit);
+        a job that finished after its deadline gets one ``DEADLINE MISSED`` line on stderr (rank 0).
+        """
         if self._closed:
             return
         self._closed = True
         self.waiter.shutdown()
         if self.actuators is not None:
             self._guarded("actuators.restore_all", self.actuators.restore_all)
+        finished = bool(summary.get("finished", self.finished))
+        finished_at = summary.pop("finished_at", None) or self.finished_at
+        self.deadline_verdict = self.deadline_watch.verdict(finished_at if finished else None)
+        if self.is_leader:
+            self.deadline_watch.announce_miss(self.deadline_verdict)
         if self.event_log is not None:
             stats = self.job_stats.snapshot()
+            verdict = self.deadline_verdict
             fields: dict[str, Any] = {
                 "steps": self.steps_done, "tokens": stats.tokens_total, "energy_j": self.ledger.energy_j,
                 "emissions_g": self.ledger.emissions_g, "emissions_avoided_g": self.ledger.avoided_g,
                 "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
+                "finished_at": finished_at if finished else None,
+                "deadline_met": verdict.met if verdict is not None and finished else None,
                 "notes": list(self.notes),
             }
             self.event_log.write("summary", self.clock.now(), **{**fields, **summary})
+
+    @property
+    def deadline_missed(self) -> bool:
+        """The job finished after its deadline (known after ``close``)."""
+        verdict = self.deadline_verdict
+        return verdict is not None and verdict.finished_at is not None and not verdict.met
+
+    def watch_deadline(self, now: datetime) -> None:
+        """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed."""
+        message = self.deadline_watch.check(now, self.work_remaining_s(), step_time_s=self.times.mean_s)
+        if message is not None:
+            self._event("deadline_risk", message=message, deadline=self.deadline,
+                        projected_finish=self.deadline_watch.projected_finish)
 
     # ---- derived quantities -----------------------------------------------------------------------
 

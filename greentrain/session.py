@@ -34,6 +34,7 @@ from greentrain.clock import Clock, SystemClock
 from greentrain.engine import Engine
 from greentrain.errors import ConfigError
 from greentrain.events import EventLog
+from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, make_broadcast
@@ -60,10 +61,8 @@ from greentrain.timing.state import (
     state_of,
 )
 
-__all__ = ["Session", "RESUME_EXIT_CODE"]
+__all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
 
-RESUME_EXIT_CODE = 75
-"""Exit status of ``relaunch="exit"`` after a checkpoint pause (EX_TEMPFAIL: 'try again later')."""
 
 log = logging.getLogger("greentrain.session")
 
@@ -87,6 +86,8 @@ class Session:
         actuators: your own ``ActuatorSet`` for power/clock decisions (default: built when power is on).
         monitor: a started ``Monitor`` to use instead of building one over ``devices``.
         step_time_s: expected step time before one is measured (plans a delayed start before step 0).
+        deadline_policy: 'strict' (default: an impossible deadline is refused at the start; a miss is said on
+            stderr and ``deadline_exit_code`` is 3) or 'best-effort' (said, then run on; exit code 0).
         relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
             ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
         state_path: where the job's deadline and totals survive a relaunch (default:
@@ -271,6 +272,24 @@ class Session:
         """All ``steps_total`` steps done."""
         return self.engine is not None and self.engine.finished
 
+    @property
+    def deadline_missed(self) -> bool:
+        """After the ``with`` block: the job finished after its deadline.
+
+        The miss was already said on stderr (once when it became likely, again at the end). A script that
+        wants the CLI's behaviour exits with ``greentrain.exitcodes.DEADLINE_MISSED_EXIT_CODE`` unless
+        ``deadline_policy="best-effort"``; see ``deadline_exit_code``.
+        """
+        return self.engine is not None and self.engine.deadline_missed
+
+    @property
+    def deadline_exit_code(self) -> int:
+        """0, or ``DEADLINE_MISSED_EXIT_CODE`` (3) when the deadline was missed under the strict policy."""
+        engine = self.engine
+        if engine is None or not engine.deadline_missed or engine.deadline_policy == "best-effort":
+            return 0
+        return DEADLINE_MISSED_EXIT_CODE
+
     # ---- internals ---------------------------------------------------------------------------------
 
     def _require_engine(self) -> Engine:
@@ -298,7 +317,10 @@ class Session:
             policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
             steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
             actuators=self.hardware.actuators, broadcast=broadcast, steps_done=self.start_step,
-            step_time_s=args["step_time_s"] or (prior.step_time_s if prior else None),
+            # The step time this job measured before a relaunch, or the caller's estimate: the slower one.
+            # On a loaded machine a hint taken from a short timing is several times too fast, and a
+            # relaunch that trusted it would plan its wait as if the job were short.
+            step_time_s=_slower(prior.step_time_s if prior else None, args["step_time_s"]),
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
             progress=args["progress"],
         )
@@ -396,3 +418,7 @@ class Session:
         if errors and raise_errors:
             raise errors[0]
 
+
+def _slower(measured_s: float | None, hint_s: float | None) -> float | None:
+    known = [v for v in (measured_s, hint_s) if v]
+    return max(known) if known else None

@@ -47,6 +47,7 @@ def check_deadline(engine: Engine, now: datetime) -> str | None:
         if engine.deadline_policy != "best-effort":
             return str(e)
         engine.best_effort = True
+        engine.deadline_watch.warned = True  # the note below is the warning; say it once
         problem = str(e).split("; give a later")[0]  # drop the fix: best-effort is the user's choice
         engine._note(f"{problem}; best-effort: running now")
     return None
@@ -62,6 +63,8 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     """Leader only: ask the policy (or degrade) and apply the deadline guard."""
     engine._next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
     carbon_now = engine.signals.latest(now, engine.ledger)  # always: steps are priced with it
+    if state != JobState.WAITING:  # before the first step check_deadline speaks (error or best-effort note)
+        engine.watch_deadline(now)
     if engine.finished:
         return _run("")
     if engine.best_effort:

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from greentrain.clock import ensure_aware_utc
+from greentrain.clock import ensure_aware_utc, parse_deadline
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Policy
 from greentrain.timing.state import EngineState
@@ -50,14 +50,7 @@ def resolve_deadline(value: datetime | str | None, prior: EngineState | None, no
         return None
     if isinstance(value, datetime):
         return ensure_aware_utc(value, "deadline")
-    import click
-
-    from greentrain.cli.common import parse_deadline
-
-    try:
-        return parse_deadline(str(value), now, param="deadline")
-    except click.BadParameter as e:
-        raise ConfigError(f"deadline: {e.message}") from None
+    return parse_deadline(str(value), now, param="deadline")
 
 
 def default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
