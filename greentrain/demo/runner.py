@@ -80,13 +80,24 @@ def demo_policy(spec: str, reserve_h: float) -> Any:
     return type(policy)(dataclasses.replace(config, reserve_s=reserve_s), settings=policy.settings)
 
 
-def measure_step_time_s(steps: int = 4) -> float:
-    """Real seconds per training step of the demo model on this machine (median after a warm-up step)."""
+def measure_step_time_s(min_steps: int = 8, min_real_s: float = 2.0, max_steps: int = 64) -> float:
+    """Real seconds per training step of the demo model on this machine: the mean after a warm-up step.
+
+    Times at least ``min_steps`` steps and at least ``min_real_s`` seconds (at most ``max_steps``): a few
+    steps read 17 ms on one run and 64 ms on the next on a busy machine, and the job is sized from this.
+    The mean, not the median: a loaded machine's slow steps are part of what the job will take.
+    """
+    import time
+
     from greentrain.runtime.trainer import Trainer
 
-    trainer = Trainer(demo_config(None, steps))
-    times = [trainer.train_step().step_time_s for _ in range(steps)]
-    return float(statistics.median(times[1:]))
+    trainer = Trainer(demo_config(None, max_steps + 1))
+    trainer.train_step()  # warm-up: allocator and caches
+    times: list[float] = []
+    started = time.monotonic()
+    while len(times) < max_steps and (len(times) < min_steps or time.monotonic() - started < min_real_s):
+        times.append(trainer.train_step().step_time_s)
+    return float(statistics.fmean(times))
 
 
 @dataclass(slots=True)
@@ -218,10 +229,28 @@ class DemoRunner:
             demo_policy(self.state.policy, self.state.reserve_h), zone=sc.zone, provider=self.provider, deadline=self.state.time("deadline"),
             steps_total=self.state.steps_total, save=save, load=trainer.resume, pause_mode="checkpoint",
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
-            monitor=self._monitor, step_time_s=self.state.step_time_real_s * sc.speedup, relaunch="none",
+            monitor=self._monitor, step_time_s=self.step_time_real_s * sc.speedup, relaunch="none",
             state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
-            decide_interval_s=DECIDE_INTERVAL_S,
+            decide_interval_s=DECIDE_INTERVAL_S, deadline_policy=self.state.deadline_policy,
         )
+
+    @property
+    def step_time_real_s(self) -> float:
+        """Real seconds per step to plan with: as last measured in training, else the sizing's figure."""
+        return self.state.step_time_measured_real_s or self.state.step_time_real_s
+
+    def _remeasure(self, session: Any) -> None:
+        """Keep the step time the engine measured in this segment for the next one's plan (and say so
+        when the machine turned out slower or faster than when the job was sized)."""
+        times = session.engine.times if session.engine is not None else None
+        if times is None or times.count < 2 or times.mean_s is None:
+            return
+        measured_real_s = times.mean_s / self.scenario.speedup
+        previous_s = self.step_time_real_s
+        self.state.step_time_measured_real_s = measured_real_s
+        if abs(measured_real_s - previous_s) > 0.25 * previous_s:
+            self.say(f"re-measured: {measured_real_s * 1000:.0f} ms per step now (planned with "
+                     f"{previous_s * 1000:.0f} ms); the plan follows the measured rate")
 
     def _announce_metrics(self, session: Any) -> None:
         server = session.metrics
@@ -243,6 +272,8 @@ class DemoRunner:
         trainer.on_step = bar.update
         with bar:
             trainer.fit(resume=False)
+        self.state.began = self.state.began or trainer.step > 0
+        self._remeasure(session)
         if self.interrupted:
             self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
             return SegmentEnd.INTERRUPTED
