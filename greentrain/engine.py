@@ -112,6 +112,8 @@ class Engine:
             raise _config("decide_interval_s", f"must be > 0, got {decide_interval_s}")
         self.decide_interval_s = float(decide_interval_s)
         self.times = StepTimes(prior_s=step_time_s)
+        self.rate_probe: Any = None
+        """Optional ``() -> seconds per step`` (job clock) called at re-plans during waits; see ``StepTimes``."""
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
         self.waiter = Waiter(self, progress=progress)

@@ -86,6 +86,8 @@ class Session:
         actuators: your own ``ActuatorSet`` for power/clock decisions (default: built when power is on).
         monitor: a started ``Monitor`` to use instead of building one over ``devices``.
         step_time_s: expected step time before one is measured (plans a delayed start before step 0).
+        rate_probe: ``() -> seconds per step`` on the job clock, called at re-plans while the job waits (a
+            delayed start, a pause): a machine that got busier then moves the latest safe resume up.
         deadline_policy: 'strict' (default: an impossible deadline is refused at the start; a miss is said on
             stderr and ``deadline_exit_code`` is 3) or 'best-effort' (said, then run on; exit code 0).
         relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
@@ -137,6 +139,7 @@ class Session:
         precision: Sequence[str] | None = None,
         profile_cache_dir: str | Path | None | Literal[False] = None,
         state_dir: str | Path | None = None,
+        rate_probe: Callable[[], float | None] | None = None,
     ) -> None:
         if relaunch not in ("exec", "exit", "none"):
             raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
@@ -149,7 +152,7 @@ class Session:
                           step_time_s=step_time_s,
                           deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress,
                           power=power, precision=precision, profile_cache_dir=profile_cache_dir,
-                          state_dir=state_dir)
+                          state_dir=state_dir, rate_probe=rate_probe)
         self.policy_spec = policy
         self.steps_total = steps_total
         self.job = job
@@ -324,6 +327,7 @@ class Session:
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
             progress=args["progress"],
         )
+        self.engine.rate_probe = args["rate_probe"]
         self._closers.insert(0, self._finish_engine)
         recover = getattr(self.hardware.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs

@@ -22,6 +22,7 @@ from __future__ import annotations
 import signal
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,6 +42,10 @@ CHECKPOINT_INTERVAL = 50
 DECIDE_INTERVAL_S = 900.0
 """Re-plan every 15 simulated minutes while training: the trace is hourly, and at a high speed-up each
 decision's real cost (a forecast) would otherwise be scaled into hours of apparent step time."""
+
+
+PROBE_EVERY_REAL_S = 2.0
+"""Real seconds between step-time probes while the job waits (each costs two demo steps of CPU)."""
 
 
 class SegmentEnd:
@@ -136,6 +141,8 @@ class DemoRunner:
         self._session: Any = None
         self._monitor: Any = None
         self._event_log: Any = None
+        self._probe_trainer: Any = None
+        self._probed_at: float | None = None
 
     @property
     def jsonl(self) -> Path:
@@ -148,6 +155,9 @@ class DemoRunner:
         previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             trainer = self._new_trainer()
+            from greentrain.runtime.trainer import Trainer
+
+            self._probe_trainer = Trainer(demo_config(None, 1 << 20))  # scratch: its steps touch no job state
             self._start_monitor()
             end = SegmentEnd.PAUSED
             while end == SegmentEnd.PAUSED:
@@ -162,6 +172,18 @@ class DemoRunner:
             self.state.sim_now = self.clock.now().isoformat()
             self.state.finished = self.segments[-1:] == [SegmentEnd.FINISHED]
             save_demo_state(self.out_dir, self.state)
+
+    def probe_step_s(self) -> float | None:
+        """Simulated seconds per step on this machine now: two scratch steps, at most every 2 real seconds.
+
+        Called by the engine at re-plans while the job waits, so a machine that got busier since the job
+        was sized (other work on a shared laptop or CI runner) moves the plan before the wait ends."""
+        now = time.monotonic()
+        if self._probe_trainer is None or (self._probed_at is not None and now - self._probed_at < PROBE_EVERY_REAL_S):
+            return None
+        self._probed_at = now
+        real_s = statistics.fmean(self._probe_trainer.train_step().step_time_s for _ in range(2))
+        return real_s * self.scenario.speedup
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         if self.interrupted:  # second Ctrl-C: stop now; the newest checkpoint still resumes
@@ -232,6 +254,7 @@ class DemoRunner:
             monitor=self._monitor, step_time_s=self.step_time_real_s * sc.speedup, relaunch="none",
             state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
             decide_interval_s=DECIDE_INTERVAL_S, deadline_policy=self.state.deadline_policy,
+            rate_probe=self.probe_step_s,
         )
 
     @property
@@ -278,13 +301,15 @@ class DemoRunner:
             self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
             return SegmentEnd.INTERRUPTED
         if session.finished:
-            self.say(f"finished all {self.state.steps_total} steps at {_fmt(self.clock.now())}")
+            self.say(f"finished all {self.state.steps_total} steps at {_fmt(session.engine.finished_at)}")
             return SegmentEnd.FINISHED
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume
         reason = getattr(session.last_decision, "reason", "") or "dirty window"
-        self.say(f"paused after step {trainer.step}, checkpoint saved; resume planned for "
-                 f"{_fmt(session.resume_at)} ({reason})")
+        from greentrain.timing.decider import planned_resume
+
+        resume = planned_resume(session.last_decision, self.clock.now()) or session.resume_at
+        self.say(f"paused after step {trainer.step}, checkpoint saved; resume planned for {_fmt(resume)} ({reason})")
         interrupted = session.engine.wait_until(session.resume_at, "checkpoint pause")
         if interrupted or self.interrupted:
             self.interrupted = True

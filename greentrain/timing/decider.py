@@ -23,7 +23,7 @@ from greentrain.timing.guard import must_run_now
 if TYPE_CHECKING:
     from greentrain.engine import Engine
 
-__all__ = ["RUN", "check_deadline", "maybe_decide", "decide", "guard", "replan_paused"]
+__all__ = ["RUN", "check_deadline", "maybe_decide", "decide", "guard", "replan_paused", "planned_resume"]
 
 
 RUN = Decision(action=Action.RUN, reason="")
@@ -121,6 +121,8 @@ def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
 def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:
     """Clamp pauses to the latest safe resume; refuse a pause the deadline cannot afford."""
     if decision.action == Action.RUN:
+        if decision.to_the_end and engine.deadline is not None:
+            engine.guard_engaged = True  # 'no slack; running flat out' stays true: no pause after it
         if decision.until is not None and decision.until > now:
             engine._next_decide_at = min(engine._next_decide_at or decision.until, decision.until)
         return decision
@@ -145,6 +147,7 @@ def replan_paused(engine: Engine, now: datetime, force: bool = True) -> datetime
     """
     if engine.best_effort or engine.finished:
         return now
+    _probe_rate(engine)
     state = JobState.WAITING if engine.first_start is None else JobState.PAUSED
     engine.signals.invalidate()
     if not force:
@@ -156,3 +159,22 @@ def replan_paused(engine: Engine, now: datetime, force: bool = True) -> datetime
     if decision.action == Action.RUN:
         return now
     return decision.until
+
+
+def _probe_rate(engine: Engine) -> None:
+    """While waiting nothing is measured: ask the job's probe (if any) how long a step takes now, so a
+    machine that got busier moves the deadline guard's latest safe resume up before the wait ends."""
+    probe = engine.rate_probe
+    if probe is None:
+        return
+    step_s = engine._guarded("rate_probe", probe)
+    if isinstance(step_s, (int, float)):
+        engine.times.note_probe(float(step_s))
+
+
+def planned_resume(decision: Decision, now: datetime) -> datetime | None:
+    """When a pause is planned to end: the plan's first running interval after ``now``, else ``until``.
+
+    A per-interval policy's ``until`` is only its next look (the interval's end); people want the resume."""
+    starts = [start for start, _end in decision.plan if start > now]
+    return min(starts) if starts else decision.until
