@@ -264,6 +264,7 @@ class Engine:
                 "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
                 "finished_at": finished_at if finished else None,
                 "deadline_met": verdict.met if verdict is not None and finished else None,
+                "clock": "simulated" if self.deadline_watch.simulated else "wall",
                 "notes": list(self.notes),
             }
             self.event_log.write("summary", self.clock.now(), **{**fields, **summary})

@@ -27,33 +27,29 @@ def _yes_no(value: Any) -> str:
 
 def _render(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
+
+    from greentrain.cli.tables import print_table
 
     console = Console()
     if report["gpus"]:
-        table = Table(title="GPUs")
-        for column in ("GPU", "name", "UUID", "arch", "energy", "power limit (permitted)", "clocks (permitted)"):
-            table.add_column(column, overflow="fold", no_wrap=column == "UUID")
+        rows = []
         for g in report["gpus"]:
             if "error" in g:
-                table.add_row(str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", "")
+                rows.append([str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", ""])
                 continue
             span = g["power_limit_range_w"]
             limit = f"{_yes_no(g['power_limit_control'])} ({_yes_no(g['power_limit_permitted'])})"
             limit += f" {span[0]:g}-{span[1]:g} W" if span else ""
             clocks = f"{_yes_no(g['clock_control'])} ({_yes_no(g['clock_control_permitted'])})"
             energy = "counter (measured)" if g["energy_counter"] else f"{g['energy_source'] or 'none'}"
-            table.add_row(str(g["index"]), g["name"], g["uuid"], g["architecture"], energy, limit, clocks)
-        console.print(table)
+            rows.append([str(g["index"]), g["name"], g["uuid"], g["architecture"], energy, limit, clocks])
+        print_table(console, "GPUs", ("GPU", "name", "UUID", "arch", "energy", "power limit (permitted)",
+                                      "clocks (permitted)"), rows)
     else:
         console.print("GPUs: none")
     if report["rapl"]:
-        table = Table(title="RAPL (CPU energy counters)")
-        for column in ("domain", "path", "readable"):
-            table.add_column(column)
-        for d in report["rapl"]:
-            table.add_row(d["name"], d["path"], "yes" if d["readable"] else d["status"])
-        console.print(table)
+        rows = [[d["name"], d["path"], "yes" if d["readable"] else d["status"]] for d in report["rapl"]]
+        print_table(console, "RAPL (CPU energy counters)", ("domain", "path", "readable"), rows)
     else:
         console.print("RAPL: none")
     est = report["cpu_estimate"]
