@@ -277,7 +277,8 @@ class Engine:
 
     def watch_deadline(self, now: datetime) -> None:
         """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed."""
-        message = self.deadline_watch.check(now, self.work_remaining_s(), step_time_s=self.times.mean_s)
+        step_s = self.times.mean_s if self.steps_total is not None else None  # `run` polls; it has no steps
+        message = self.deadline_watch.check(now, self.work_remaining_s(), step_time_s=step_s)
         if message is not None:
             self._event("deadline_risk", message=message, deadline=self.deadline,
                         projected_finish=self.deadline_watch.projected_finish)

@@ -255,6 +255,9 @@ class GreentrainConfig:
     """``checkpoint`` (save and exit; relaunch resumes) or ``suspend`` (wait in-process)."""
     job: str = "greentrain"
     """Job name used in metrics."""
+    deadline_policy: str | None = None
+    """``strict`` (refuse an impossible deadline; exit 3 after a late finish) or ``best-effort`` (warn, run on);
+    none = the policy's setting."""
     relaunch: str = "auto"
     """After a checkpoint pause: ``exec`` (wait, re-exec), ``exit`` (exit 75 for torchrun/scheduler to
     restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
@@ -262,6 +265,8 @@ class GreentrainConfig:
     def __post_init__(self) -> None:
         _need(self.pause_mode in ("checkpoint", "suspend"), "greentrain.pause_mode",
               f"{self.pause_mode!r} is not checkpoint or suspend")
+        _need(self.deadline_policy in (None, "strict", "best-effort"), "greentrain.deadline_policy",
+              f"{self.deadline_policy!r} is not strict or best-effort")
         _need(self.relaunch in ("auto", "exec", "exit", "none"), "greentrain.relaunch",
               f"{self.relaunch!r} is not auto, exec, exit or none")
 

@@ -67,7 +67,8 @@ class DeadlineWatch:
             if self.projected_finish <= self.deadline:
                 return None
             late_s = (self.projected_finish - self.deadline).total_seconds()
-            rate = f" at the measured {step_time_s:.3g} s per step" if step_time_s else ""
+            per_step = f"{step_time_s:.3g} s" if step_time_s and step_time_s < 60 else format_duration_s(step_time_s)
+            rate = f" at the measured {per_step} per step" if step_time_s else ""
             message = (f"deadline {self._t(self.deadline)} will be missed by about {format_duration_s(late_s)}"
                        f"{rate}; running flat out")
         self.warned = True
