@@ -31,6 +31,7 @@ from greentrain.timing.broadcast import Broadcast, LocalBroadcast
 from greentrain.timing.deadlinewatch import DeadlineVerdict, DeadlineWatch
 from greentrain.timing.decider import RUN
 from greentrain.timing.guard import latest_safe_resume
+from greentrain.timing.jobsummary import summary_fields
 from greentrain.timing.ledger import CarbonLedger
 from greentrain.timing.signalview import SignalView
 from greentrain.timing.stats import StepTimes
@@ -256,17 +257,7 @@ class Engine:
         if self.is_leader:
             self.deadline_watch.announce_miss(self.deadline_verdict)
         if self.event_log is not None:
-            stats = self.job_stats.snapshot()
-            verdict = self.deadline_verdict
-            fields: dict[str, Any] = {
-                "steps": self.steps_done, "tokens": stats.tokens_total, "energy_j": self.ledger.energy_j,
-                "emissions_g": self.ledger.emissions_g, "emissions_avoided_g": self.ledger.avoided_g,
-                "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
-                "finished_at": finished_at if finished else None,
-                "deadline_met": verdict.met if verdict is not None and finished else None,
-                "clock": "simulated" if self.deadline_watch.simulated else "wall",
-                "notes": list(self.notes),
-            }
+            fields = summary_fields(self, finished_at if finished else None)
             self.event_log.write("summary", self.clock.now(), **{**fields, **summary})
 
     @property
@@ -274,14 +265,6 @@ class Engine:
         """The job finished after its deadline (known after ``close``)."""
         verdict = self.deadline_verdict
         return verdict is not None and verdict.finished_at is not None and not verdict.met
-
-    def watch_deadline(self, now: datetime) -> None:
-        """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed."""
-        step_s = self.times.mean_s if self.steps_total is not None else None  # `run` polls; it has no steps
-        message = self.deadline_watch.check(now, self.work_remaining_s(), step_time_s=step_s)
-        if message is not None:
-            self._event("deadline_risk", message=message, deadline=self.deadline,
-                        projected_finish=self.deadline_watch.projected_finish)
 
     # ---- derived quantities -----------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from greentrain.timing.options import (
     STATE_ENV,
     default_state_path,
     load_policy_spec,
+    planning_step_time_s,
     resolve_deadline,
     resolve_pause_mode,
 )
@@ -277,17 +278,12 @@ class Session:
 
     @property
     def deadline_missed(self) -> bool:
-        """After the ``with`` block: the job finished after its deadline.
-
-        The miss was already said on stderr (once when it became likely, again at the end). A script that
-        wants the CLI's behaviour exits with ``greentrain.exitcodes.DEADLINE_MISSED_EXIT_CODE`` unless
-        ``deadline_policy="best-effort"``; see ``deadline_exit_code``.
-        """
+        """After the ``with`` block: the job finished after its deadline (already said on stderr)."""
         return self.engine is not None and self.engine.deadline_missed
 
     @property
     def deadline_exit_code(self) -> int:
-        """0, or ``DEADLINE_MISSED_EXIT_CODE`` (3) when the deadline was missed under the strict policy."""
+        """The CLI's status for this end: 3 after a late finish unless best-effort, else 0."""
         engine = self.engine
         if engine is None or not engine.deadline_missed or engine.deadline_policy == "best-effort":
             return 0
@@ -320,10 +316,7 @@ class Session:
             policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
             steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
             actuators=self.hardware.actuators, broadcast=broadcast, steps_done=self.start_step,
-            # The step time this job measured before a relaunch, or the caller's estimate: the slower one.
-            # On a loaded machine a hint taken from a short timing is several times too fast, and a
-            # relaunch that trusted it would plan its wait as if the job were short.
-            step_time_s=_slower(prior.step_time_s if prior else None, args["step_time_s"]),
+            step_time_s=planning_step_time_s(prior, args["step_time_s"]),
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
             progress=args["progress"],
         )
@@ -421,8 +414,3 @@ class Session:
             log.warning("greentrain: closing the session: %s: %s", type(error).__name__, error)
         if errors and raise_errors:
             raise errors[0]
-
-
-def _slower(measured_s: float | None, hint_s: float | None) -> float | None:
-    known = [v for v in (measured_s, hint_s) if v]
-    return max(known) if known else None

@@ -53,6 +53,15 @@ def check_deadline(engine: Engine, now: datetime) -> str | None:
     return None
 
 
+def watch_deadline(engine: Engine, now: datetime) -> None:
+    """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed."""
+    step_s = engine.times.mean_s if engine.steps_total is not None else None  # `run` polls; it has no steps
+    message = engine.deadline_watch.check(now, engine.work_remaining_s(), step_time_s=step_s)
+    if message is not None:
+        engine._event("deadline_risk", message=message, deadline=engine.deadline,
+                      projected_finish=engine.deadline_watch.projected_finish)
+
+
 def maybe_decide(engine: Engine, now: datetime) -> Decision:
     if engine._next_decide_at is not None and now < engine._next_decide_at and engine.steps_done > 1:
         return _run("")
@@ -64,7 +73,7 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     engine._next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
     carbon_now = engine.signals.latest(now, engine.ledger)  # always: steps are priced with it
     if state != JobState.WAITING:  # before the first step check_deadline speaks (error or best-effort note)
-        engine.watch_deadline(now)
+        watch_deadline(engine, now)
     if engine.finished:
         return _run("")
     if engine.best_effort:

@@ -15,7 +15,7 @@ from typing import Any
 
 from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
 
-__all__ = ["JobFigures", "job_figures", "summary_line", "plan_line"]
+__all__ = ["JobFigures", "job_figures", "summary_fields", "summary_line", "plan_line"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +43,21 @@ def job_figures(engine: Any) -> JobFigures:
         deadline_met=verdict.met if verdict and verdict.finished_at else None,
         simulated=engine.deadline_watch.simulated,
     )
+
+
+def summary_fields(engine: Any, finished_at: datetime | None) -> dict[str, Any]:
+    """The engine's ``summary`` event: totals, the deadline verdict and which clock the times are on."""
+    stats = engine.job_stats.snapshot()
+    verdict = engine.deadline_verdict
+    return {
+        "steps": engine.steps_done, "tokens": stats.tokens_total, "energy_j": engine.ledger.energy_j,
+        "emissions_g": engine.ledger.emissions_g, "emissions_avoided_g": engine.ledger.avoided_g,
+        "running_s": engine.running_s, "deadline": engine.deadline, "finished": engine.finished,
+        "finished_at": finished_at,
+        "deadline_met": verdict.met if verdict is not None and finished_at is not None else None,
+        "clock": "simulated" if engine.deadline_watch.simulated else "wall",
+        "notes": list(engine.notes),
+    }
 
 
 def summary_line(figures: JobFigures, exit_status: int) -> str:

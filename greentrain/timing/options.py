@@ -12,7 +12,8 @@ from greentrain.errors import ConfigError
 from greentrain.policies.base import Policy
 from greentrain.timing.state import EngineState
 
-__all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "resolve_deadline", "default_state_path"]
+__all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "resolve_deadline", "default_state_path",
+           "planning_step_time_s"]
 
 STATE_ENV = "GREENTRAIN_STATE_FILE"
 
@@ -59,3 +60,11 @@ def default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
         return Path(checkpoint_dir) / "greentrain-state.json"
     env = os.environ.get(STATE_ENV)
     return Path(env) if env else None
+
+
+def planning_step_time_s(prior: EngineState | None, hint_s: float | None) -> float | None:
+    """The step time to plan with before one is measured: the slower of the previous run's measurement and
+    the caller's hint. A hint from a short timing on a loaded machine can be several times too fast, and a
+    relaunch that trusted it would plan its wait as if the job were short."""
+    known = [v for v in ((prior.step_time_s if prior else None), hint_s) if v]
+    return max(known) if known else None
