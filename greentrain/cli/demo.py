@@ -37,6 +37,8 @@ def _metrics_port(port: int) -> int:
     """The port to serve on, checked before anything is written: a busy port is one line, exit 2, and
     leaves no job behind. 0 picks a free one now, so the URL can be printed before the first wait."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the metrics server binds: a port left in TIME_WAIT by the last run's scrapes is free, a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as e:
