@@ -69,6 +69,8 @@ def format_duration_s(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return UNKNOWN
     sign, s = ("-" if seconds < 0 else ""), abs(seconds)
+    if s < 10:
+        return f"{sign}{s:.2g} s"
     if s < 60:
         return f"{sign}{s:.0f} s"
     if s < 3600:

@@ -30,7 +30,8 @@ def test_energy_scales_in_joules_and_watt_hours(joules: float | None, text: str)
 def test_durations_and_times() -> None:
     from datetime import UTC, datetime
 
-    assert [format_duration_s(s) for s in (5, 700, 7200, 3 * 86400)] == ["5 s", "12 min", "2.0 h", "3.0 d"]
+    assert [format_duration_s(s) for s in (0.512, 5, 42, 700, 7200, 3 * 86400)] == [
+        "0.51 s", "5 s", "42 s", "12 min", "2.0 h", "3.0 d"]
     when = datetime(2022, 3, 14, 6, tzinfo=UTC)
     assert format_time(when) == "2022-03-14 06:00 UTC"
     assert format_time(when, simulated=True) == "2022-03-14 06:00 UTC (simulated)"
