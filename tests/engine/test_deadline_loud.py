@@ -145,3 +145,28 @@ def test_watch_projects_from_the_measured_rate_and_speaks_once() -> None:
     assert watch.verdict(T0 + timedelta(minutes=59)).met
     assert not watch.verdict(T0 + timedelta(hours=2)).met
     assert watch.verdict(None).finished_at is None
+
+
+def test_a_rate_probe_during_a_delayed_start_moves_the_start_up(tmp_path: Path) -> None:
+    """Planned at 36 s per step (1 h of work), the policy delays the start 10 h; while it waits the probe
+    says steps now take 360 s (10 h of work): the deadline guard starts the job hours early."""
+    from greentrain.clock import ReplayClock
+
+    clock = ReplayClock(T0, speedup=3600.0)  # one trace hour per real second
+    probes: list[float] = []
+
+    def probe() -> float:
+        probes.append(360.0)
+        return 360.0
+
+    engine = Engine(WindowPolicy(T0, T0 + timedelta(hours=10)), signals=TraceSignals(hourly(T0, [100.0] * 14), clock),
+                    clock=clock, deadline=T0 + timedelta(hours=12), steps_total=100, step_time_s=36.0,
+                    decide_interval_s=300.0, progress=False)
+    engine.rate_probe = probe
+    decision = engine.begin()
+    assert decision.action == Action.DELAY_START and decision.until == T0 + timedelta(hours=10)
+    engine.wait_until(decision.until, decision.reason)
+    started = clock.now()
+    engine.close()
+    assert probes, "the engine asked the probe while it waited"
+    assert started < T0 + timedelta(hours=2), f"started at {started}, not moved up by the measured rate"
