@@ -27,6 +27,7 @@ import click
 
 from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
+from greentrain.timing.guard import check_deadline
 from greentrain.timing.jobsummary import job_figures, plan_line, summary_line
 
 __all__ = ["run"]
@@ -76,6 +77,8 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     with _notes_to_stderr(), _Resources(opts, clock, job) as res:
         engine = _make_engine(policy, opts, clock, deadline, res)
         res.engine = engine
+        if deadline is not None and engine.deadline_policy != "best-effort":  # refused before the plan is shown
+            check_deadline(deadline, clock.now(), engine.work_remaining_s())
         _say(plan_line(policy=opts["policy"], zone=opts["zone"], provider=opts["provider"],
                        work_s=engine.work_total_s, deadline=deadline, pause_mode=pause_mode,
                        simulated=opts["replay_speedup"] is not None))
