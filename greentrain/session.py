@@ -174,6 +174,7 @@ class Session:
         """The running ``MetricsServer`` when ``metrics_port`` was given (its bound port in ``.port``)."""
         self._closers: list[Callable[[], Any]] = []
         self._temp_state = False
+        self._resumable = False
         self._devices: Any = None
         self.hardware = Hardware()
         """Actuators, operating-point profiler and precision controller of this job (built at ``__enter__``)."""
@@ -329,7 +330,9 @@ class Session:
             restore_into(self.engine, prior)
             if self.engine.submitted_at is not None and broadcast.is_leader:
                 self.engine.signals.backfill(self.engine.submitted_at, self.clock.now(), self.engine.ledger)
+        self._resumable = prior is not None  # until the start succeeds, only a prior run's state is worth keeping
         self._begin()
+        self._resumable = True
         self.hardware.start(self.engine)
 
     def _open_hardware(self, policy: Policy, monitor: Any) -> None:
@@ -397,7 +400,7 @@ class Session:
         try:
             if self._temp_state and engine.finished and self._state_path is not None:
                 self._state_path.unlink(missing_ok=True)  # our own scratch file: nothing left to resume
-            else:
+            elif self._resumable:  # a start that failed (e.g. an impossible deadline) leaves nothing to resume
                 self._persist(finished=engine.finished)
         finally:
             engine.close()

@@ -170,3 +170,26 @@ def test_a_rate_probe_during_a_delayed_start_moves_the_start_up(tmp_path: Path) 
     engine.close()
     assert probes, "the engine asked the probe while it waited"
     assert started < T0 + timedelta(hours=2), f"started at {started}, not moved up by the measured rate"
+
+
+def test_a_session_start_that_fails_leaves_no_state_to_resume(tmp_path: Path) -> None:
+    """An impossible deadline refused at the start must not be remembered as the job's deadline: the next
+    start with '+H' counts from itself, not from the failed one."""
+    from greentrain.errors import DeadlineError
+    from greentrain.session import Session
+
+    clock = FrozenClock(T0)
+    state = tmp_path / "state.json"
+
+    def session(deadline: str) -> Session:
+        return Session(RunNowPolicy(), provider=TraceSignals(hourly(T0, [100.0] * 48), clock), clock=clock,
+                       deadline=deadline, steps_total=10, step_time_s=3600.0, monitor=ClockMonitor(clock),
+                       pause_mode="suspend", relaunch="none", progress=False, state_path=state)
+
+    with pytest.raises(DeadlineError, match="leaves 2.0 h but the remaining work needs 10.0 h"):
+        with session("+2"):
+            pass
+    assert not state.exists()
+    clock.advance(3600.0)
+    with session("+12") as s:
+        assert s.engine is not None and s.engine.deadline == T0 + timedelta(hours=13)
