@@ -8,9 +8,9 @@ SIGSTOP/SIGCONT of the command's process group; ``checkpoint``: sends
 ``--checkpoint-signal`` — the program saves and exits — and relaunches it at
 the planned time), and exits with the command's own status — or 3 when the command succeeded but
 finished after the deadline (``--deadline-policy strict``, the default). Its output is not touched;
-greentrain's own lines (the plan at the start, the summary at the end) go to stderr. ``--replay-speedup`` runs the policy on a replayed calendar (demos,
-tests): with ``--provider csv:TRACE`` an hour of trace passes in 3600/speedup
-seconds.
+greentrain's own lines (the plan at the start, the summary at the end) go to stderr.
+``--replay-speedup`` runs the policy on a replayed calendar (demos, tests): with
+``--provider csv:TRACE`` an hour of trace passes in 3600/speedup seconds.
 """
 
 from __future__ import annotations

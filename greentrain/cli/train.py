@@ -35,7 +35,8 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "checkpoint_dir": ("checkpoint", "dir"), "checkpoint_interval": ("checkpoint", "interval"),
     "async_checkpoint": ("checkpoint", "async_save"),
     "policy": ("greentrain", "policy"), "zone": ("greentrain", "zone"), "provider": ("greentrain", "provider"),
-    "deadline": ("greentrain", "deadline"), "deadline_policy": ("greentrain", "deadline_policy"), "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
+    "deadline": ("greentrain", "deadline"), "deadline_policy": ("greentrain", "deadline_policy"),
+    "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
 }
 
 

@@ -92,8 +92,6 @@ def measure_step_time_s(min_steps: int = 8, min_real_s: float = 2.0, max_steps: 
     steps read 17 ms on one run and 64 ms on the next on a busy machine, and the job is sized from this.
     The mean, not the median: a loaded machine's slow steps are part of what the job will take.
     """
-    import time
-
     from greentrain.runtime.trainer import Trainer
 
     trainer = Trainer(demo_config(None, max_steps + 1))
@@ -179,7 +177,8 @@ class DemoRunner:
         Called by the engine at re-plans while the job waits, so a machine that got busier since the job
         was sized (other work on a shared laptop or CI runner) moves the plan before the wait ends."""
         now = time.monotonic()
-        if self._probe_trainer is None or (self._probed_at is not None and now - self._probed_at < PROBE_EVERY_REAL_S):
+        recent = self._probed_at is not None and now - self._probed_at < PROBE_EVERY_REAL_S
+        if self._probe_trainer is None or recent:
             return None
         self._probed_at = now
         real_s = statistics.fmean(self._probe_trainer.train_step().step_time_s for _ in range(2))

@@ -75,7 +75,8 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
             return run_decision(top, now, work_s, f"{self.name}: nothing to plan (no work or no carbon signal)")
         room_s = capacity_s(snapshot, now, end, top.speed)
         if room_s < work_s:
-            return run_decision(top, now, work_s, f"{self.name}: deadline cannot be met; running flat out", to_the_end=True)
+            return run_decision(top, now, work_s, f"{self.name}: deadline cannot be met; running flat out",
+                                to_the_end=True)
         margin_s = safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
         plan = plan_schedule(
             slots,

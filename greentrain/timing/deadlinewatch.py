@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -44,7 +45,8 @@ class DeadlineVerdict:
 class DeadlineWatch:
     """Warn once when a miss becomes likely; judge the end. ``say`` prints one line (stderr by default)."""
 
-    def __init__(self, deadline: datetime | None, *, simulated: bool = False, say=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, deadline: datetime | None, *, simulated: bool = False,
+                 say: Callable[[str], None] | None = None) -> None:
         self.deadline = deadline
         self.simulated = simulated
         self.warned = False

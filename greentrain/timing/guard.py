@@ -42,8 +42,8 @@ def check_deadline(deadline: datetime, now: datetime, work_remaining_s: float | 
     """Refuse a deadline in the past or shorter than the remaining work (DeadlineError names both)."""
     if deadline <= now:
         raise DeadlineError(
-            f"deadline {format_time(deadline)} is in the past (by {format_duration_s((now - deadline).total_seconds())}); "
-            "give a later --deadline"
+            f"deadline {format_time(deadline)} is in the past (by "
+            f"{format_duration_s((now - deadline).total_seconds())}); give a later --deadline"
         )
     if work_remaining_s is None:
         return
