@@ -92,8 +92,13 @@ def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, 
     step_s = measure_step_time_s()
     work_real_s = scenario.work_h * 3600 / scenario.speedup
     steps_total = steps if steps is not None else max(MIN_STEPS, round(work_real_s / step_s))
+    work_h = steps_total * step_s * scenario.speedup / 3600
     say(f"sized the job: {step_s * 1000:.0f} ms per step here, so {steps_total} steps ≈ "
-        f"{steps_total * step_s * scenario.speedup / 3600:.1f} simulated hours of work")
+        f"{work_h:.1f} simulated hours of work")
+    if deadline_policy == "strict" and work_h > scenario.deadline_h:
+        raise ConfigError(f"--deadline: {scenario.deadline_h:g} h is shorter than the work as sized on this machine "
+                          f"({work_h:.1f} h); give a later --deadline, fewer --steps or --work-hours, or "
+                          "--deadline-policy best-effort")
     return DemoState(zone=scenario.zone, trace=str(scenario.trace), start=scenario.start.isoformat(),
                      deadline=scenario.deadline.isoformat(), work_h=scenario.work_h, speedup=scenario.speedup,
                      policy=policy, reserve_h=reserve_h, steps_total=steps_total, step_time_real_s=step_s,
@@ -170,24 +175,25 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     except OSError as e:
         raise ConfigError(f"--out {out_dir}: cannot create the folder ({e.strerror})") from None
     fresh = state is None
-    if state is None:
-        scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
-        _check_trace_covers(scenario)
-        demo_policy(policy, reserve_hours)  # a bad --policy fails now, before any training
-        state = _new_state(scenario, policy, reserve_hours, steps, deadline_policy, say)
-        save_demo_state(out_dir, state)
-    else:
-        ignored = _explicit(ctx, ("zone", "trace", "start", "speedup", "deadline", "work_hours", "steps", "policy",
-                                  "reserve_hours", "deadline_policy"))
-        if ignored:
-            say(f"resuming the job in {out_dir}; its saved settings win over {', '.join('--' + n for n in ignored)}")
-        scenario = _scenario_of(state)
-    state.runs += 1
-    _header(console, state, scenario, ATTRIBUTION, port, out_dir)
     try:
+        if state is None:
+            scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
+            _check_trace_covers(scenario)
+            demo_policy(policy, reserve_hours)  # a bad --policy fails now, before any training
+            state = _new_state(scenario, policy, reserve_hours, steps, deadline_policy, say)
+            save_demo_state(out_dir, state)
+        else:
+            ignored = _explicit(ctx, ("zone", "trace", "start", "speedup", "deadline", "work_hours", "steps",
+                                      "policy", "reserve_hours", "deadline_policy"))
+            if ignored:
+                say(f"resuming the job in {out_dir}; its saved settings win over "
+                    f"{', '.join('--' + n for n in ignored)}")
+            scenario = _scenario_of(state)
+        state.runs += 1
+        _header(console, state, scenario, ATTRIBUTION, port, out_dir)
         end = _run(state, scenario, out_dir, port, say, progress)
     except BaseException:
-        if fresh and not state.began:  # nothing ran: leave nothing that a later run would 'resume'
+        if fresh and (state is None or not state.began):  # nothing ran: leave nothing a later run would 'resume'
             _forget_job(out_dir, remove_folder=created)
         raise
     if end == "interrupted":

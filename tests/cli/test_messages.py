@@ -161,3 +161,20 @@ def test_a_demo_start_that_fails_before_its_first_step_leaves_no_job_to_resume(
     with pytest.raises(OSError):
         main(["demo", "--out", str(out), "--metrics-port", "0", "--no-progress", "--no-report"])
     assert "resuming" not in capsys.readouterr().out
+
+
+def test_demo_sized_past_its_deadline_is_refused_before_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A busy machine (1 s per step at x480: 20 steps = 2.7 simulated hours) against a 2 h deadline."""
+    import greentrain.demo.runner as runner
+
+    monkeypatch.setattr(runner, "measure_step_time_s", lambda: 1.0)
+    out = tmp_path / "demo"
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--out", str(out), "--metrics-port", "0", "--deadline", "+2", "--work-hours", "1",
+              "--no-progress", "--no-report"])
+    captured = capsys.readouterr()
+    assert info.value.code == 2
+    assert "greentrain: error: --deadline: 2 h is shorter than the work as sized on this machine (2.7 h)" \
+        in captured.err
+    assert not out.exists()
