@@ -12,7 +12,9 @@ import time
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["Clock", "SystemClock", "ReplayClock", "FrozenClock", "ensure_aware_utc"]
+__all__ = ["Clock", "SystemClock", "ReplayClock", "FrozenClock", "ensure_aware_utc", "parse_deadline", "DEADLINE_HELP"]
+
+DEADLINE_HELP = "Deadline: ISO-8601 with timezone (2026-11-22T06:00Z) or '+H' hours from now (+12)."
 
 
 def ensure_aware_utc(value: datetime, name: str = "datetime") -> datetime:
@@ -22,6 +24,32 @@ def ensure_aware_utc(value: datetime, name: str = "datetime") -> datetime:
 
         raise ConfigError(f"{name}: naive datetime {value.isoformat()} — give a timezone, e.g. '...Z' or '+00:00'")
     return value.astimezone(UTC)
+
+
+def parse_deadline(value: str, now: datetime, param: str = "--deadline") -> datetime:
+    """Parse ``+H`` (hours after ``now``) or an aware ISO-8601 time into aware UTC.
+
+    Raises ``ConfigError`` naming ``param`` (the flag or key the value came from) and the fix; the CLI
+    turns it into its one-line usage error.
+    """
+    from greentrain.errors import ConfigError
+
+    text = str(value).strip()
+    if text.startswith("+"):
+        try:
+            hours = float(text[1:])
+        except ValueError:
+            raise ConfigError(f"{param}: {text!r} is not '+H' hours (e.g. +12)") from None
+        if not hours > 0 or hours == float("inf"):
+            raise ConfigError(f"{param}: {text!r}: hours must be a finite number > 0")
+        return now + timedelta(hours=hours)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{param}: {text!r} is not ISO-8601 (e.g. 2026-11-22T06:00Z)") from None
+    if parsed.tzinfo is None:
+        raise ConfigError(f"{param}: {text!r} has no timezone; add 'Z' or '+01:00'")
+    return parsed.astimezone(UTC)
 
 
 class Clock(ABC):

@@ -28,9 +28,10 @@ from greentrain.jobstats import JobState, JobStats
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
 from greentrain.timing import adopt, decider
 from greentrain.timing.broadcast import Broadcast, LocalBroadcast
-from greentrain.timing.advice import advice_summary
+from greentrain.timing.deadlinewatch import DeadlineVerdict, DeadlineWatch
 from greentrain.timing.decider import RUN
 from greentrain.timing.guard import latest_safe_resume
+from greentrain.timing.jobsummary import summary_fields
 from greentrain.timing.ledger import CarbonLedger
 from greentrain.timing.signalview import SignalView
 from greentrain.timing.stats import StepTimes
@@ -112,6 +113,8 @@ class Engine:
             raise _config("decide_interval_s", f"must be > 0, got {decide_interval_s}")
         self.decide_interval_s = float(decide_interval_s)
         self.times = StepTimes(prior_s=step_time_s)
+        self.rate_probe: Any = None
+        """Optional ``() -> seconds per step`` (job clock) called at re-plans during waits; see ``StepTimes``."""
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
         self.waiter = Waiter(self, progress=progress)
@@ -139,6 +142,12 @@ class Engine:
         """Monitor energy of the last step (joules); None without a monitor."""
         self.decided_on: tuple = ()
         """Fingerprint of the carbon data behind the last decision (periodic re-plans skip identical data)."""
+        self.deadline_watch = DeadlineWatch(self.deadline, simulated=not isinstance(self.clock, SystemClock))
+        """Warns once on stderr when the measured rate says the deadline will be missed (rank 0)."""
+        self.finished_at: datetime | None = None
+        """When the step that completed the job ended (job clock)."""
+        self.deadline_verdict: DeadlineVerdict | None = None
+        """Met or missed, set by ``close`` (None without a deadline)."""
         self.job_stats.update(deadline=self.deadline)
 
     # ---- public loop API -------------------------------------------------------------------------
@@ -195,6 +204,8 @@ class Engine:
         counterfactual_at = (self.submitted_at or started) + timedelta(seconds=self.running_s)
         self.running_s += duration_s
         self.steps_done += 1
+        if self.finished_at is None and self.finished:
+            self.finished_at = now
         entry = self.ledger.record(energy_j, started + (now - started) / 2, counterfactual_at)
         self.job_stats.add(steps=1, tokens=int(tokens), energy_j=entry.energy_j,
                            emissions_g=entry.emissions_g, emissions_avoided_g=entry.avoided_g)
@@ -233,28 +244,31 @@ class Engine:
 
     def close(self, **summary: Any) -> None:
         """Write the summary event (``summary`` adds or overrides fields), restore actuators and stop the
-        scheduler; safe to call twice."""
+        scheduler; safe to call twice.
+
+        ``finished_at`` in ``summary`` overrides when the job ended (``greentrain run``: the command's exit);
+        a job that finished after its deadline gets one ``DEADLINE MISSED`` line on stderr (rank 0).
+        """
         if self._closed:
             return
         self._closed = True
         self.waiter.shutdown()
         if self.actuators is not None:
             self._guarded("actuators.restore_all", self.actuators.restore_all)
+        finished = bool(summary.get("finished", self.finished))
+        finished_at = summary.pop("finished_at", None) or self.finished_at
+        self.deadline_verdict = self.deadline_watch.verdict(finished_at if finished else None)
+        if self.is_leader:
+            self.deadline_watch.announce_miss(self.deadline_verdict)
         if self.event_log is not None:
-            stats = self.job_stats.snapshot()
-            fields: dict[str, Any] = {
-                "steps": self.steps_done, "tokens": stats.tokens_total, "energy_j": self.ledger.energy_j,
-                "emissions_g": self.ledger.total_emissions_g(), "emissions_avoided_g": self.ledger.total_avoided_g(),
-                "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
-                "notes": list(self.notes),
-            }
-            advice = advice_summary(self)
-            if advice is not None:
-                fields["advice"] = advice
-            if not self.ledger.emissions_known:  # null with the reason, never 0 g
-                fields["unpriced_energy_j"] = self.ledger.unpriced_energy_j
-                fields["emissions_unknown"] = stats.emissions_unknown_reason or self.signals.unknown_reason()
+            fields = summary_fields(self, finished_at if finished else None)
             self.event_log.write("summary", self.clock.now(), **{**fields, **summary})
+
+    @property
+    def deadline_missed(self) -> bool:
+        """The job finished after its deadline (known after ``close``)."""
+        verdict = self.deadline_verdict
+        return verdict is not None and verdict.finished_at is not None and not verdict.met
 
     # ---- derived quantities -----------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from greentrain.clock import Clock, SystemClock
 from greentrain.engine import Engine
 from greentrain.errors import ConfigError
 from greentrain.events import EventLog
+from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, make_broadcast
@@ -43,6 +44,7 @@ from greentrain.timing.options import (
     STATE_ENV,
     default_state_path,
     load_policy_spec,
+    planning_step_time_s,
     resolve_deadline,
     resolve_pause_mode,
 )
@@ -50,10 +52,8 @@ from greentrain.timing.process import reexec
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
 from greentrain.timing.state import load_state, restore_into, save_state, state_of
 
-__all__ = ["Session", "RESUME_EXIT_CODE"]
+__all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
 
-RESUME_EXIT_CODE = 75
-"""Exit status of ``relaunch="exit"`` after a checkpoint pause (EX_TEMPFAIL: 'try again later')."""
 
 log = logging.getLogger("greentrain.session")
 
@@ -77,6 +77,10 @@ class Session:
         actuators: your own ``ActuatorSet`` for power/clock decisions (default: built when power is on).
         monitor: a started ``Monitor`` to use instead of building one over ``devices``.
         step_time_s: expected step time before one is measured (plans a delayed start before step 0).
+        rate_probe: ``() -> seconds per step`` on the job clock, called at re-plans while the job waits (a
+            delayed start, a pause): a machine that got busier then moves the latest safe resume up.
+        deadline_policy: 'strict' (default: an impossible deadline is refused at the start; a miss is said on
+            stderr and ``deadline_exit_code`` is 3) or 'best-effort' (said, then run on; exit code 0).
         relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
             ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
         state_path: where the job's deadline and totals survive a relaunch (default:
@@ -130,6 +134,7 @@ class Session:
         profile_cache_dir: str | Path | None | Literal[False] = None,
         state_dir: str | Path | None = None,
         actuation: Literal["apply", "advise"] | None = None,
+        rate_probe: Callable[[], float | None] | None = None,
     ) -> None:
         from greentrain.actuators.advisory import resolve_actuation
 
@@ -146,7 +151,7 @@ class Session:
                           step_time_s=step_time_s,
                           deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress,
                           power=power, precision=precision, profile_cache_dir=profile_cache_dir,
-                          state_dir=state_dir)
+                          state_dir=state_dir, rate_probe=rate_probe)
         self.policy_spec = policy
         self.steps_total = steps_total
         self.job = job
@@ -167,6 +172,7 @@ class Session:
         """The running ``MetricsServer`` when ``metrics_port`` was given (its bound port in ``.port``)."""
         self._closers: list[Callable[[], Any]] = []
         self._temp_state = False
+        self._resumable = False
         self._devices: Any = None
         self.hardware = Hardware()
         """Actuators, operating-point profiler and precision controller of this job (built at ``__enter__``)."""
@@ -266,6 +272,19 @@ class Session:
         """All ``steps_total`` steps done."""
         return self.engine is not None and self.engine.finished
 
+    @property
+    def deadline_missed(self) -> bool:
+        """After the ``with`` block: the job finished after its deadline (already said on stderr)."""
+        return self.engine is not None and self.engine.deadline_missed
+
+    @property
+    def deadline_exit_code(self) -> int:
+        """The CLI's status for this end: 3 after a late finish unless best-effort, else 0."""
+        engine = self.engine
+        if engine is None or not engine.deadline_missed or engine.deadline_policy == "best-effort":
+            return 0
+        return DEADLINE_MISSED_EXIT_CODE
+
     # ---- internals ---------------------------------------------------------------------------------
 
     def _require_engine(self) -> Engine:
@@ -293,10 +312,11 @@ class Session:
             policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
             steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
             actuators=self.hardware.actuators, broadcast=broadcast, steps_done=self.start_step,
-            step_time_s=args["step_time_s"] or (prior.step_time_s if prior else None),
+            step_time_s=planning_step_time_s(prior, args["step_time_s"]),
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
             progress=args["progress"],
         )
+        self.engine.rate_probe = args["rate_probe"]
         self._closers.insert(0, self._finish_engine)
         recover = getattr(self.hardware.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
@@ -305,7 +325,9 @@ class Session:
             restore_into(self.engine, prior)
             if self.engine.submitted_at is not None and broadcast.is_leader:
                 self.engine.signals.backfill(self.engine.submitted_at, self.clock.now(), self.engine.ledger)
+        self._resumable = prior is not None  # until the start succeeds, only a prior run's state is worth keeping
         self._begin()
+        self._resumable = True
         self.hardware.start(self.engine)
 
     def _open_hardware(self, policy: Policy, monitor: Any) -> None:
@@ -372,7 +394,7 @@ class Session:
         try:
             if self._temp_state and engine.finished and self._state_path is not None:
                 self._state_path.unlink(missing_ok=True)  # our own scratch file: nothing left to resume
-            else:
+            elif self._resumable:  # a start that failed (e.g. an impossible deadline) leaves nothing to resume
                 self._persist(finished=engine.finished)
         finally:
             engine.close()
@@ -389,4 +411,3 @@ class Session:
             log.warning("greentrain: closing the session: %s: %s", type(error).__name__, error)
         if errors and raise_errors:
             raise errors[0]
-

@@ -52,7 +52,16 @@ def _build(
     clock: Clock = SystemClock()
     if provider and provider.strip().lower().startswith("csv:"):
         probe = make_provider(provider, clock=clock, column=column)
-        clock = FrozenClock(probe.trace_now())
+        trace_now = probe.trace_now()
+        clock = FrozenClock(trace_now)
+        today = SystemClock().now()
+        if trace_now.year != today.year:  # say so: every time below is in the trace's year, not today's
+            from greentrain.units import format_time
+
+            from pathlib import Path
+
+            click.echo(f"greentrain: replaying trace {Path(provider.strip()[4:]).name}: now is read as "
+                       f"{format_time(trace_now)} (today's date and time in the trace's year)", err=True)
         return make_provider(provider, clock=clock, column=column), clock
     if provider:
         http = {"timeout_s": timeout_s} if provider.strip().lower() in _HTTP_PROVIDERS else {}
@@ -85,18 +94,15 @@ def _emit(points: Sequence[Any], as_json: bool, title: str, status: Any = None) 
         click.echo(json.dumps(payload, indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=title)
-    for header in ("start (UTC)", "end (UTC)", "gCO2eq/kWh", "kind", "factor", "provider", "zone", "estimated"):
-        table.add_column(header, justify="right" if header == "gCO2eq/kWh" else "left")
-    for p in points:
-        table.add_row(
-            p.start.strftime("%Y-%m-%d %H:%M"), p.end.strftime("%Y-%m-%d %H:%M"), f"{p.intensity_g_per_kwh:.1f}",
-            str(p.kind), str(p.emission_factor), p.provider, p.zone, "yes" if p.estimated else "no",
-        )
+    from greentrain.cli.tables import print_table
+
+    rows = [[p.start.strftime("%Y-%m-%d %H:%M"), p.end.strftime("%Y-%m-%d %H:%M"), f"{p.intensity_g_per_kwh:.1f}",
+             str(p.kind), str(p.emission_factor), p.provider, p.zone, "yes" if p.estimated else "no"]
+            for p in points]
     console = Console()
-    console.print(table)
+    print_table(console, title, ("start (UTC)", "end (UTC)", "gCO2eq/kWh", "kind", "factor", "provider", "zone",
+                                 "estimated"), rows, right=("gCO2eq/kWh",))
     if status is not None:
         stale = " [bold red]STALE[/]" if status.stale else ""
         console.print(f"provider in use: {status.provider}, value age {status.age_s:.0f} s{stale}")

@@ -15,8 +15,10 @@ from typing import Any
 
 import click
 
-from greentrain.cli.common import parse_deadline
+from greentrain.cli.common import DEADLINE_POLICY_HELP, parse_deadline
 from greentrain.errors import ConfigError
+from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, INTERRUPTED_EXIT_CODE
+from greentrain.units import format_time
 
 __all__ = ["demo"]
 
@@ -31,10 +33,17 @@ def _console() -> Any:
     return console if console.is_terminal else Console(width=120)
 
 
-def _free_port() -> int:
-    """A free port on 127.0.0.1, so the metrics URL can be printed before the first wait."""
+def _metrics_port(port: int) -> int:
+    """The port to serve on, checked before anything is written: a busy port is one line, exit 2, and
+    leaves no job behind. 0 picks a free one now, so the URL can be printed before the first wait."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
+        # As the metrics server binds: a port left in TIME_WAIT by the last run's scrapes is free, a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise ConfigError(f"--metrics-port {port}: cannot listen on 127.0.0.1 ({e.strerror}); "
+                              "use another port, or 0 for any free one") from None
         return int(probe.getsockname()[1])
 
 
@@ -79,19 +88,25 @@ def _check_trace_covers(scenario: Any) -> None:
     index.require_cover(scenario.start, scenario.deadline, "the deadline")
 
 
-def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, say: Any) -> Any:
+def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, deadline_policy: str,
+               say: Any) -> Any:
     from greentrain.demo.runner import measure_step_time_s
     from greentrain.demo.state import DemoState
 
     step_s = measure_step_time_s()
     work_real_s = scenario.work_h * 3600 / scenario.speedup
     steps_total = steps if steps is not None else max(MIN_STEPS, round(work_real_s / step_s))
+    work_h = steps_total * step_s * scenario.speedup / 3600
     say(f"sized the job: {step_s * 1000:.0f} ms per step here, so {steps_total} steps ≈ "
-        f"{steps_total * step_s * scenario.speedup / 3600:.1f} simulated hours of work")
+        f"{work_h:.1f} simulated hours of work")
+    if deadline_policy == "strict" and work_h > scenario.deadline_h:
+        raise ConfigError(f"--deadline: {scenario.deadline_h:g} h is shorter than the work as sized on this machine "
+                          f"({work_h:.1f} h); give a later --deadline, fewer --steps or --work-hours, or "
+                          "--deadline-policy best-effort")
     return DemoState(zone=scenario.zone, trace=str(scenario.trace), start=scenario.start.isoformat(),
                      deadline=scenario.deadline.isoformat(), work_h=scenario.work_h, speedup=scenario.speedup,
                      policy=policy, reserve_h=reserve_h, steps_total=steps_total, step_time_real_s=step_s,
-                     sim_now=scenario.start.isoformat())
+                     sim_now=scenario.start.isoformat(), deadline_policy=deadline_policy)
 
 
 def _scenario_of(state: Any) -> Any:
@@ -133,10 +148,12 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
 @click.option("--advise-only", is_flag=True,
               help="Advisory mode: report power-limit, clock and precision decisions, apply none "
                    "(as GREENTRAIN_ADVISE_ONLY=1).")
+@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), default="strict",
+              show_default=True, help=DEADLINE_POLICY_HELP)
 @click.pass_context
 def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start: str | None, speedup: float,
          deadline: str | None, work_hours: float, steps: int | None, policy: str, reserve_hours: float,
-         metrics_port: int, report: bool, progress: bool, advise_only: bool) -> None:
+         metrics_port: int, report: bool, progress: bool, advise_only: bool, deadline_policy: str) -> None:
     """Train the reference model on CPU under a carbon-aware policy while a real carbon trace replays.
 
     Waits for a clean window, pauses through a dirty one, resumes from its checkpoint without losing a
@@ -153,44 +170,79 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
         console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
-    from greentrain.userfile import check_writable_dir
-
-    check_writable_dir(out_dir, what="--out")  # a read-only folder fails now, not at the first save
-    state = load_demo_state(out_dir)
+    created = not out_dir.exists()
+    state = None if created else load_demo_state(out_dir)
     if state is not None and state.finished:
         say(f"the job in {out_dir} already finished; showing its summary (use another --out for a new run)")
-        _finish(console, out_dir, state, report, say)
+        _exit_for(_finish(console, out_dir, state, report, say), state)
         return
-    if state is None:
-        scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
-        _check_trace_covers(scenario)
-        demo_policy(policy, reserve_hours)  # a bad --policy fails now, before any training
-        state = _new_state(scenario, policy, reserve_hours, steps, say)
-        save_demo_state(out_dir, state)
-    else:
-        ignored = _explicit(ctx, ("zone", "trace", "start", "speedup", "deadline", "work_hours", "steps", "policy",
-                                  "reserve_hours"))
-        if ignored:
-            say(f"resuming the job in {out_dir}; its saved settings win over {', '.join('--' + n for n in ignored)}")
-        scenario = _scenario_of(state)
-    state.runs += 1
-    port = metrics_port or _free_port()
-    _header(console, state, scenario, ATTRIBUTION, port, out_dir)
-    end = _run(state, scenario, out_dir, port, say, progress, "advise" if advise_only else None)
+    port = _metrics_port(metrics_port)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out_dir}: cannot create the folder ({e.strerror})") from None
+    fresh = state is None
+    try:
+        from greentrain.userfile import check_writable_dir
+
+        check_writable_dir(out_dir, what="--out")  # a read-only folder fails now, not at the first save
+        if state is None:
+            scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
+            _check_trace_covers(scenario)
+            demo_policy(policy, reserve_hours)  # a bad --policy fails now, before any training
+            state = _new_state(scenario, policy, reserve_hours, steps, deadline_policy, say)
+            save_demo_state(out_dir, state)
+        else:
+            ignored = _explicit(ctx, ("zone", "trace", "start", "speedup", "deadline", "work_hours", "steps",
+                                      "policy", "reserve_hours", "deadline_policy"))
+            if ignored:
+                say(f"resuming the job in {out_dir}; its saved settings win over "
+                    f"{', '.join('--' + n for n in ignored)}")
+            scenario = _scenario_of(state)
+        state.runs += 1
+        _header(console, state, scenario, ATTRIBUTION, port, out_dir)
+        end = _run(state, scenario, out_dir, port, say, progress, "advise" if advise_only else None)
+    except BaseException:
+        if fresh and (state is None or not state.began):  # nothing ran: leave nothing a later run would 'resume'
+            _forget_job(out_dir, remove_folder=created)
+        raise
     if end == "interrupted":
         say(f"stopped cleanly; resume with: greentrain demo --out {out_dir}")
-        sys.exit(130)
-    _finish(console, out_dir, state, report, say)
+        sys.exit(INTERRUPTED_EXIT_CODE)
+    _exit_for(_finish(console, out_dir, state, report, say), state)
+
+
+def _exit_for(summary: Any, state: Any) -> None:
+    """Status 3 after a late finish, unless the job runs best-effort (the miss was said either way)."""
+    if summary.finished_at is not None and not summary.deadline_met and state.deadline_policy != "best-effort":
+        sys.exit(DEADLINE_MISSED_EXIT_CODE)
+
+
+def _forget_job(out_dir: Path, *, remove_folder: bool) -> None:
+    """Remove what a start that never reached its first step wrote (state, log, empty checkpoint dir)."""
+    import shutil
+
+    from greentrain.demo.state import STATE_FILE
+
+    for name in (STATE_FILE, "run.jsonl", "greentrain-state.json"):
+        (out_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(out_dir / "checkpoint", ignore_errors=True)
+    if remove_folder:
+        try:
+            out_dir.rmdir()  # only if empty: never delete what the user put there
+        except OSError:
+            pass
 
 
 def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int, out_dir: Path) -> None:
-    resumed = f" (run {state.runs}, resuming at {state.time('sim_now'):%Y-%m-%d %H:%M} UTC)" if state.runs > 1 else ""
+    resumed = f" (run {state.runs}, resuming at {format_time(state.time('sim_now'), simulated=True)})" \
+        if state.began else ""
     console.print(f"[bold]greentrain demo[/bold]{resumed}", highlight=False, soft_wrap=True)
     console.print(f"  carbon trace: {scenario.trace.name} (zone {scenario.zone}), replayed ×{scenario.speedup:g}",
                   highlight=False, soft_wrap=True)
     console.print(f"  {attribution}", highlight=False, soft_wrap=True)
     console.print(f"  job: {state.steps_total} steps (~{scenario.work_h:g} h of work), submitted "
-                  f"{scenario.start:%Y-%m-%d %H:%M} UTC, deadline {scenario.deadline:%Y-%m-%d %H:%M} UTC, "
+                  f"{format_time(scenario.start)}, deadline {format_time(scenario.deadline)} (simulated), "
                   f"policy {state.policy} (keeping {state.reserve_h:g} h before the deadline free)",
                   highlight=False, soft_wrap=True)
     console.print(f"  metrics: http://127.0.0.1:{port}/metrics", highlight=False, soft_wrap=True)
@@ -207,15 +259,17 @@ def _run(state: Any, scenario: Any, out_dir: Path, port: int, say: Any, progress
     return runner.run()
 
 
-def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any) -> None:
+def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any) -> Any:
     from greentrain.demo.summary import render_summary, summarize_run
 
     jsonl = out_dir / "run.jsonl"
     if not jsonl.exists():
         raise ConfigError(f"{jsonl}: no run log; the demo did not run in this folder")
-    render_summary(summarize_run(jsonl, state), console)
+    summary = summarize_run(jsonl, state)
+    render_summary(summary, console)
     if report:
         from greentrain.report import build_report
 
         index = build_report(jsonl, out_dir / "report")
         say(f"report: {index}")
+    return summary

@@ -30,17 +30,16 @@ def _yes_no(value: Any) -> str:
 
 def _render(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
+
+    from greentrain.cli.tables import print_table
 
     console = Console()
     notes: list[str] = []
     if report["gpus"]:
-        table = Table(title="GPUs")
-        for column in ("GPU", "name", "UUID", "arch", "energy", "power limit (permitted)", "clocks (permitted)"):
-            table.add_column(column, overflow="fold", no_wrap=column == "UUID")
+        rows = []
         for g in report["gpus"]:
             if "error" in g:
-                table.add_row(str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", "")
+                rows.append([str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", ""])
                 continue
             span = g["power_limit_range_w"]
             limit = f"{_yes_no(g['power_limit_control'])} ({_permitted(g)})"
@@ -50,17 +49,14 @@ def _render(report: dict[str, Any]) -> None:
                 verify = "" if g["permitted_verified"] else " (--probe-write verifies with a same-value write)"
                 notes.append(f"GPU {g['index']}: permitted {_permitted(g)}: {g['permitted_basis']}{verify}")
             energy = "counter (measured)" if g["energy_counter"] else f"{g['energy_source'] or 'none'}"
-            table.add_row(str(g["index"]), g["name"], g["uuid"], g["architecture"], energy, limit, clocks)
-        console.print(table)
+            rows.append([str(g["index"]), g["name"], g["uuid"], g["architecture"], energy, limit, clocks])
+        print_table(console, "GPUs", ("GPU", "name", "UUID", "arch", "energy", "power limit (permitted)",
+                                      "clocks (permitted)"), rows)
     else:
         console.print("GPUs: none")
     if report["rapl"]:
-        table = Table(title="RAPL (CPU energy counters)")
-        for column in ("domain", "path", "readable"):
-            table.add_column(column)
-        for d in report["rapl"]:
-            table.add_row(d["name"], d["path"], "yes" if d["readable"] else d["status"])
-        console.print(table)
+        rows = [[d["name"], d["path"], "yes" if d["readable"] else d["status"]] for d in report["rapl"]]
+        print_table(console, "RAPL (CPU energy counters)", ("domain", "path", "readable"), rows)
     else:
         console.print("RAPL: none")
     est = report["cpu_estimate"]

@@ -120,22 +120,18 @@ def _report(mon: Any, notes: list[str], exit_code: int | None, command: Sequence
 
 def _render(report: dict[str, Any], to_stderr: bool) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"energy over {report['duration_s']:.2f} s")
-    for column, justify in (("device", "left"), ("model", "left"), ("energy J", "right"), ("avg W", "right"),
-                            ("source", "left"), ("status", "left")):  # fmt: skip
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for d in report["devices"]:
-        status = f"FAILED: {d['error']}" if d["failed"] else "ok"
-        table.add_row(
-            d["device"], d["model"] or "", f"{d['energy_j']:.1f}", f"{d['average_power_w']:.1f}", d["source"], status
-        )
-    table.add_row(
-        "total", "", f"{report['total_energy_j']:.1f}", f"{report['average_power_w']:.1f}", report["source"], ""
-    )
+    from greentrain.cli.tables import print_table
+    from greentrain.units import format_duration_s, format_energy_j
+
+    rows = [[d["device"], d["model"] or "", format_energy_j(d["energy_j"], with_wh=False),
+             f"{d['average_power_w']:.1f}", d["source"], f"FAILED: {d['error']}" if d["failed"] else "ok"]
+            for d in report["devices"]]
+    rows.append(["total", "", format_energy_j(report["total_energy_j"], with_wh=False),
+                 f"{report['average_power_w']:.1f}", report["source"], ""])
     console = Console(stderr=to_stderr)
-    console.print(table)
+    print_table(console, f"energy over {format_duration_s(report['duration_s'])}",
+                ("device", "model", "energy", "avg W", "source", "status"), rows, right=("energy", "avg W"))
     for note in report["notes"]:
         console.print(f"note: {note}", markup=False)
 

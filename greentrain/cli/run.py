@@ -6,10 +6,11 @@
 Delays the start to a cleaner window, pauses during dirty hours (``suspend``:
 SIGSTOP/SIGCONT of the command's process group; ``checkpoint``: sends
 ``--checkpoint-signal`` — the program saves and exits — and relaunches it at
-the planned time), and exits with the command's own status. Its output is not
-touched. ``--replay-speedup`` runs the policy on a replayed calendar (demos,
-tests): with ``--provider csv:TRACE`` an hour of trace passes in 3600/speedup
-seconds.
+the planned time), and exits with the command's own status — or 3 when the command succeeded but
+finished after the deadline (``--deadline-policy strict``, the default). Its output is not touched;
+greentrain's own lines (the plan at the start, the summary at the end) go to stderr.
+``--replay-speedup`` runs the policy on a replayed calendar (demos, tests): with
+``--provider csv:TRACE`` an hour of trace passes in 3600/speedup seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from typing import Any
 
 import click
 
-from greentrain.cli.common import DEADLINE_HELP, parse_deadline
+from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
+from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
+from greentrain.timing.guard import check_deadline
+from greentrain.timing.jobsummary import job_figures, plan_line, summary_line
 
 __all__ = ["run"]
 
@@ -35,8 +39,7 @@ __all__ = ["run"]
 @click.option("--zone", help="Grid zone, e.g. GB, DE-LU, US-CAL-CISO.")
 @click.option("--provider", help="Carbon source: electricitymaps | watttime | ukgrid | static | csv:PATH.")
 @click.option("--deadline", help=DEADLINE_HELP)
-@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]),
-              help="If the deadline cannot be met: error (strict) or warn and run now.")
+@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), help=DEADLINE_POLICY_HELP)
 @click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint"]),
               help="How to pause. Default suspend: safe for any command; checkpoint needs a program "
                    "that saves and exits on --checkpoint-signal.")
@@ -83,10 +86,29 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     with _notes_to_stderr(), _Resources(opts, clock, job) as res:
         engine = _make_engine(policy, opts, clock, deadline, res)
         res.engine = engine
+        if deadline is not None and engine.deadline_policy != "best-effort":  # refused before the plan is shown
+            check_deadline(deadline, clock.now(), engine.work_remaining_s())
+        _say(plan_line(policy=opts["policy"], zone=opts["zone"], provider=opts["provider"],
+                       work_s=engine.work_total_s, deadline=deadline, pause_mode=pause_mode,
+                       simulated=opts["replay_speedup"] is not None))
         status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
                             checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
-        engine.close(finished=True, exit_status=status, launches=child.launches)
-    sys.exit(status)
+        finished = status < 128  # not stopped by a signal
+        engine.close(finished=finished, finished_at=clock.now() if finished else None, exit_status=status,
+                     launches=child.launches)
+        _say(summary_line(job_figures(engine), status))
+    sys.exit(final_status(status, engine))
+
+
+def final_status(command_status: int, engine: Any) -> int:
+    """The command's own status; a clean exit after a missed deadline is 3 unless best-effort."""
+    if command_status == 0 and engine.deadline_missed and engine.deadline_policy != "best-effort":
+        return DEADLINE_MISSED_EXIT_CODE
+    return command_status
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)  # stdout belongs to the command
 
 
 @contextmanager

@@ -139,20 +139,24 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
 
 def _print_table(results: list, summary: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"policy {summary['policy']} on {summary['trace']}")
-    for name in ("start", "finished", "met", "policy g", "run-now g", "window g", "oracle g", "resumes"):
-        table.add_column(name, justify="right", no_wrap=True)
-    for r in results:
-        finished = r.policy.finished_at.strftime("%m-%d %H:%M") if r.policy.finished_at else "-"
-        table.add_row(r.start.strftime("%m-%d %H:%M"), finished, "yes" if r.deadline_met else "NO",
-                      f"{r.policy.emissions_g:.1f}", f"{r.run_now.emissions_g:.1f}",
-                      f"{r.best_window.emissions_g:.1f}", f"{r.oracle.emissions_g:.1f}", str(r.policy.resumes))
+    from greentrain.cli.tables import print_table
+    from greentrain.units import format_mass_g
+
+    def grams(value: float) -> str:
+        return format_mass_g(value, suffix="")
+
+    columns = ("start", "finished", "met", "policy CO2eq", "run-now", "window", "oracle", "resumes")
+    rows = [[r.start.strftime("%m-%d %H:%M"),
+             r.policy.finished_at.strftime("%m-%d %H:%M") if r.policy.finished_at else "-",
+             "yes" if r.deadline_met else "NO", grams(r.policy.emissions_g), grams(r.run_now.emissions_g),
+             grams(r.best_window.emissions_g), grams(r.oracle.emissions_g), str(r.policy.resumes)]
+            for r in results]
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # piped output: do not squeeze the table into 80 columns
-    console.print(table)
+    print_table(console, f"policy {summary['policy']} on {summary['trace']}", columns, rows,
+                right=columns[3:])
     frac = summary["fraction_of_oracle_saving"]
     console.print(
         f"saving vs run-now: {100 * (summary['saving_vs_run_now'] or 0):.1f} % "

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from greentrain.cli.common import DEADLINE_HELP, parse_deadline
+from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
 from greentrain.errors import ConfigError
 
 __all__ = ["train"]
@@ -35,7 +35,8 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "checkpoint_dir": ("checkpoint", "dir"), "checkpoint_interval": ("checkpoint", "interval"),
     "async_checkpoint": ("checkpoint", "async_save"),
     "policy": ("greentrain", "policy"), "zone": ("greentrain", "zone"), "provider": ("greentrain", "provider"),
-    "deadline": ("greentrain", "deadline"), "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
+    "deadline": ("greentrain", "deadline"), "deadline_policy": ("greentrain", "deadline_policy"),
+    "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
     "actuation": ("greentrain", "actuation"),
 }
 
@@ -207,6 +208,9 @@ def _train_here(cfg) -> None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    status = getattr(trainer, "deadline_exit_code", 0)
+    if status and world == 1:  # one process: say it with the status; torchrun would read it as a crash
+        sys.exit(status)
 
 
 @click.command("train")
@@ -243,6 +247,7 @@ def _train_here(cfg) -> None:
 @click.option("--zone", help="Grid zone for the carbon signal (e.g. GB).")
 @click.option("--provider", help="Carbon-intensity provider (e.g. csv:PATH, electricitymaps).")
 @click.option("--deadline", help=DEADLINE_HELP)
+@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), help=DEADLINE_POLICY_HELP)
 @click.option("--pause-mode", type=click.Choice(["checkpoint", "suspend"]), help="How a policy pause happens.")
 @click.option("--job", help="Job name in metrics.")
 @click.option("--advise-only", "actuation", flag_value="advise", default=None,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import signal
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,6 +42,10 @@ CHECKPOINT_INTERVAL = 50
 DECIDE_INTERVAL_S = 900.0
 """Re-plan every 15 simulated minutes while training: the trace is hourly, and at a high speed-up each
 decision's real cost (a forecast) would otherwise be scaled into hours of apparent step time."""
+
+
+PROBE_EVERY_REAL_S = 2.0
+"""Real seconds between step-time probes while the job waits (each costs two demo steps of CPU)."""
 
 
 class SegmentEnd:
@@ -80,13 +85,22 @@ def demo_policy(spec: str, reserve_h: float) -> Any:
     return type(policy)(dataclasses.replace(config, reserve_s=reserve_s), settings=policy.settings)
 
 
-def measure_step_time_s(steps: int = 4) -> float:
-    """Real seconds per training step of the demo model on this machine (median after a warm-up step)."""
+def measure_step_time_s(min_steps: int = 8, min_real_s: float = 2.0, max_steps: int = 64) -> float:
+    """Real seconds per training step of the demo model on this machine: the mean after a warm-up step.
+
+    Times at least ``min_steps`` steps and at least ``min_real_s`` seconds (at most ``max_steps``): a few
+    steps read 17 ms on one run and 64 ms on the next on a busy machine, and the job is sized from this.
+    The mean, not the median: a loaded machine's slow steps are part of what the job will take.
+    """
     from greentrain.runtime.trainer import Trainer
 
-    trainer = Trainer(demo_config(None, steps))
-    times = [trainer.train_step().step_time_s for _ in range(steps)]
-    return float(statistics.median(times[1:]))
+    trainer = Trainer(demo_config(None, max_steps + 1))
+    trainer.train_step()  # warm-up: allocator and caches
+    times: list[float] = []
+    started = time.monotonic()
+    while len(times) < max_steps and (len(times) < min_steps or time.monotonic() - started < min_real_s):
+        times.append(trainer.train_step().step_time_s)
+    return float(statistics.fmean(times))
 
 
 @dataclass(slots=True)
@@ -128,6 +142,8 @@ class DemoRunner:
         self._session: Any = None
         self._monitor: Any = None
         self._event_log: Any = None
+        self._probe_trainer: Any = None
+        self._probed_at: float | None = None
 
     @property
     def jsonl(self) -> Path:
@@ -140,6 +156,9 @@ class DemoRunner:
         previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             trainer = self._new_trainer()
+            from greentrain.runtime.trainer import Trainer
+
+            self._probe_trainer = Trainer(demo_config(None, 1 << 20))  # scratch: its steps touch no job state
             self._start_monitor()
             end = SegmentEnd.PAUSED
             while end == SegmentEnd.PAUSED:
@@ -154,6 +173,19 @@ class DemoRunner:
             self.state.sim_now = self.clock.now().isoformat()
             self.state.finished = self.segments[-1:] == [SegmentEnd.FINISHED]
             save_demo_state(self.out_dir, self.state)
+
+    def probe_step_s(self) -> float | None:
+        """Simulated seconds per step on this machine now: two scratch steps, at most every 2 real seconds.
+
+        Called by the engine at re-plans while the job waits, so a machine that got busier since the job
+        was sized (other work on a shared laptop or CI runner) moves the plan before the wait ends."""
+        now = time.monotonic()
+        recent = self._probed_at is not None and now - self._probed_at < PROBE_EVERY_REAL_S
+        if self._probe_trainer is None or recent:
+            return None
+        self._probed_at = now
+        real_s = statistics.fmean(self._probe_trainer.train_step().step_time_s for _ in range(2))
+        return real_s * self.scenario.speedup
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         if self.interrupted:  # second Ctrl-C: stop now; the newest checkpoint still resumes
@@ -221,10 +253,29 @@ class DemoRunner:
             demo_policy(self.state.policy, self.state.reserve_h), zone=sc.zone, provider=self.provider, deadline=self.state.time("deadline"),
             steps_total=self.state.steps_total, save=save, load=trainer.resume, pause_mode="checkpoint",
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
-            monitor=self._monitor, step_time_s=self.state.step_time_real_s * sc.speedup, relaunch="none",
+            monitor=self._monitor, step_time_s=self.step_time_real_s * sc.speedup, relaunch="none",
             state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
             decide_interval_s=DECIDE_INTERVAL_S, actuation=self.actuation,
+            deadline_policy=self.state.deadline_policy, rate_probe=self.probe_step_s,
         )
+
+    @property
+    def step_time_real_s(self) -> float:
+        """Real seconds per step to plan with: as last measured in training, else the sizing's figure."""
+        return self.state.step_time_measured_real_s or self.state.step_time_real_s
+
+    def _remeasure(self, session: Any) -> None:
+        """Keep the step time the engine measured in this segment for the next one's plan (and say so
+        when the machine turned out slower or faster than when the job was sized)."""
+        times = session.engine.times if session.engine is not None else None
+        if times is None or times.count < 2 or times.mean_s is None:
+            return
+        measured_real_s = times.mean_s / self.scenario.speedup
+        previous_s = self.step_time_real_s
+        self.state.step_time_measured_real_s = measured_real_s
+        if abs(measured_real_s - previous_s) > 0.25 * previous_s:
+            self.say(f"re-measured: {measured_real_s * 1000:.0f} ms per step now (planned with "
+                     f"{previous_s * 1000:.0f} ms); the plan follows the measured rate")
 
     def _announce_metrics(self, session: Any) -> None:
         server = session.metrics
@@ -246,17 +297,21 @@ class DemoRunner:
         trainer.on_step = bar.update
         with bar:
             trainer.fit(resume=False)
+        self.state.began = self.state.began or trainer.step > 0
+        self._remeasure(session)
         if self.interrupted:
             self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
             return SegmentEnd.INTERRUPTED
         if session.finished:
-            self.say(f"finished all {self.state.steps_total} steps at {_fmt(self.clock.now())}")
+            self.say(f"finished all {self.state.steps_total} steps at {_fmt(session.engine.finished_at)}")
             return SegmentEnd.FINISHED
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume
         reason = getattr(session.last_decision, "reason", "") or "dirty window"
-        self.say(f"paused after step {trainer.step}, checkpoint saved; resume planned for "
-                 f"{_fmt(session.resume_at)} ({reason})")
+        from greentrain.timing.decider import planned_resume
+
+        resume = planned_resume(session.last_decision, self.clock.now()) or session.resume_at
+        self.say(f"paused after step {trainer.step}, checkpoint saved; resume planned for {_fmt(resume)} ({reason})")
         interrupted = session.engine.wait_until(session.resume_at, "checkpoint pause")
         if interrupted or self.interrupted:
             self.interrupted = True

@@ -46,6 +46,12 @@ class DemoState:
     finished: bool = False
     runs: int = 0
     """How many times the demo has been started on this folder."""
+    began: bool = False
+    """A step has run: a later start resumes (a start that failed before its first step did not begin)."""
+    deadline_policy: str = "strict"
+    """'strict': exit with status 3 after a late finish; 'best-effort': report it, exit 0."""
+    step_time_measured_real_s: float | None = None
+    """Real seconds per step as the job last measured them (re-plans use the slower of this and the sizing)."""
 
     def time(self, name: str) -> datetime:
         """One of the ISO fields as an aware datetime."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.demo.state import DemoState
+from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
 
 __all__ = ["DemoSummary", "render_summary", "rows", "summarize_run"]
 
@@ -97,15 +98,15 @@ def summarize_run(jsonl: Path, state: DemoState) -> DemoSummary:
 
 
 def _hours(start: datetime, end: datetime) -> str:
-    return f"{(end - start).total_seconds() / 3600:.1f} h"
+    return format_duration_s((end - start).total_seconds())
 
 
 def _fmt(when: datetime | None) -> str:
-    return when.strftime("%Y-%m-%d %H:%M UTC") if when is not None else "-"
+    return format_time(when)
 
 
 def rows(s: DemoSummary) -> list[tuple[str, str]]:
-    """(label, value) rows of the table."""
+    """(label, value) rows of the table; every figure scaled by ``greentrain.units``."""
     labels = ", ".join(f"{device}: {source}" for device, source in sorted(s.energy_sources.items())) or "unmeasured"
     timing_g = s.run_now_g - s.steps_emissions_g
     pct = (lambda g: f"{100 * g / s.run_now_g:.1f} %") if s.run_now_g > 0 else (lambda g: "n/a")
@@ -116,15 +117,15 @@ def rows(s: DemoSummary) -> list[tuple[str, str]]:
     return [
         ("Steps", f"{s.steps_done} / {s.steps_total}"),
         ("Submitted (simulated)", _fmt(s.submitted)),
-        ("First step", _fmt(s.first_step) + (" (waited for a clean window)" if s.waits else "")),
+        ("First step (simulated)", _fmt(s.first_step) + (" (waited for a clean window)" if s.waits else "")),
         ("Pauses (checkpoint + resume)", str(s.pauses)),
-        ("Finished vs deadline", finished),
-        ("Energy", f"{s.energy_j:,.1f} J ({labels})"),
-        ("Emissions", (f"{s.emissions_g * 1000:,.3f} mgCO2eq = training {s.steps_emissions_g * 1000:,.3f} "
-                       f"+ idle while waiting {idle_g * 1000:,.3f} (energy × trace intensity of its interval)")),
-        ("Run-now emissions (same steps, no wait)", f"{s.run_now_g * 1000:,.3f} mgCO2eq"),
-        ("Avoided vs run-now", (f"{timing_g * 1000:,.3f} mgCO2eq ({pct(timing_g)}) by timing the steps; "
-                                f"{s.emissions_avoided_g * 1000:,.3f} mgCO2eq ({pct(s.emissions_avoided_g)}) "
+        ("Finished vs deadline (simulated)", finished),
+        ("Energy", f"{format_energy_j(s.energy_j)} ({labels})"),
+        ("Emissions", (f"{format_mass_g(s.emissions_g)} = training {format_mass_g(s.steps_emissions_g)} "
+                       f"+ idle while waiting {format_mass_g(idle_g)} (energy × trace intensity of its interval)")),
+        ("Run-now emissions (same steps, no wait)", format_mass_g(s.run_now_g)),
+        ("Avoided vs run-now", (f"{format_mass_g(timing_g)} ({pct(timing_g)}) by timing the steps; "
+                                f"{format_mass_g(s.emissions_avoided_g)} ({pct(s.emissions_avoided_g)}) "
                                 "net of the idle draw")),
     ]
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from greentrain.clock import Clock, SystemClock, ensure_aware_utc
+from greentrain.clock import Clock, SystemClock
 from greentrain.errors import ConfigError
 from greentrain.integrations.slurm import PAUSED_EXIT_CODE, write_resume_time
 from greentrain.jobstats import JobStats
@@ -154,21 +154,9 @@ class StepDriver:
         return AdvisoryActuators(getattr(given, "gpus", []), precision=getattr(given, "precision", None))
 
     def _deadline(self, prior: Any) -> datetime | None:
-        value = self.options.deadline
-        relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
-        if prior is not None and prior.deadline and relative:
-            # '+H' counts from the job's first start, not from this relaunch
-            return ensure_aware_utc(datetime.fromisoformat(prior.deadline), "deadline")
-        if value is None or isinstance(value, datetime):
-            return None if value is None else ensure_aware_utc(value, "deadline")
-        import click
+        from greentrain.timing.options import resolve_deadline  # '+H' counts from the job's first start
 
-        from greentrain.cli.common import parse_deadline
-
-        try:
-            return parse_deadline(value, self.clock.now(), param="deadline")
-        except click.BadParameter as e:
-            raise ConfigError(f"deadline: {e.message}") from None
+        return resolve_deadline(self.options.deadline, prior, self.clock.now())
 
     # ---- step boundary -------------------------------------------------------------------------
 

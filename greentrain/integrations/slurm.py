@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from greentrain.errors import ActuationError, ConfigError
+from greentrain.exitcodes import RESUME_EXIT_CODE
 
 __all__ = [
     "SlurmClient",
@@ -237,7 +238,7 @@ def round_up_to_second(when: datetime) -> datetime:
     return when
 
 
-PAUSED_EXIT_CODE = 75
+PAUSED_EXIT_CODE = RESUME_EXIT_CODE
 """Exit status meaning 'paused by policy, checkpoint saved: requeue me' (EX_TEMPFAIL).
 
 ``integrations/slurm/greentrain-job.sbatch`` requeues the job on this status."""

@@ -81,6 +81,9 @@ class Decision:
     reason: str = ""
     plan: tuple[tuple[datetime, datetime], ...] = field(default=())
     """Planned running intervals, for display and metrics (optional)."""
+    to_the_end: bool = False
+    """RUN with no slack left for any pause: the engine then refuses later pauses, so the reason
+    ('running flat out') stays true."""
 
 
 class Policy(ABC):

@@ -70,12 +70,13 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         end = horizon_end(snapshot, now)
         slots = intensity_slots(snapshot, now, end) if end is not None else []
         if end is not None and end <= now:
-            return run_decision(top, now, work_s, f"{self.name}: deadline reached; running flat out")
+            return run_decision(top, now, work_s, f"{self.name}: deadline reached; running flat out", to_the_end=True)
         if work_s <= 0 or not slots:
             return run_decision(top, now, work_s, f"{self.name}: nothing to plan (no work or no carbon signal)")
         room_s = capacity_s(snapshot, now, end, top.speed)
         if room_s < work_s:
-            return run_decision(top, now, work_s, f"{self.name}: deadline cannot be met; running flat out")
+            return run_decision(top, now, work_s, f"{self.name}: deadline cannot be met; running flat out",
+                                to_the_end=True)
         margin_s = safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
         plan = plan_schedule(
             slots,
@@ -88,12 +89,13 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
             memo=self.__dict__.setdefault("_memo", {}),  # a cache only: output depends on inputs alone
         )
         if plan is None:
-            return run_decision(top, now, work_s, f"{self.name}: no slack left; running flat out")
+            return run_decision(top, now, work_s, f"{self.name}: no slack left; running flat out", to_the_end=True)
         intervals = plan.running_intervals()
         first = plan.modes[0]
         if first is None:
-            resume = intervals[0][0].isoformat() if intervals else "?"
-            reason = f"{self.name}: {slots[0].intensity_g_per_kwh:.0f} g/kWh now; planned resume {resume}"
+            # No time in the reason: the announcement says when (the plan's first running interval);
+            # ``until`` is only when this policy looks again.
+            reason = f"{self.name}: {slots[0].intensity_g_per_kwh:.0f} g/kWh now, cleaner hours ahead"
             return pause_decision(snapshot, slots[0].end, reason, intervals)
         reason = f"{self.name}: run this interval at {slots[0].intensity_g_per_kwh:.0f} g/kWh"
         if self.use_power and first.power_limit_w is not None:

@@ -161,13 +161,13 @@ def capacity_after_pause_s(snapshot: Snapshot, resume_at: datetime, end: datetim
 
 def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,
                  until: datetime | None = None,
-                 plan: tuple[tuple[datetime, datetime], ...] | None = None) -> Decision:
+                 plan: tuple[tuple[datetime, datetime], ...] | None = None, to_the_end: bool = False) -> Decision:
     """RUN at ``mode``; the default plan is running flat out from ``now``."""
     if plan is None:
         finish = now + timedelta(seconds=work_s / mode.speed if math.isfinite(work_s) else 0.0)
         plan = ((now, finish),)
     return Decision(action=Action.RUN, until=until, power_limit_w=mode.power_limit_w,
-                    sm_clocks_mhz=mode.sm_clocks_mhz, reason=reason, plan=plan)
+                    sm_clocks_mhz=mode.sm_clocks_mhz, reason=reason, plan=plan, to_the_end=to_the_end)
 
 
 def pause_decision(snapshot: Snapshot, until: datetime, reason: str,

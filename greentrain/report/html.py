@@ -6,7 +6,8 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from greentrain.report.model import J_PER_KWH, RunData, counterfactual_run_now
+from greentrain.report.model import RunData, counterfactual_run_now
+from greentrain.units import format_duration_s, format_energy_j, format_mass_g
 
 __all__ = ["render_html", "summary_rows"]
 
@@ -19,6 +20,18 @@ def _fmt_time(t: datetime | None) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else "-"
 
 
+def _clock_label(summary: dict[str, Any]) -> str:
+    """Which calendar the log's times are on (the engine writes ``clock`` into its summary)."""
+    return {"simulated": " (simulated)", "wall": " (wall clock)"}.get(str(summary.get("clock")), "")
+
+
+def _parse(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def summary_rows(run: RunData) -> list[tuple[str, str]]:
     """(label, value) pairs: the logged summary where present, else totals from the steps."""
     energy_j = float(run.summary.get("energy_j", sum(s.energy_j for s in run.steps)))
@@ -26,22 +39,28 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     if emissions_g is None:
         emissions_g = sum(run.step_emissions_g(s) or 0.0 for s in run.steps)
     cf = counterfactual_run_now(run)
-    rows = [("Log", str(run.source)), ("Start", _fmt_time(run.start)), ("End", _fmt_time(run.end))]
+    clock = _clock_label(run.summary)
+    rows = [("Log", str(run.source)), (f"Start{clock}", _fmt_time(run.start)), (f"End{clock}", _fmt_time(run.end))]
     if run.start and run.end:
-        rows.append(("Wall time", f"{(run.end - run.start).total_seconds() / 3600:.2f} h"))
+        # A replayed calendar is not wall time: say which time this is.
+        label = {" (simulated)": "Elapsed (simulated calendar)", " (wall clock)": "Wall time"}.get(clock, "Elapsed")
+        rows.append((label, format_duration_s((run.end - run.start).total_seconds())))
     unknown = run.summary.get("emissions_unknown")
-    emissions = f"unknown ({unknown})" if unknown else f"{float(emissions_g):,.2f} gCO2eq"
-    rows += [("Steps", str(len(run.steps))), ("Energy", f"{energy_j:,.0f} J ({energy_j / J_PER_KWH:.4f} kWh)"),
-             ("Emissions", emissions)]
+    emissions = f"unknown ({unknown})" if unknown else format_mass_g(float(emissions_g))
+    rows += [("Steps", str(len(run.steps))), ("Energy", format_energy_j(energy_j)), ("Emissions", emissions)]
     interpolated = sum(1 for s in run.steps if s.source == "interpolated")
     if interpolated:
         rows.append(("Per-step energy", f"interpolated for {interpolated} of {len(run.steps)} steps (shorter than "
                                         "0.2 s, two refreshes of the energy counter); the totals are measured"))
     if cf and not unknown:
-        rows.append(("Run-now counterfactual (same steps, no pauses)", f"{cf[-1][1]:,.2f} gCO2eq"))
+        rows.append(("Run-now counterfactual (same steps, no pauses)", format_mass_g(cf[-1][1])))
     if run.summary.get("emissions_avoided_g") is not None:
         rows.append(("Avoided (engine, vs run-now at default settings)",
-                     f"{float(run.summary['emissions_avoided_g']):,.2f} gCO2eq"))
+                     format_mass_g(float(run.summary["emissions_avoided_g"]))))
+    if run.summary.get("deadline"):
+        met = run.summary.get("deadline_met")
+        verdict = {True: "met", False: "MISSED", None: "not finished"}.get(met, "not finished")
+        rows.append((f"Deadline{clock}", f"{_fmt_time(_parse(run.summary['deadline']))}: {verdict}"))
     if run.zone:
         rows.append(("Grid zone", str(run.zone)))
     # Transitions into 'paused' (a re-plan during a pause logs 'paused' again; that is the same pause).

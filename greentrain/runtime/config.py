@@ -296,6 +296,9 @@ class GreentrainConfig:
     """``checkpoint`` (save and exit; relaunch resumes) or ``suspend`` (wait in-process)."""
     job: str = "greentrain"
     """Job name used in metrics."""
+    deadline_policy: str | None = None
+    """``strict`` (refuse an impossible deadline; exit 3 after a late finish) or ``best-effort`` (warn, run on);
+    none = the policy's setting."""
     relaunch: str = "auto"
     """After a checkpoint pause: ``exec`` (wait, re-exec), ``exit`` (exit 75 for torchrun/scheduler to
     restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
@@ -308,6 +311,8 @@ class GreentrainConfig:
                f"{self.pause_mode!r} is not checkpoint or suspend")
         c.need(self.actuation in ("apply", "advise"), "actuation",
                f"{self.actuation!r} is not apply or advise")
+        c.need(self.deadline_policy in (None, "strict", "best-effort"), "deadline_policy",
+               f"{self.deadline_policy!r} is not strict or best-effort")
         c.need(self.relaunch in ("auto", "exec", "exit", "none"), "relaunch",
                f"{self.relaunch!r} is not auto, exec, exit or none")
         c.need(bool(self.job.strip()), "job", "must not be empty")

@@ -57,7 +57,8 @@ def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str,
     has_checkpoint = trainer.checkpointer is not None
     relaunch = g.relaunch if g.relaunch != "auto" else ("exec" if world_size == 1 else "exit")
     kwargs: dict[str, Any] = dict(
-        zone=g.zone, provider=g.provider, deadline=g.deadline, steps_total=cfg.train.steps,
+        zone=g.zone, provider=g.provider, deadline=g.deadline, deadline_policy=g.deadline_policy,
+        steps_total=cfg.train.steps,
         save=save if has_checkpoint else None, load=load if has_checkpoint else None,
         pause_mode=g.pause_mode if has_checkpoint else "suspend",
         metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
@@ -126,6 +127,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
         if first and first != trainer.precision:
             trainer.set_precision(first)
         history = trainer.fit(resume=False)
+    trainer.deadline_exit_code = session.deadline_exit_code  # 3 after a late finish (strict), else 0
     return trainer, history
 
 

@@ -23,7 +23,7 @@ from greentrain.timing.guard import must_run_now
 if TYPE_CHECKING:
     from greentrain.engine import Engine
 
-__all__ = ["RUN", "check_deadline", "maybe_decide", "decide", "guard", "replan_paused"]
+__all__ = ["RUN", "check_deadline", "maybe_decide", "decide", "guard", "replan_paused", "planned_resume"]
 
 
 RUN = Decision(action=Action.RUN, reason="")
@@ -47,9 +47,19 @@ def check_deadline(engine: Engine, now: datetime) -> str | None:
         if engine.deadline_policy != "best-effort":
             return str(e)
         engine.best_effort = True
+        engine.deadline_watch.warned = True  # the note below is the warning; say it once
         problem = str(e).split("; give a later")[0]  # drop the fix: best-effort is the user's choice
         engine._note(f"{problem}; best-effort: running now")
     return None
+
+
+def watch_deadline(engine: Engine, now: datetime) -> None:
+    """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed."""
+    step_s = engine.times.mean_s if engine.steps_total is not None else None  # `run` polls; it has no steps
+    message = engine.deadline_watch.check(now, engine.work_remaining_s(), step_time_s=step_s)
+    if message is not None:
+        engine._event("deadline_risk", message=message, deadline=engine.deadline,
+                      projected_finish=engine.deadline_watch.projected_finish)
 
 
 def maybe_decide(engine: Engine, now: datetime) -> Decision:
@@ -62,6 +72,8 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     """Leader only: ask the policy (or degrade) and apply the deadline guard."""
     engine._next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
     carbon_now = engine.signals.latest(now, engine.ledger)  # always: steps are priced with it
+    if state != JobState.WAITING:  # before the first step check_deadline speaks (error or best-effort note)
+        watch_deadline(engine, now)
     if engine.finished:
         return _run("")
     if engine.best_effort:
@@ -118,6 +130,8 @@ def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
 def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:
     """Clamp pauses to the latest safe resume; refuse a pause the deadline cannot afford."""
     if decision.action == Action.RUN:
+        if decision.to_the_end and engine.deadline is not None:
+            engine.guard_engaged = True  # 'no slack; running flat out' stays true: no pause after it
         if decision.until is not None and decision.until > now:
             engine._next_decide_at = min(engine._next_decide_at or decision.until, decision.until)
         return decision
@@ -142,6 +156,7 @@ def replan_paused(engine: Engine, now: datetime, force: bool = True) -> datetime
     """
     if engine.best_effort or engine.finished:
         return now
+    _probe_rate(engine)
     state = JobState.WAITING if engine.first_start is None else JobState.PAUSED
     engine.signals.invalidate()
     if not force:
@@ -153,3 +168,22 @@ def replan_paused(engine: Engine, now: datetime, force: bool = True) -> datetime
     if decision.action == Action.RUN:
         return now
     return decision.until
+
+
+def _probe_rate(engine: Engine) -> None:
+    """While waiting nothing is measured: ask the job's probe (if any) how long a step takes now, so a
+    machine that got busier moves the deadline guard's latest safe resume up before the wait ends."""
+    probe = engine.rate_probe
+    if probe is None:
+        return
+    step_s = engine._guarded("rate_probe", probe)
+    if isinstance(step_s, (int, float)):
+        engine.times.note_probe(float(step_s))
+
+
+def planned_resume(decision: Decision, now: datetime) -> datetime | None:
+    """When a pause is planned to end: the plan's first running interval after ``now``, else ``until``.
+
+    A per-interval policy's ``until`` is only its next look (the interval's end); people want the resume."""
+    starts = [start for start, _end in decision.plan if start > now]
+    return min(starts) if starts else decision.until

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from greentrain.errors import DeadlineError
+from greentrain.units import format_duration_s, format_time
 
 __all__ = ["SAFETY_FRAC", "latest_safe_resume", "must_run_now", "check_deadline"]
 
@@ -41,13 +42,15 @@ def check_deadline(deadline: datetime, now: datetime, work_remaining_s: float | 
     """Refuse a deadline in the past or shorter than the remaining work (DeadlineError names both)."""
     if deadline <= now:
         raise DeadlineError(
-            f"deadline {deadline.isoformat()} is in the past (now {now.isoformat()}); give a later --deadline"
+            f"deadline {format_time(deadline)} is in the past (by "
+            f"{format_duration_s((now - deadline).total_seconds())}); give a later --deadline"
         )
     if work_remaining_s is None:
         return
     available_s = (deadline - now).total_seconds()
     if work_remaining_s > available_s:
         raise DeadlineError(
-            f"deadline {deadline.isoformat()} leaves {available_s / 3600:.2f} h but the remaining work needs "
-            f"{work_remaining_s / 3600:.2f} h; give a later --deadline or use --deadline-policy best-effort"
+            f"deadline {format_time(deadline)} leaves {format_duration_s(available_s)} but the remaining work "
+            f"needs {format_duration_s(work_remaining_s)}; give a later --deadline or use --deadline-policy "
+            "best-effort"
         )

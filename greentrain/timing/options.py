@@ -7,12 +7,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from greentrain.clock import ensure_aware_utc
+from greentrain.clock import ensure_aware_utc, parse_deadline
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Policy
 from greentrain.timing.state import EngineState
 
-__all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "resolve_deadline", "default_state_path"]
+__all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "resolve_deadline", "default_state_path",
+           "planning_step_time_s"]
 
 STATE_ENV = "GREENTRAIN_STATE_FILE"
 
@@ -50,14 +51,7 @@ def resolve_deadline(value: datetime | str | None, prior: EngineState | None, no
         return None
     if isinstance(value, datetime):
         return ensure_aware_utc(value, "deadline")
-    import click
-
-    from greentrain.cli.common import parse_deadline
-
-    try:
-        return parse_deadline(str(value), now, param="deadline")
-    except click.BadParameter as e:
-        raise ConfigError(f"deadline: {e.message}") from None
+    return parse_deadline(str(value), now, param="deadline")
 
 
 def default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
@@ -66,3 +60,11 @@ def default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
         return Path(checkpoint_dir) / "greentrain-state.json"
     env = os.environ.get(STATE_ENV)
     return Path(env) if env else None
+
+
+def planning_step_time_s(prior: EngineState | None, hint_s: float | None) -> float | None:
+    """The step time to plan with before one is measured: the slower of the previous run's measurement and
+    the caller's hint. A hint from a short timing on a loaded machine can be several times too fast, and a
+    relaunch that trusted it would plan its wait as if the job were short."""
+    known = [v for v in ((prior.step_time_s if prior else None), hint_s) if v]
+    return max(known) if known else None

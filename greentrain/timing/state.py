@@ -45,6 +45,8 @@ class EngineState:
     tokens: int = 0
     resume_at: str | None = None
     finished: bool = False
+    deadline_warned: bool = False
+    """The 'deadline will be missed' line was printed: a relaunch does not print it again."""
 
     @staticmethod
     def parse_time(value: str | None) -> datetime | None:
@@ -99,13 +101,14 @@ def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: 
         step_time_s=engine.times.mean_s, energy_j=engine.ledger.energy_j, emissions_g=engine.ledger.emissions_g,
         counterfactual_g=engine.ledger.counterfactual_g, unpriced_energy_j=engine.ledger.unpriced_energy_j,
         tokens=stats.tokens_total, resume_at=_iso(resume_at),
-        finished=finished,
+        finished=finished, deadline_warned=engine.deadline_watch.warned,
     )
 
 
 def restore_into(engine: Engine, prior: EngineState) -> None:
     """Carry totals and the time axis of the previous run into a freshly built engine."""
     engine.running_s = prior.running_s
+    engine.deadline_watch.warned = engine.deadline_watch.warned or prior.deadline_warned
     engine.first_start = EngineState.parse_time(prior.first_start)
     engine.submitted_at = EngineState.parse_time(prior.submitted_at)
     engine.ledger.energy_j = prior.energy_j

@@ -26,6 +26,9 @@ class StepTimes:
         self._skip_next = True
         self.prior_s = prior_s
         """Expected step time before any is measured (a user hint or a restored value)."""
+        self.probe_s: float | None = None
+        """A step time measured outside the loop while the job waits (``Engine.rate_probe``): it replaces
+        the prior and floors the pessimistic estimate until the loop measures steps again."""
 
     def add(self, duration_s: float) -> None:
         """Record one step's duration (negative or non-finite values are ignored)."""
@@ -37,6 +40,12 @@ class StepTimes:
             return
         self._all.append(duration_s)
         self._recent.append(duration_s)
+        self.probe_s = None  # the loop's own measurement is the better witness again
+
+    def note_probe(self, duration_s: float) -> None:
+        """A step time measured while waiting (a busier or quieter machine than the last steps saw)."""
+        if math.isfinite(duration_s) and duration_s > 0:
+            self.probe_s = duration_s
 
     def restart(self) -> None:
         """A resume: the next step carries warm-up costs again and is not counted."""
@@ -54,8 +63,8 @@ class StepTimes:
 
     @property
     def known(self) -> bool:
-        """Whether any estimate exists (measured or prior)."""
-        return bool(self._samples()) or self.prior_s is not None
+        """Whether any estimate exists (measured, probed or prior)."""
+        return bool(self._samples()) or self.prior_s is not None or self.probe_s is not None
 
     @property
     def mean_s(self) -> float | None:
@@ -63,7 +72,7 @@ class StepTimes:
         samples = self._samples()
         if samples:
             return sum(samples) / len(samples)
-        return self.prior_s
+        return self.probe_s if self.probe_s is not None else self.prior_s
 
     @property
     def std_s(self) -> float:
@@ -92,4 +101,5 @@ class StepTimes:
 
     def _worst_mean_s(self, mean: float) -> float:
         recent = list(self._recent)
-        return max(mean, sum(recent) / len(recent)) if recent else mean
+        worst = max(mean, sum(recent) / len(recent)) if recent else mean
+        return max(worst, self.probe_s or 0.0)

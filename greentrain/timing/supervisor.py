@@ -17,12 +17,13 @@ import threading
 from typing import Any
 
 from greentrain.engine import Engine
+from greentrain.exitcodes import RESUME_EXIT_CODE
 from greentrain.policies.base import Action
 from greentrain.timing.process import ChildProcess, exit_status
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
 
-RESUMABLE_EXIT_CODES = (0, 75)
+RESUMABLE_EXIT_CODES = (0, RESUME_EXIT_CODE)
 """After the checkpoint signal, these exit codes (and death by that signal) mean 'saved, relaunch me'."""
 
 

@@ -234,12 +234,27 @@ class Waiter:
                              emissions_avoided_g=entry.avoided_g)
         engine._mark_unpriced(entry)
 
+    def planned_resume(self) -> datetime | None:
+        """The one time people are told: the plan's resume (not the policy's next look), guard-clamped."""
+        from greentrain.timing.decider import planned_resume
+
+        engine, target = self.engine, self.target
+        if target is None:
+            return None
+        resume = planned_resume(engine.decision, engine.clock.now()) or target
+        latest = engine.latest_safe_resume()
+        if latest is not None and latest < resume:
+            resume = max(target, latest)
+        return max(resume, target)
+
     def _announce(self, reason: str) -> None:
         engine = self.engine
-        target = self.target
         what = "delaying start" if engine.state == JobState.WAITING else "paused"
-        deadline = f"; deadline {_fmt(engine.deadline)}" if engine.deadline else ""
-        message = f"greentrain: {what} until {_fmt(target)}{f' ({reason})' if reason else ''}{deadline}"
+        # One time per message: the resume. The deadline is on the plan line and the countdown.
+        from greentrain.units import format_time
+
+        until = format_time(self.planned_resume(), simulated=engine.deadline_watch.simulated)
+        message = f"greentrain: {what} until {until}{f' ({reason})' if reason else ''}"
         log.debug(message)
         if not (self.progress and sys.stderr.isatty()):  # on a terminal the countdown says it
             print(message, file=sys.stderr, flush=True)
@@ -279,8 +294,7 @@ class _Countdown:
                               left=f"{_hms(left_s)} left")
 
     def _describe(self) -> str:
-        target = self.waiter.target
-        window = f"run from {_fmt(target)}"
+        window = f"run from {_fmt(self.waiter.planned_resume())}"
         deadline = self.waiter.engine.deadline
         if deadline is not None:
             window += f" to finish by {_fmt(deadline)}"
@@ -292,7 +306,9 @@ class _Countdown:
 
 
 def _fmt(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "-"
+    from greentrain.units import format_time
+
+    return format_time(value)
 
 
 def _hms(seconds: float) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from greentrain.cli import main
+from greentrain.cli.train import build_config
 
 TINY_TOML = """
 [model]
@@ -106,3 +107,25 @@ def test_help_lists_the_documented_flags(capsys) -> None:
                  "--microbatches", "--dtype", "--metrics-jsonl", "--metrics-port", "--metrics-addr",
                  "--checkpoint-dir", "--policy", "--zone", "--provider", "--deadline", "--nproc", "--mesh"):
         assert flag in out
+
+
+@pytest.mark.parametrize(("deadline_policy", "status"), [("strict", 3), ("best-effort", 0)])
+def test_a_late_finish_is_said_and_gives_status_3_unless_best_effort(deadline_policy: str, status: int,
+                                                                    capsys) -> None:
+    """The trainer under a policy on a replayed calendar: 20 tiny steps of >= 5 ms real at x36000 take over an
+    hour of job time against a 30-minute deadline. The clock is held until the first step (so the Session's
+    start-up is not job time) and `greentrain train` exits with the status the run leaves."""
+    from datetime import UTC, datetime
+
+    from greentrain.demo.clock import HoldableReplayClock
+    from greentrain.runtime.greentrain_hooks import run_training
+
+    clock = HoldableReplayClock(datetime(2022, 3, 1, tzinfo=UTC), speedup=36000.0)
+    flags = {"steps": 20, "device": "cpu", "policy": "run-now", "deadline_policy": deadline_policy}
+    cfg = build_config("tiny", flags, ())
+    cfg = cfg.replace("greentrain", deadline="2022-03-01T00:30:00Z")
+    trainer, history = run_training(cfg, on_step=lambda m: clock.release(), session_kwargs={"clock": clock})
+    err = capsys.readouterr().err
+    assert len(history) == 20
+    assert trainer.deadline_exit_code == status, err
+    assert "greentrain: DEADLINE MISSED: finished" in err and "(simulated)" in err

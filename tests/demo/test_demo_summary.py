@@ -51,15 +51,15 @@ def test_summary_of_a_finished_run(tmp_path: Path) -> None:
     assert abs(s.steps_emissions_g - 0.002) < 1e-12 and abs(s.run_now_g - 0.003) < 1e-12
     table = dict(rows(s))
     assert "gpu0: measured" in table["Energy"] and "cpu-estimate: estimated" in table["Energy"]
-    assert "deadline met" in table["Finished vs deadline"]
-    assert table["Avoided vs run-now"].startswith("1.000 mgCO2eq (33.3 %) by timing the steps")
-    assert "idle while waiting 0.500" in table["Emissions"]
+    assert "deadline met" in table["Finished vs deadline (simulated)"]
+    assert table["Avoided vs run-now"].startswith("1.00 mgCO2eq (33.3 %) by timing the steps")
+    assert "idle while waiting 0.500 mgCO2eq" in table["Emissions"]
 
 
 def test_summary_flags_a_missed_deadline_and_an_unfinished_job(tmp_path: Path) -> None:
     late = summarize_run(_write(tmp_path / "late.jsonl", _run("2022-03-15T01:00:00Z")), _state())
-    assert not late.deadline_met and "DEADLINE MISSED" in dict(rows(late))["Finished vs deadline"]
+    assert not late.deadline_met and "DEADLINE MISSED" in dict(rows(late))["Finished vs deadline (simulated)"]
     partial = summarize_run(_write(tmp_path / "part.jsonl", _run("2022-03-14T10:20:00Z", finished=False)),
                             _state(steps_total=10))
     assert partial.finished_at is None
-    assert dict(rows(partial))["Finished vs deadline"] == "not finished (3/10 steps)"
+    assert dict(rows(partial))["Finished vs deadline (simulated)"] == "not finished (3/10 steps)"

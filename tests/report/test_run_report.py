@@ -14,6 +14,7 @@ from greentrain.events import EventLog
 from greentrain.report import build_report, counterfactual_run_now, load_run
 from greentrain.signals.trace import load_trace
 from greentrain.testing import FakeGPU
+from greentrain.units import format_energy_j, format_mass_g
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -67,8 +68,8 @@ def test_report_has_every_plot_and_the_totals(tmp_path: Path, carbon_trace: Call
         png = (tmp_path / "out" / name).read_bytes()
         assert png.startswith(PNG_MAGIC) and len(png) > 5_000, name
         assert f'src="{name}"' in html
-    assert f"{totals['energy_j']:,.0f} J" in html
-    assert f"{totals['emissions_g']:,.2f} gCO2eq" in html
+    assert format_energy_j(totals["energy_j"]) in html
+    assert format_mass_g(totals["emissions_g"]) in html
     assert "1.25 gCO2eq" in html  # the engine's avoided figure
     assert "dirty grid &lt;b&gt;now&lt;/b&gt;" in html and "<b>now" not in html
     assert "<td>1</td>" in html  # one pause

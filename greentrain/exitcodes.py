@@ -1,0 +1,25 @@
+"""Exit statuses greentrain's commands use, each defined once.
+
+``greentrain`` passes a wrapped command's own status through; these are the
+statuses greentrain itself chooses.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BAD_INPUT_EXIT_CODE", "DEADLINE_MISSED_EXIT_CODE", "RESUME_EXIT_CODE", "INTERRUPTED_EXIT_CODE"]
+
+BAD_INPUT_EXIT_CODE = 2
+"""A flag, file or key was refused (one line on stderr names it); nothing ran."""
+
+DEADLINE_MISSED_EXIT_CODE = 3
+"""The job ran to the end but finished after its deadline (``--deadline-policy strict``, the default).
+
+With ``--deadline-policy best-effort`` the miss is reported the same way and the status is the job's own."""
+
+RESUME_EXIT_CODE = 75
+"""Paused by policy with a checkpoint saved: relaunch me later (EX_TEMPFAIL, 'try again later').
+
+``Session(relaunch="exit")``, the integrations' ``exit_for_requeue`` and the Slurm batch template use it."""
+
+INTERRUPTED_EXIT_CODE = 130
+"""Stopped by Ctrl-C (128 + SIGINT) after a clean checkpoint."""

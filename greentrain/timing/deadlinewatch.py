@@ -1,0 +1,100 @@
+"""Saying out loud when a job will miss its deadline.
+
+The guard (``timing/guard.py``) keeps pauses from costing the deadline, but
+it cannot make slow steps fast: when the measured step time says the work
+left no longer fits before the deadline, the job can only run flat out and
+finish late. The watch notices that the first time it becomes likely (the
+projected finish at the *measured* mean step time passes the deadline),
+prints one line on stderr, and at the end gives the verdict the summary and
+the exit status use (``greentrain.exitcodes.DEADLINE_MISSED_EXIT_CODE``
+unless the deadline policy is best-effort). Rank 0 only.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from greentrain.units import format_duration_s, format_time
+
+__all__ = ["DeadlineWatch", "DeadlineVerdict"]
+
+log = logging.getLogger("greentrain.deadline")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineVerdict:
+    """How the job ended against its deadline."""
+
+    deadline: datetime
+    finished_at: datetime | None
+    """When the last step ended (None: not finished)."""
+    met: bool
+
+    @property
+    def late_s(self) -> float:
+        """Seconds past the deadline (0 when met or unfinished)."""
+        if self.finished_at is None:
+            return 0.0
+        return max(0.0, (self.finished_at - self.deadline).total_seconds())
+
+
+class DeadlineWatch:
+    """Warn once when a miss becomes likely; judge the end. ``say`` prints one line (stderr by default)."""
+
+    def __init__(self, deadline: datetime | None, *, simulated: bool = False,
+                 say: Callable[[str], None] | None = None) -> None:
+        self.deadline = deadline
+        self.simulated = simulated
+        self.warned = False
+        """Whether the 'will miss' line was printed (restored across relaunches so it is said once)."""
+        self.projected_finish: datetime | None = None
+        self._say = say or _stderr
+
+    def check(self, now: datetime, work_remaining_s: float | None, *, step_time_s: float | None) -> str | None:
+        """Project the finish running flat out from ``now``; the warning line the first time it is late."""
+        if self.deadline is None or self.warned:
+            return None
+        if now > self.deadline:
+            over_s = (now - self.deadline).total_seconds()
+            message = (f"the job is still running {format_duration_s(over_s)} after its deadline "
+                       f"{self._t(self.deadline)}; it will finish late")
+        elif work_remaining_s is None:
+            return None
+        else:
+            self.projected_finish = now + timedelta(seconds=max(0.0, work_remaining_s))
+            if self.projected_finish <= self.deadline:
+                return None
+            late_s = (self.projected_finish - self.deadline).total_seconds()
+            per_step = f"{step_time_s:.3g} s" if step_time_s and step_time_s < 60 else format_duration_s(step_time_s)
+            rate = f" at the measured {per_step} per step" if step_time_s else ""
+            message = (f"deadline {self._t(self.deadline)} will be missed by about {format_duration_s(late_s)}"
+                       f"{rate}; running flat out")
+        self.warned = True
+        self._say(f"greentrain: WARNING: {message}")
+        return message
+
+    def verdict(self, finished_at: datetime | None) -> DeadlineVerdict | None:
+        """The end against the deadline (None without a deadline)."""
+        if self.deadline is None:
+            return None
+        met = finished_at is not None and finished_at <= self.deadline
+        return DeadlineVerdict(deadline=self.deadline, finished_at=finished_at, met=met)
+
+    def announce_miss(self, verdict: DeadlineVerdict | None) -> None:
+        """The summary's loud line: a finished job that ended after its deadline."""
+        if verdict is None or verdict.met or verdict.finished_at is None:
+            return
+        self._say(f"greentrain: DEADLINE MISSED: finished {format_duration_s(verdict.late_s)} after the "
+                  f"deadline {self._t(self.deadline)}")
+
+    def _t(self, when: datetime | None) -> str:
+        return format_time(when, simulated=self.simulated)
+
+
+def _stderr(line: str) -> None:
+    log.debug(line)
+    print(line, file=sys.stderr, flush=True)

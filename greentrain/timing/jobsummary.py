@@ -1,0 +1,94 @@
+"""The figures a finished job reports, taken from one place, and the lines that print them.
+
+``job_figures`` reads the engine's ledger and deadline verdict once; the
+``greentrain run`` end line, the plan line and anything else that reports a
+job's totals use it, so what "avoided" means is decided here and nowhere
+else (the ledger's figure: run-now at default settings minus this job,
+idle draw while waiting included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from greentrain.timing.advice import advice_summary
+from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
+
+__all__ = ["JobFigures", "job_figures", "summary_fields", "summary_line", "plan_line"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFigures:
+    """A job's totals for people; None where unknown (no monitor, no carbon signal)."""
+
+    energy_j: float | None
+    emissions_g: float | None
+    avoided_g: float | None
+    deadline: datetime | None
+    finished_at: datetime | None
+    deadline_met: bool | None
+    simulated: bool
+
+
+def job_figures(engine: Any) -> JobFigures:
+    """Totals of ``engine`` after ``close`` (the verdict is set there)."""
+    priced = engine.signals.signals is not None and engine.signals.last is not None
+    verdict = engine.deadline_verdict
+    return JobFigures(
+        energy_j=engine.ledger.energy_j if engine.monitor is not None else None,
+        emissions_g=engine.ledger.total_emissions_g() if priced and engine.monitor is not None else None,
+        avoided_g=engine.ledger.total_avoided_g() if priced and engine.monitor is not None else None,
+        deadline=engine.deadline, finished_at=verdict.finished_at if verdict else None,
+        deadline_met=verdict.met if verdict and verdict.finished_at else None,
+        simulated=engine.deadline_watch.simulated,
+    )
+
+
+def summary_fields(engine: Any, finished_at: datetime | None) -> dict[str, Any]:
+    """The engine's ``summary`` event: totals, the deadline verdict and which clock the times are on."""
+    stats = engine.job_stats.snapshot()
+    verdict = engine.deadline_verdict
+    fields: dict[str, Any] = {
+        "steps": engine.steps_done, "tokens": stats.tokens_total, "energy_j": engine.ledger.energy_j,
+        "emissions_g": engine.ledger.total_emissions_g(), "emissions_avoided_g": engine.ledger.total_avoided_g(),
+        "running_s": engine.running_s, "deadline": engine.deadline, "finished": engine.finished,
+        "finished_at": finished_at,
+        "deadline_met": verdict.met if verdict is not None and finished_at is not None else None,
+        "clock": "simulated" if engine.deadline_watch.simulated else "wall",
+        "notes": list(engine.notes),
+    }
+    advice = advice_summary(engine)
+    if advice is not None:
+        fields["advice"] = advice
+    if not engine.ledger.emissions_known:  # null with the reason, never 0 g
+        fields["unpriced_energy_j"] = engine.ledger.unpriced_energy_j
+        fields["emissions_unknown"] = stats.emissions_unknown_reason or engine.signals.unknown_reason()
+    return fields
+
+
+def summary_line(figures: JobFigures, exit_status: int) -> str:
+    """One line: exit status, energy, emissions, avoided and the deadline verdict."""
+    parts = [f"exit status {exit_status}", f"energy {format_energy_j(figures.energy_j)}",
+             f"emissions {format_mass_g(figures.emissions_g)}", f"avoided {format_mass_g(figures.avoided_g)}"]
+    if figures.deadline is not None:
+        when = format_time(figures.deadline, simulated=figures.simulated)
+        if figures.deadline_met is None:
+            parts.append(f"deadline {when}: not finished")
+        elif figures.deadline_met:
+            parts.append(f"deadline {when}: met")
+        else:
+            late_s = (figures.finished_at - figures.deadline).total_seconds()  # type: ignore[operator]
+            parts.append(f"deadline {when}: MISSED by {format_duration_s(late_s)}")
+    return "greentrain: done: " + ", ".join(parts)
+
+
+def plan_line(*, policy: str, zone: str | None, provider: str | None, work_s: float | None,
+              deadline: datetime | None, pause_mode: str, simulated: bool) -> str:
+    """One line before the start: what will be optimised, for how much work, by when."""
+    signal = provider or zone
+    carbon = f"carbon signal {signal}" if signal else "no carbon signal (energy only, runs now)"
+    work = f"~{format_duration_s(work_s)} of work" if work_s else "work length unknown (runs now)"
+    by = f" by {format_time(deadline, simulated=simulated)}" if deadline else ", no deadline"
+    return f"greentrain: plan: policy {policy}, {carbon}, {work}{by}, pauses by {pause_mode}"
