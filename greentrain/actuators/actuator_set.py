@@ -87,6 +87,7 @@ class ActuatorSet:
         self._logged: set[tuple[str, str]] = set()
         self._client: Any = None
         self._lock = threading.RLock()
+        self._signal_restored = False
         self._hooks = ExitHooks(self.restore_all)
         if install_hooks:
             self._hooks.install()
@@ -95,7 +96,7 @@ class ActuatorSet:
     def recover(self) -> int:
         """Take each GPU's lock and restore settings left by dead processes; returns how many."""
         restored = 0
-        with self._lock:
+        with self._lock, self._hooks.critical():
             for gpu in self.gpus:
                 try:
                     restored += self._controllers[gpu.uuid].acquire()
@@ -108,18 +109,45 @@ class ActuatorSet:
 
     # -- step boundary -------------------------------------------------------
     def apply(self, decision: Decision) -> list[str]:
-        """Apply the knobs ``decision`` sets; returns names of actions applied (never raises)."""
+        """Apply the knobs ``decision`` sets; returns names of actions applied (never raises).
+
+        After an exit signal (SIGINT/SIGTERM/SIGHUP) settings are restored, here at the latest once the
+        change in progress completes, and further hardware changes are held: the job is stopping.
+        """
         applied: list[str] = []
-        with self._lock:
-            if decision.power_limit_w is not None:
-                if self._for_each_gpu("power_limit", decision.power_limit_w):
-                    applied.append("power_limit")
-            if decision.sm_clocks_mhz is not None:
-                if self._for_each_gpu("sm_clocks", decision.sm_clocks_mhz):
-                    applied.append("sm_clocks")
+        with self._lock, self._hooks.critical():
+            if self._hooks.requested is None:
+                if decision.power_limit_w is not None:
+                    if self._for_each_gpu("power_limit", decision.power_limit_w):
+                        applied.append("power_limit")
+                if decision.sm_clocks_mhz is not None:
+                    if self._for_each_gpu("sm_clocks", decision.sm_clocks_mhz):
+                        applied.append("sm_clocks")
+            elif decision.power_limit_w is not None or decision.sm_clocks_mhz is not None:
+                self._log_once("signal", "-", "an exit signal was received: GPU settings are restored and "
+                                              "further power/clock changes held until the job ends")
             if decision.precision is not None and self._apply_precision(decision.precision):
                 applied.append("precision")
+            self._restore_if_requested()  # a signal that arrived during this change: the safe point is now
         return applied
+
+    def at_step_boundary(self) -> None:
+        """The engine's safe point: restore now if an exit signal arrived since the last one (never raises)."""
+        with self._lock, self._hooks.critical():
+            self._restore_if_requested()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether an exit signal (SIGINT/SIGTERM/SIGHUP) reached this process's hooks."""
+        return self._hooks.requested is not None
+
+    def _restore_if_requested(self) -> None:
+        # Call with the lock held and inside a critical section.
+        if self._hooks.requested is None or self._signal_restored:
+            return
+        self._signal_restored = True
+        log.info("signal %d received: restoring GPU settings at a step boundary", self._hooks.requested)
+        self.restore_all()
 
     def _for_each_gpu(self, action: str, value: Any) -> bool:
         changed = False
@@ -207,7 +235,7 @@ class ActuatorSet:
     # -- exit ----------------------------------------------------------------
     def restore_all(self) -> list[str]:
         """Restore every journaled knob and every daemon-held setting; returns failures (also logged)."""
-        with self._lock:
+        with self._lock, self._hooks.critical():
             errors: list[str] = []
             for controller in self._controllers.values():
                 if controller.lock.held:
@@ -229,7 +257,7 @@ class ActuatorSet:
 
     def close(self) -> None:
         """Restore, release the device locks, drop the daemon connection, remove the hooks."""
-        with self._lock:
+        with self._lock, self._hooks.critical():
             self.restore_all()
             for controller in self._controllers.values():
                 controller.release()  # what failed to restore stays journaled for the next holder
