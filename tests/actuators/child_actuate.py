@@ -2,8 +2,10 @@
 
 usage: child_actuate.py STATE_DIR GPU_FILE MODE SEED
 MODE: normal | exception | sigint | sigterm | atexit | sigkill-loop | chained-sigterm | user-handler-loop
+      | default-loop
 Prints 'ready' once a setting is applied, waits for a line on stdin, then behaves per MODE
-(user-handler-loop: 'ready' at once, then changes settings in a loop until its own handler sees a signal).
+(user-handler-loop: 'ready' at once, then changes settings in a loop until its own handler sees a signal;
+default-loop: the same loop with Python's default handlers, until a signal ends the process).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ def main() -> None:
     gpu = FileBackedGPU(gpu_file, "a40")
     if mode == "chained-sigterm":
         signal.signal(signal.SIGTERM, lambda s, f: (print("host-handler", flush=True), sys.exit(7)))
-    if mode == "user-handler-loop":
-        user_handler_loop(state_dir, gpu, rng)
+    if mode in ("user-handler-loop", "default-loop"):
+        change_loop(state_dir, gpu, rng, own_handler=mode == "user-handler-loop")
         return
     acts = ActuatorSet([gpu], state_dir=state_dir, job=f"child-{mode}")
     acts.recover()
@@ -53,16 +55,18 @@ def main() -> None:
     print("clean-exit", flush=True)
 
 
-def user_handler_loop(state_dir: str, gpu: FileBackedGPU, rng: random.Random) -> None:
-    """A training script with its own SIGINT/SIGTERM handler that only sets a stop flag (installed first)."""
+def change_loop(state_dir: str, gpu: FileBackedGPU, rng: random.Random, *, own_handler: bool) -> None:
+    """A script changing settings every "step"; with ``own_handler`` it installs (first) a SIGINT/SIGTERM
+    handler that only sets a stop flag, else Python's defaults end it (KeyboardInterrupt / termination)."""
     seen: list[tuple[int, bool]] = []  # (signal, whether it landed inside acts.apply)
     in_apply = [False]
 
     def on_stop(signum: int, frame: object) -> None:
         seen.append((signum, in_apply[0]))
 
-    signal.signal(signal.SIGINT, on_stop)
-    signal.signal(signal.SIGTERM, on_stop)
+    if own_handler:
+        signal.signal(signal.SIGINT, on_stop)
+        signal.signal(signal.SIGTERM, on_stop)
     with ActuatorSet([gpu], state_dir=state_dir, job="child-user-handler") as acts:
         boundary = getattr(acts, "at_step_boundary", lambda: None)  # absent before issue 17: measures the old code
         acts.recover()

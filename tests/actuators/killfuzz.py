@@ -1,7 +1,7 @@
 """Signal fuzzing of a child with its own stop-flag handler (shared by the test and benchmarks/reliability_actuation.py).
 
-Each round starts ``child_actuate.py user-handler-loop`` on its own file-backed
-GPU, waits a random time while the child changes settings in a tight loop,
+Each round starts ``child_actuate.py user-handler-loop`` (or ``default-loop``)
+on its own file-backed GPU, waits a random time while the child changes settings in a tight loop,
 sends SIGTERM or SIGINT (sometimes a second signal soon after), and checks
 after the child has exited that the GPU is back at its defaults with an empty
 journal, without any recovery run.
@@ -39,10 +39,10 @@ class Round:
     detail: str
 
 
-def _start(root: Path, seed: int) -> subprocess.Popen[str]:
+def _start(root: Path, seed: int, mode: str) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, str(CHILD), str(root / "state"), str(root / "gpu.json"), "user-handler-loop", str(seed)],
+        [sys.executable, str(CHILD), str(root / "state"), str(root / "gpu.json"), mode, str(seed)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
 
@@ -60,8 +60,12 @@ def _finish(root: Path, proc: subprocess.Popen[str], sent: int) -> Round:
                  detail=detail)
 
 
-def run_rounds(workdir: Path, rounds: int, seed: int, parallel: int = 4) -> list[Round]:
-    """``rounds`` signalled children, ``parallel`` at a time, each on its own GPU file and state dir."""
+def run_rounds(workdir: Path, rounds: int, seed: int, parallel: int = 4, *, own_handler: bool = True) -> list[Round]:
+    """``rounds`` signalled children, ``parallel`` at a time, each on its own GPU file and state dir.
+
+    ``own_handler``: the child installs a stop-flag handler (else Python's defaults end it at the signal).
+    """
+    mode = "user-handler-loop" if own_handler else "default-loop"
     rng = random.Random(seed)
     results: list[Round] = []
     for first in range(0, rounds, parallel):
@@ -69,7 +73,7 @@ def run_rounds(workdir: Path, rounds: int, seed: int, parallel: int = 4) -> list
         for i in range(first, min(rounds, first + parallel)):
             root = workdir / f"round-{i}"
             root.mkdir(parents=True, exist_ok=True)
-            proc = _start(root, seed * 1000 + i)
+            proc = _start(root, seed * 1000 + i, mode)
             batch.append((root, proc))
         plans = []
         for root, proc in batch:

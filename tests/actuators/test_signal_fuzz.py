@@ -70,3 +70,11 @@ def test_signal_mid_change_restores_after_the_change_completes(tmp_path: Path) -
         assert signal.getsignal(signal.SIGTERM) is not None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.timeout(240)
+def test_signals_with_default_handlers_restore_and_end_the_process(tmp_path: Path) -> None:
+    rounds = run_rounds(tmp_path, rounds=12, seed=7, own_handler=False)
+    assert [r.detail for r in rounds if r.leaked] == []
+    # died of the signal, as without greentrain: SIGTERM's default action, or an unhandled KeyboardInterrupt
+    assert all(r.rc in (-signal.SIGTERM, -signal.SIGINT) for r in rounds), [r.detail for r in rounds][:3]
