@@ -62,7 +62,10 @@ class ActuatorSet:
 
     Use as a context manager (or call ``close``): settings are restored on
     normal exit, exception, SIGINT, SIGTERM, SIGHUP and ``atexit``;
-    ``recover()`` restores what a SIGKILLed predecessor left behind.
+    ``recover()`` restores what a SIGKILLed predecessor left behind. A signal
+    is only recorded by the handler; the restore runs at a safe point: when
+    the change in progress completes, at the next step boundary
+    (``at_step_boundary``, which the engine calls), or from the exit hooks.
     """
 
     def __init__(

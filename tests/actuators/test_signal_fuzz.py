@@ -78,3 +78,20 @@ def test_signals_with_default_handlers_restore_and_end_the_process(tmp_path: Pat
     assert [r.detail for r in rounds if r.leaked] == []
     # died of the signal, as without greentrain: SIGTERM's default action, or an unhandled KeyboardInterrupt
     assert all(r.rc in (-signal.SIGTERM, -signal.SIGINT) for r in rounds), [r.detail for r in rounds][:3]
+
+
+@pytest.mark.timeout(20)
+def test_an_ignored_signal_stays_ignored_and_restores_nothing(tmp_path: Path) -> None:
+    gpu = FileBackedGPU(tmp_path / "gpu.json", "a40")
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # e.g. under nohup
+    try:
+        with ActuatorSet([gpu], state_dir=tmp_path / "state") as acts:
+            acts.apply(Decision(power_limit_w=150.0))
+            os.kill(os.getpid(), signal.SIGHUP)
+            acts.at_step_boundary()
+            assert not acts.stop_requested and gpu.power_limit_w() == 150.0
+            assert acts.apply(Decision(power_limit_w=175.0)) == ["power_limit"]
+        assert gpu.is_default()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
