@@ -39,9 +39,13 @@ def _signals(workdir: Path, rounds: int, seed: int, own_handler: bool) -> str:
     sent = sum(r.signals_sent for r in results)
     leaked = sum(r.leaked for r in results)
     mid = sum(r.in_apply for r in results)
-    died = sum(r.rc < 0 for r in results)
+    died = sum(r.rc < 0 and not r.hung for r in results)
+    for r in results:
+        if r.hung or r.leaked:
+            print(f"  ! {r.detail}", file=sys.stderr)
     extra = f"; first signal inside apply(): {mid} of {len(results)}" if own_handler else f"; died of the signal: {died}"
-    return f"{leaked} leaked of {len(results)} children ({sent} signals){extra}"
+    hung = sum(r.hung for r in results)
+    return f"{leaked} leaked, {hung} hung, of {len(results)} children ({sent} signals){extra}"
 
 
 def _resumes(workdir: Path, runs: int, pauses: int, steps: int, seed: int) -> str:

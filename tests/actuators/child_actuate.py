@@ -10,6 +10,7 @@ default-loop: the same loop with Python's default handlers, until a signal ends 
 
 from __future__ import annotations
 
+import faulthandler
 import random
 import signal
 import sys
@@ -21,6 +22,7 @@ from greentrain.policies.base import Decision
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1)  # a harness that finds us hung asks for our stack
     state_dir, gpu_file, mode, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     rng = random.Random(seed)
     gpu = FileBackedGPU(gpu_file, "a40")
@@ -67,6 +69,9 @@ def change_loop(state_dir: str, gpu: FileBackedGPU, rng: random.Random, *, own_h
     if own_handler:
         signal.signal(signal.SIGINT, on_stop)
         signal.signal(signal.SIGTERM, on_stop)
+    else:  # Python's defaults, even when started from a background job (which inherits SIGINT ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     with ActuatorSet([gpu], state_dir=state_dir, job="child-user-handler") as acts:
         boundary = getattr(acts, "at_step_boundary", lambda: None)  # absent before issue 17: measures the old code
         acts.recover()

@@ -30,6 +30,8 @@ class Round:
 
     signals_sent: int
     rc: int
+    hung: bool
+    """The child was still alive a minute after the signal (killed then; its stack is in ``detail``)."""
     leaked: bool
     """The GPU was not at its defaults, or a journal entry remained, after the child exited."""
     in_apply: bool
@@ -47,15 +49,24 @@ def _start(root: Path, seed: int, mode: str) -> subprocess.Popen[str]:
     )
 
 
-def _finish(root: Path, proc: subprocess.Popen[str], sent: int) -> Round:
-    out, err = proc.communicate(timeout=60)
+def _finish(root: Path, proc: subprocess.Popen[str], sent: int, timeout_s: float = 60.0) -> Round:
+    hung = False
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:  # a child that neither exits nor dies: get its stack, then kill it
+        hung = True
+        proc.send_signal(signal.SIGUSR1)  # faulthandler in child_actuate.py dumps every thread's stack
+        time.sleep(1.0)
+        proc.kill()
+        out, err = proc.communicate()
     gpu = FileBackedGPU(root / "gpu.json", "a40")
     entries = Journal(root / "state", gpu.uuid).entries()
     leaked = not gpu.is_default() or bool(entries)
     fields = dict(part.split("=", 1) for line in out.splitlines() if line.startswith("stopped")
                   for part in line.split()[1:])
-    detail = f"rc={proc.returncode} gpu={gpu._read()} journal={sorted(entries)} out={out!r} err={err[-400:]!r}"
-    return Round(signals_sent=sent, rc=proc.returncode, leaked=leaked, in_apply=fields.get("in_apply") == "1",
+    detail = (f"rc={proc.returncode} hung={hung} gpu={gpu._read()} journal={sorted(entries)} out={out!r} "
+              f"err={err[-3000:] if hung else err[-400:]!r}")
+    return Round(signals_sent=sent, rc=proc.returncode, leaked=leaked, hung=hung, in_apply=fields.get("in_apply") == "1",
                  restored_at_boundary=fields.get("restored_at_boundary") == "1", held=fields.get("held") == "1",
                  detail=detail)
 

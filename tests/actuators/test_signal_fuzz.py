@@ -27,6 +27,7 @@ def test_signals_to_a_job_with_its_own_handler_leak_nothing(tmp_path: Path) -> N
     rounds = run_rounds(tmp_path, rounds=32, seed=20261123)
     signals = sum(r.signals_sent for r in rounds)
     assert signals >= 30
+    assert [r.detail for r in rounds if r.hung] == []
     leaks = [r.detail for r in rounds if r.leaked]
     assert leaks == [], f"{len(leaks)} of {len(rounds)} children leaked: {leaks[:3]}"
     assert all(r.rc == 0 for r in rounds), [r.detail for r in rounds if r.rc != 0][:3]  # the handler ran, no exit
@@ -75,6 +76,7 @@ def test_signal_mid_change_restores_after_the_change_completes(tmp_path: Path) -
 @pytest.mark.timeout(240)
 def test_signals_with_default_handlers_restore_and_end_the_process(tmp_path: Path) -> None:
     rounds = run_rounds(tmp_path, rounds=12, seed=7, own_handler=False)
+    assert [r.detail for r in rounds if r.hung] == []
     assert [r.detail for r in rounds if r.leaked] == []
     # died of the signal, as without greentrain: SIGTERM's default action, or an unhandled KeyboardInterrupt
     assert all(r.rc in (-signal.SIGTERM, -signal.SIGINT) for r in rounds), [r.detail for r in rounds][:3]
