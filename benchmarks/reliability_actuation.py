@@ -6,7 +6,8 @@
 1. Leaked GPU settings when the job has its own SIGINT/SIGTERM handler that only sets a stop flag:
    a child changes a file-backed GPU's power limit and clocks in a tight loop; SIGTERM or SIGINT (30 % of
    the time followed by a second one) lands at a random moment; after the child exits, a GPU not at its
-   defaults or a journal entry left is a leak (no recovery is run first).
+   defaults or a journal entry left is a leak (no recovery is run first); a changed GPU with no journal
+   entry is lost for good (the next start cannot restore it either).
 2. The same with Python's default handlers (the child dies of the signal).
 3. Diverging resumes: a job drawing from Python's ``random``, numpy and torch every step, paused (checkpoint
    and process exit) after random steps, one process per lifetime, against one uninterrupted run. A resume
@@ -45,7 +46,9 @@ def _signals(workdir: Path, rounds: int, seed: int, own_handler: bool) -> str:
             print(f"  ! {r.detail}", file=sys.stderr)
     extra = f"; first signal inside apply(): {mid} of {len(results)}" if own_handler else f"; died of the signal: {died}"
     hung = sum(r.hung for r in results)
-    return f"{leaked} leaked, {hung} hung, of {len(results)} children ({sent} signals){extra}"
+    lost = sum(r.lost for r in results)
+    return (f"{leaked} left changed at exit ({lost} with no journal entry: lost for good), {hung} hung, "
+            f"of {len(results)} children ({sent} signals){extra}")
 
 
 def _resumes(workdir: Path, runs: int, pauses: int, steps: int, seed: int) -> str:

@@ -34,6 +34,8 @@ class Round:
     """The child was still alive a minute after the signal (killed then; its stack is in ``detail``)."""
     leaked: bool
     """The GPU was not at its defaults, or a journal entry remained, after the child exited."""
+    lost: bool
+    """The GPU was left changed with no journal entry: not even the next start can restore it."""
     in_apply: bool
     """The first signal landed inside ``ActuatorSet.apply``."""
     restored_at_boundary: bool
@@ -66,7 +68,7 @@ def _finish(root: Path, proc: subprocess.Popen[str], sent: int, timeout_s: float
                   for part in line.split()[1:])
     detail = (f"rc={proc.returncode} hung={hung} gpu={gpu._read()} journal={sorted(entries)} out={out!r} "
               f"err={err[-3000:] if hung else err[-400:]!r}")
-    return Round(signals_sent=sent, rc=proc.returncode, leaked=leaked, hung=hung, in_apply=fields.get("in_apply") == "1",
+    return Round(signals_sent=sent, rc=proc.returncode, leaked=leaked, lost=not gpu.is_default() and not entries, hung=hung, in_apply=fields.get("in_apply") == "1",
                  restored_at_boundary=fields.get("restored_at_boundary") == "1", held=fields.get("held") == "1",
                  detail=detail)
 
