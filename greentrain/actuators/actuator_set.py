@@ -112,10 +112,12 @@ class ActuatorSet:
 
     # -- step boundary -------------------------------------------------------
     def apply(self, decision: Decision) -> list[str]:
-        """Apply the knobs ``decision`` sets; returns names of actions applied (never raises).
+        """Apply the knobs ``decision`` sets; returns names of actions applied (never raises an error).
 
         After an exit signal (SIGINT/SIGTERM/SIGHUP) settings are restored, here at the latest once the
-        change in progress completes, and further hardware changes are held: the job is stopping.
+        change in progress completes, and further hardware changes are held: the job is stopping. A signal
+        that arrived during the change takes effect as this returns (your handler runs, or
+        ``KeyboardInterrupt`` / ``SystemExit`` is raised, as without greentrain).
         """
         applied: list[str] = []
         with self._lock, self._hooks.critical():
@@ -131,11 +133,12 @@ class ActuatorSet:
                                               "further power/clock changes held until the job ends")
             if decision.precision is not None and self._apply_precision(decision.precision):
                 applied.append("precision")
-            self._restore_if_requested()  # a signal that arrived during this change: the safe point is now
+            if self._restore_if_requested():  # a signal arrived during this change: the safe point is now
+                applied = [name for name in applied if name == "precision"]  # the hardware ones were undone
         return applied
 
     def at_step_boundary(self) -> None:
-        """The engine's safe point: restore now if an exit signal arrived since the last one (never raises)."""
+        """The engine's safe point: restore now if an exit signal arrived (failures are logged, not raised)."""
         with self._lock, self._hooks.critical():
             self._restore_if_requested()
 
@@ -144,13 +147,14 @@ class ActuatorSet:
         """Whether an exit signal (SIGINT/SIGTERM/SIGHUP) reached this process's hooks."""
         return self._hooks.requested is not None
 
-    def _restore_if_requested(self) -> None:
-        # Call with the lock held and inside a critical section.
+    def _restore_if_requested(self) -> bool:
+        # Call with the lock held and inside a critical section; True if it restored now.
         if self._hooks.requested is None or self._signal_restored:
-            return
+            return False
         self._signal_restored = True
-        log.info("signal %d received: restoring GPU settings at a step boundary", self._hooks.requested)
+        log.info("signal %d received: restoring GPU settings at a safe point", self._hooks.requested)
         self.restore_all()
+        return True
 
     def _for_each_gpu(self, action: str, value: Any) -> bool:
         changed = False

@@ -60,7 +60,8 @@ def test_signal_mid_change_restores_after_the_change_completes(tmp_path: Path) -
         with ActuatorSet([gpu], state_dir=tmp_path / "state") as acts:
             assert acts.apply(Decision(power_limit_w=200.0)) == ["power_limit"]
             gpu.armed = True
-            acts.apply(Decision(power_limit_w=125.0, sm_clocks_mhz=(600, 900)))
+            # undone before it returns, so not reported as applied
+            assert acts.apply(Decision(power_limit_w=125.0, sm_clocks_mhz=(600, 900))) == []
             # held back until the change completed and was restored: the host handler saw the default
             assert seen == [(signal.SIGTERM, 300.0)]
             assert acts.stop_requested
