@@ -44,7 +44,8 @@ def _signals(workdir: Path, rounds: int, seed: int, own_handler: bool) -> str:
     for r in results:
         if r.hung or r.leaked:
             print(f"  ! {r.detail}", file=sys.stderr)
-    extra = f"; first signal inside apply(): {mid} of {len(results)}" if own_handler else f"; died of the signal: {died}"
+    extra = (f"; first signal inside apply(): {mid} of {len(results)}" if own_handler
+             else f"; died of the signal: {died}")
     hung = sum(r.hung for r in results)
     lost = sum(r.lost for r in results)
     return (f"{leaked} left changed at exit ({lost} with no journal entry: lost for good), {hung} hung, "

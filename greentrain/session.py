@@ -54,12 +54,7 @@ from greentrain.timing.options import (
 from greentrain.timing.process import reexec
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
 from greentrain.timing.rngstate import RNGState
-from greentrain.timing.state import (
-    load_state,
-    restore_into,
-    save_state,
-    state_of,
-)
+from greentrain.timing.state import load_state, restore_into, save_state, state_of
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]
 

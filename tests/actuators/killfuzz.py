@@ -1,4 +1,4 @@
-"""Signal fuzzing of a child with its own stop-flag handler (shared by the test and benchmarks/reliability_actuation.py).
+"""Signal fuzzing of children that change GPU settings (used by the test and benchmarks/reliability_actuation.py).
 
 Each round starts ``child_actuate.py user-handler-loop`` (or ``default-loop``)
 on its own file-backed GPU, waits a random time while the child changes settings in a tight loop,
@@ -68,7 +68,8 @@ def _finish(root: Path, proc: subprocess.Popen[str], sent: int, timeout_s: float
                   for part in line.split()[1:])
     detail = (f"rc={proc.returncode} hung={hung} gpu={gpu._read()} journal={sorted(entries)} out={out!r} "
               f"err={err[-3000:] if hung else err[-400:]!r}")
-    return Round(signals_sent=sent, rc=proc.returncode, leaked=leaked, lost=not gpu.is_default() and not entries, hung=hung, in_apply=fields.get("in_apply") == "1",
+    return Round(signals_sent=sent, rc=proc.returncode, leaked=leaked, lost=not gpu.is_default() and not entries,
+                 hung=hung, in_apply=fields.get("in_apply") == "1",
                  restored_at_boundary=fields.get("restored_at_boundary") == "1", held=fields.get("held") == "1",
                  detail=detail)
 
