@@ -50,6 +50,7 @@ from greentrain.timing.options import (
 )
 from greentrain.timing.process import reexec
 from greentrain.timing.resources import build_monitor, build_signals, start_metrics
+from greentrain.timing.rngstate import RNGState
 from greentrain.timing.state import load_state, restore_into, save_state, state_of
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
@@ -293,6 +294,7 @@ class Session:
         return self.engine
 
     def _open(self) -> None:
+        rng_at_enter = RNGState.capture()  # before any of our set-up can draw a number
         args = self._args
         policy = load_policy_spec(self.policy_spec)
         self._pause_mode = resolve_pause_mode(self._pause_mode, getattr(policy, "settings", None),
@@ -305,7 +307,7 @@ class Session:
         prior = load_state(self._state_path, self.job) if self._state_path else None
         deadline = resolve_deadline(args["deadline"], prior, self.clock.now())
         self._checkpoint.setup(broadcast)
-        self.start_step = self._checkpoint.load()
+        self.start_step, rng = self._checkpoint.load_with_rng(rng_at_enter)
         event_log, monitor, signals = self._open_resources(broadcast)
         self._open_hardware(policy, monitor)
         self.engine = Engine(
@@ -329,6 +331,7 @@ class Session:
         self._begin()
         self._resumable = True
         self.hardware.start(self.engine)
+        rng.restore()  # last: our imports and set-up above (httpx imports rich, which draws) leave no trace
 
     def _open_hardware(self, policy: Policy, monitor: Any) -> None:
         """Actuators, profiler and precision controller (closed last: knobs restored after the engine)."""

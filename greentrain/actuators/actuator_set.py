@@ -62,7 +62,10 @@ class ActuatorSet:
 
     Use as a context manager (or call ``close``): settings are restored on
     normal exit, exception, SIGINT, SIGTERM, SIGHUP and ``atexit``;
-    ``recover()`` restores what a SIGKILLed predecessor left behind.
+    ``recover()`` restores what a SIGKILLed predecessor left behind. A signal
+    is only recorded by the handler; the restore runs at a safe point: when
+    the change in progress completes, at the next step boundary
+    (``at_step_boundary``, which the engine calls), or from the exit hooks.
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class ActuatorSet:
         self._logged: set[tuple[str, str]] = set()
         self._client: Any = None
         self._lock = threading.RLock()
+        self._signal_restored = False
         self._hooks = ExitHooks(self.restore_all)
         if install_hooks:
             self._hooks.install()
@@ -95,7 +99,7 @@ class ActuatorSet:
     def recover(self) -> int:
         """Take each GPU's lock and restore settings left by dead processes; returns how many."""
         restored = 0
-        with self._lock:
+        with self._lock, self._hooks.critical():
             for gpu in self.gpus:
                 try:
                     restored += self._controllers[gpu.uuid].acquire()
@@ -108,18 +112,49 @@ class ActuatorSet:
 
     # -- step boundary -------------------------------------------------------
     def apply(self, decision: Decision) -> list[str]:
-        """Apply the knobs ``decision`` sets; returns names of actions applied (never raises)."""
+        """Apply the knobs ``decision`` sets; returns names of actions applied (never raises an error).
+
+        After an exit signal (SIGINT/SIGTERM/SIGHUP) settings are restored, here at the latest once the
+        change in progress completes, and further hardware changes are held: the job is stopping. A signal
+        that arrived during the change takes effect as this returns (your handler runs, or
+        ``KeyboardInterrupt`` / ``SystemExit`` is raised, as without greentrain).
+        """
         applied: list[str] = []
-        with self._lock:
-            if decision.power_limit_w is not None:
-                if self._for_each_gpu("power_limit", decision.power_limit_w):
-                    applied.append("power_limit")
-            if decision.sm_clocks_mhz is not None:
-                if self._for_each_gpu("sm_clocks", decision.sm_clocks_mhz):
-                    applied.append("sm_clocks")
+        with self._lock, self._hooks.critical():
+            if self._hooks.requested is None:
+                if decision.power_limit_w is not None:
+                    if self._for_each_gpu("power_limit", decision.power_limit_w):
+                        applied.append("power_limit")
+                if decision.sm_clocks_mhz is not None:
+                    if self._for_each_gpu("sm_clocks", decision.sm_clocks_mhz):
+                        applied.append("sm_clocks")
+            elif decision.power_limit_w is not None or decision.sm_clocks_mhz is not None:
+                self._log_once("signal", "-", "an exit signal was received: GPU settings are restored and "
+                                              "further power/clock changes held until the job ends")
             if decision.precision is not None and self._apply_precision(decision.precision):
                 applied.append("precision")
+            if self._restore_if_requested():  # a signal arrived during this change: the safe point is now
+                applied = [name for name in applied if name == "precision"]  # the hardware ones were undone
         return applied
+
+    def at_step_boundary(self) -> None:
+        """The engine's safe point: restore now if an exit signal arrived (failures are logged, not raised)."""
+        with self._lock, self._hooks.critical():
+            self._restore_if_requested()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether an exit signal (SIGINT/SIGTERM/SIGHUP) reached this process's hooks."""
+        return self._hooks.requested is not None
+
+    def _restore_if_requested(self) -> bool:
+        # Call with the lock held and inside a critical section; True if it restored now.
+        if self._hooks.requested is None or self._signal_restored:
+            return False
+        self._signal_restored = True
+        log.info("signal %d received: restoring GPU settings at a safe point", self._hooks.requested)
+        self.restore_all()
+        return True
 
     def _for_each_gpu(self, action: str, value: Any) -> bool:
         changed = False
@@ -212,7 +247,7 @@ class ActuatorSet:
     # -- exit ----------------------------------------------------------------
     def restore_all(self) -> list[str]:
         """Restore every journaled knob and every daemon-held setting; returns failures (also logged)."""
-        with self._lock:
+        with self._lock, self._hooks.critical():
             errors: list[str] = []
             for controller in self._controllers.values():
                 if controller.lock.held:
@@ -234,7 +269,7 @@ class ActuatorSet:
 
     def close(self) -> None:
         """Restore, release the device locks, drop the daemon connection, remove the hooks."""
-        with self._lock:
+        with self._lock, self._hooks.critical():
             self.restore_all()
             for controller in self._controllers.values():
                 controller.release()  # what failed to restore stays journaled for the next holder

@@ -6,7 +6,10 @@ validate -> take the device lock -> journal the previous value -> change the
 hardware. With ``GREENTRAIN_ADVISE_ONLY=1`` every change is refused before any
 of that (a backstop for code that builds its own ``ActuatorSet``). Restoring walks the journal and removes each entry once the GPU
 has its old value back; an entry whose restore failed stays, so a later start
-tries again.
+tries again. So a change or restore stopped at any instruction (an exception,
+SIGKILL) leaves either the old value (with or without its entry) or the new
+value with its entry, and restoring again finishes the job
+(tests/actuators/test_interrupted_change.py checks every opcode).
 """
 
 from __future__ import annotations

@@ -5,13 +5,17 @@ rank writes only its shards, and names are global (no wrapper prefixes, no
 stage numbers), so a checkpoint saved on one mesh loads on any other (DCP
 reshards on load). The folder is complete once its ``.metadata`` file exists.
 Async saves stage the state on the CPU, then write in a background thread over
-a separate gloo group while training continues.
+a separate gloo group while training continues. Each rank also keeps its RNG
+streams (``rng-rank<r>.pt`` in the folder: Python, numpy, torch CPU/CUDA), so a
+resume on the same mesh draws what the uninterrupted run would have; a rank
+with no file of its own (a larger mesh) keeps its fresh state.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
 import warnings
@@ -32,6 +36,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from greentrain.errors import ConfigError
+from greentrain.timing.rngstate import RNGState
 
 __all__ = ["Checkpointer", "complete_steps", "latest_step"]
 
@@ -127,11 +132,20 @@ class Checkpointer:
     def path(self, step: int) -> Path:
         return self.folder / f"step-{step}"
 
+    def _rng_path(self, step: int) -> Path:
+        rank = dist.get_rank() if self._distributed else 0
+        return self.path(step) / f"rng-rank{rank}.pt"
+
     # ---- save -------------------------------------------------------------
     def save(self, step: int, train_state: dict[str, Any]) -> None:
         """Write ``step-<step>`` (collective: every rank calls it)."""
         self.wait()
         path = self.path(step)
+        rng = RNGState.capture(import_torch=True)  # before DCP runs any code of its own
+        path.mkdir(parents=True, exist_ok=True)
+        tmp = self._rng_path(step).with_suffix(".tmp")
+        torch.save(rng.to_dict(), tmp)
+        os.replace(tmp, self._rng_path(step))
         with _quiet_single_process():
             state, _ = self._state(train_state)
             if self.async_save:
@@ -214,6 +228,8 @@ class Checkpointer:
         for (part, optim), (mkeys, okeys) in zip(zip(self.parts, self.optimizers), keys):
             set_model_state_dict(part, {k: state["model"][k] for k in mkeys})
             set_optimizer_state_dict(part, optim, {k: state["optim"][k] for k in okeys}, options=_OPTIM_OPTS)
+        if self._rng_path(step).is_file():
+            RNGState.from_dict(torch.load(self._rng_path(step), weights_only=False)).restore()
         return state["train"]
 
     def close(self) -> None:

@@ -23,6 +23,9 @@ __all__ = ["adopt", "acted_on", "sync_actuator_stats"]
 
 def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
     """All ranks: record ``decision``, apply hardware settings, log and count it."""
+    boundary = getattr(engine.actuators, "at_step_boundary", None)
+    if callable(boundary):  # the safe point where an exit signal's restore runs (never in the handler)
+        engine._guarded("actuators.at_step_boundary", boundary)
     if decision == RUN:
         return
     engine.decision = decision

@@ -3,8 +3,8 @@
 Used when the user passes ``model=``/``optimizer=``/``checkpoint_dir=``
 instead of their own save/load functions. Writes are atomic (temporary file,
 then ``os.replace``) so a kill mid-save leaves the previous checkpoint intact.
-RNG states (torch, Python) are saved per rank so a resumed run draws the same
-numbers as an uninterrupted one. In a multi-rank job rank 0 writes the
+RNG states (Python, numpy, torch CPU and CUDA: ``RNGState``) are saved per rank
+so a resumed run draws the same numbers as an uninterrupted one. In a multi-rank job rank 0 writes the
 (replicated, DDP-style) model and optimizer; sharded models (FSDP) need the
 user's own save/load (e.g. torch.distributed.checkpoint).
 """
@@ -12,11 +12,11 @@ user's own save/load (e.g. torch.distributed.checkpoint).
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.timing.rngstate import RNGState
 
 __all__ = ["ModelCheckpoint"]
 
@@ -54,7 +54,7 @@ class ModelCheckpoint:
             if self.optimizer is not None:
                 state["optimizer"] = self.optimizer.state_dict()
             _atomic_save(state, self.path)
-        _atomic_save({"torch": torch.get_rng_state(), "python": random.getstate()}, self._rng_path())
+        _atomic_save(RNGState.capture(import_torch=True).to_dict(), self._rng_path())
         self._barrier()
 
     def load(self) -> int | None:
@@ -69,9 +69,7 @@ class ModelCheckpoint:
             if self.optimizer is not None and "optimizer" in state:
                 self.optimizer.load_state_dict(state["optimizer"])
             if self._rng_path().exists():
-                rng = torch.load(self._rng_path(), weights_only=False)
-                torch.set_rng_state(rng["torch"])
-                random.setstate(rng["python"])
+                RNGState.from_dict(torch.load(self._rng_path(), weights_only=False)).restore()
         except Exception as e:  # truncated or garbage file: pickle, EOF, zip and torch errors alike, one line
             first = next((line for line in str(e).splitlines() if line.strip()), "")[:200]
             raise ConfigError(f"{self.path}: cannot restore checkpoint ({type(e).__name__}: {first}); "

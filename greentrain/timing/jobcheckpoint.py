@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.timing.rngstate import RNGState
 from greentrain.timing.broadcast import Broadcast, barrier_for
 from greentrain.timing.checkpoint import ModelCheckpoint
 
@@ -49,6 +50,17 @@ class JobCheckpoint:
         if step is not None and (not isinstance(step, int) or step < 0):
             raise ConfigError(f"load(): must return the next step (an int >= 0) or None, got {step!r}")
         return step or 0
+
+    def load_with_rng(self, rng_at_enter: RNGState) -> tuple[int, RNGState]:
+        """``load()``, and the RNG state the first step must see (restore it after all other set-up).
+
+        That is the state the load restored, or, when it restored none (a fresh job, or a ``load`` that
+        keeps no RNG state), ``rng_at_enter``: either way the Session's own set-up leaves no trace.
+        """
+        before = RNGState.capture()
+        step = self.load()
+        after = RNGState.capture()
+        return step, (rng_at_enter if after.same_as(before) else after)
 
     def save(self, next_step: int) -> None:
         if self._user_save is not None:

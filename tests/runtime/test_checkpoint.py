@@ -112,3 +112,20 @@ def test_sigterm_checkpoints_at_the_step_boundary(tmp_path: Path, uninterrupted)
     assert signal.getsignal(signal.SIGTERM) == handler, "the previous handler is restored"
     after = Trainer(cfg).fit()
     compare(uninterrupted, [(m.loss, m.grad_norm) for m in before + after], "SIGTERM/resume")
+
+
+@pytest.mark.timeout(60)
+def test_resume_restores_every_rng_stream(tmp_path: Path) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    cfg = _cfg(str(tmp_path / "ckpt")).replace("checkpoint", interval=100)
+    first = Trainer(cfg)
+    first.hook = _PauseAt(first, at_step=2)
+    first.fit()
+    expected = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)  # a new process starts elsewhere
+    assert Trainer(cfg).resume() == 2
+    assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expected
