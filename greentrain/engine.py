@@ -34,6 +34,7 @@ from greentrain.timing.ledger import CarbonLedger
 from greentrain.timing.signalview import SignalView
 from greentrain.timing.stats import StepTimes
 from greentrain.timing.waiter import Waiter
+from greentrain.timing.waiting import WaitingPower
 
 __all__ = ["Engine", "RUN"]
 
@@ -61,6 +62,8 @@ class Engine:
         decide_interval_s: re-plan at least this often (job-clock seconds) while running.
         progress: show a rich countdown while waiting.
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
+        waiting_power_w / hardware_released: what a pause costs (``greentrain.timing.waiting``): the user's
+            figure, else 0 when paused jobs release their hardware, else the held devices' measured idle draw.
     """
 
     def __init__(
@@ -85,6 +88,8 @@ class Engine:
         forecast_horizon_h: float = 72.0,
         progress: bool = True,
         operating_points: tuple[OperatingPoint, ...] = (),
+        waiting_power_w: float | None = None,
+        hardware_released: bool = False,
     ) -> None:
         self.policy = _resolve_policy(policy)
         self.operating_points = tuple(operating_points)
@@ -114,6 +119,8 @@ class Engine:
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
         self.waiter = Waiter(self, progress=progress)
+        self.waiting = WaitingPower(user_w=waiting_power_w, released=hardware_released, on_note=self._note,
+                                    on_event=self._event)
         self.notes: list[str] = []
         self.state = JobState.WAITING
         self.decision: Decision = RUN
@@ -152,6 +159,8 @@ class Engine:
         now = self.clock.now()
         if self.submitted_at is None:
             self.submitted_at = now
+        if self.first_start is None and self.is_leader:
+            self.waiting.observe_start(self._power_w())  # what pauses cost until one is measured
         payload: tuple[Decision, str | None, Any] | None = None
         if self.is_leader:
             error = self._check_deadline(now)
@@ -241,6 +250,8 @@ class Engine:
                 "steps": self.steps_done, "tokens": stats.tokens_total, "energy_j": self.ledger.energy_j,
                 "emissions_g": self.ledger.emissions_g, "emissions_avoided_g": self.ledger.avoided_g,
                 "running_s": self.running_s, "deadline": self.deadline, "finished": self.finished,
+                "waiting_energy_j": self.waiting.energy_j, "waiting_power_w": self.waiting.value_w,
+                "waiting_power_source": self.waiting.source,
                 "notes": list(self.notes),
             }
             self.event_log.write("summary", self.clock.now(), **{**fields, **summary})

@@ -79,7 +79,7 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
         carbon_now=carbon_now, forecast=engine.signals.forecast(now, engine.ledger), deadline=engine.deadline,
         resume_overhead_s=engine.resume_overhead_s, state=state, started_at=engine.first_start,
         current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
-        operating_points=engine.operating_points,
+        operating_points=engine.operating_points, waiting_power_w=engine.waiting.value_w,
     )
     engine.decided_on = engine.signals.fingerprint()
     try:

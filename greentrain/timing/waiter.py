@@ -47,6 +47,7 @@ class Waiter:
         self._lock = threading.Lock()
         self._replan_lock = threading.Lock()
         self._target: datetime | None = None
+        self._pause_from: tuple[datetime, float | None] | None = None
         self._scheduler: Any = None
         self.replans = 0
         """Number of re-plans that moved the resume time (for tests and the log)."""
@@ -58,6 +59,7 @@ class Waiter:
         engine, clock = self.engine, self.engine.clock
         started = clock.now()
         energy_before_j = self._energy_j()
+        self._pause_from = (started, energy_before_j)
         self._stop.clear()
         leader = engine.is_leader
         if leader:
@@ -65,6 +67,7 @@ class Waiter:
                 self._target = self._clamp(when, started)
             self._schedule()
             self._announce(reason)
+            engine.waiting.announce()
         interrupted = False
         try:
             with _Countdown(self, reason, enabled=leader and self.progress) as countdown:
@@ -183,6 +186,7 @@ class Waiter:
         engine = self.engine
         with self._replan_lock:
             now = engine.clock.now()
+            self._measure_waiting(now, final=False)  # the re-plan sees the draw measured so far
             try:
                 new_target = engine.replan_paused(now, force=at_wake)
             except Exception as e:  # never let the scheduler thread die silently
@@ -221,9 +225,20 @@ class Waiter:
         except Exception:
             return None
 
+    def _measure_waiting(self, now: datetime, *, final: bool, energy_now_j: float | None = None) -> None:
+        """Feed the held devices' draw over this pause so far to ``engine.waiting``."""
+        if self._pause_from is None or self.engine.monitor is None:
+            return
+        started, before_j = self._pause_from
+        after_j = energy_now_j if final else self._energy_j()
+        energy_j = None if after_j is None or before_j is None else max(0.0, after_j - before_j)
+        self.engine.waiting.observe_pause(energy_j, (now - started).total_seconds(), final=final)
+
     def _account_idle(self, started: datetime, energy_before_j: float | None) -> None:
         """Idle draw during the wait is real: price it, and run-now would not have spent it."""
         energy_after_j = self._energy_j()
+        self._measure_waiting(self.engine.clock.now(), final=True, energy_now_j=energy_after_j)
+        self._pause_from = None
         if energy_before_j is None or energy_after_j is None:
             return
         engine = self.engine
