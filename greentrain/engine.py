@@ -160,7 +160,7 @@ class Engine:
         if self.submitted_at is None:
             self.submitted_at = now
         if self.first_start is None and self.is_leader:
-            self.waiting.observe_start(self._power_w())  # what pauses cost until one is measured
+            self.waiting.observe_start(self._held_power_w())  # what pauses cost until one is measured
         payload: tuple[Decision, str | None, Any] | None = None
         if self.is_leader:
             error = self._check_deadline(now)
@@ -336,6 +336,12 @@ class Engine:
         if self.monitor is None:
             return None
         value = self._guarded("monitor.power_w", self.monitor.power_w)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def _held_power_w(self) -> float | None:
+        """Draw of the devices a pause would hold (the monitor's GPUs); the whole draw for simpler monitors."""
+        read = getattr(self.monitor, "held_power_w", None) or getattr(self.monitor, "power_w", None)
+        value = self._guarded("monitor.held_power_w", read) if read is not None else None
         return float(value) if isinstance(value, (int, float)) else None
 
     def _guarded(self, what: str, fn: Any, *args: Any) -> Any:

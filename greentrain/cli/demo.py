@@ -24,11 +24,11 @@ MIN_STEPS = 20
 """Fewest steps a demo job has, however fast the machine: enough to pause and resume visibly."""
 
 
-def _console() -> Any:
+def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(width=120, stderr=stderr)
 
 
 def _free_port() -> int:
@@ -126,10 +126,12 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
               help="Prometheus endpoint on 127.0.0.1 (0: any free port).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report/index.html at the end.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on a terminal.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the end summary as one JSON object on stdout (messages go to stderr).")
 @click.pass_context
 def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start: str | None, speedup: float,
          deadline: str | None, work_hours: float, steps: int | None, policy: str, reserve_hours: float,
-         metrics_port: int, report: bool, progress: bool) -> None:
+         metrics_port: int, report: bool, progress: bool, as_json: bool) -> None:
     """Train the reference model on CPU under a carbon-aware policy while a real carbon trace replays.
 
     Waits for a clean window, pauses through a dirty one, resumes from its checkpoint without losing a
@@ -140,7 +142,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     from greentrain.demo.scenario import ATTRIBUTION
     from greentrain.demo.state import load_demo_state, save_demo_state
 
-    console = _console()
+    console = _console(stderr=as_json)
 
     def say(message: str) -> None:
         console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False, soft_wrap=True)
@@ -153,7 +155,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     state = load_demo_state(out_dir)
     if state is not None and state.finished:
         say(f"the job in {out_dir} already finished; showing its summary (use another --out for a new run)")
-        _finish(console, out_dir, state, report, say)
+        _finish(console, out_dir, state, report, say, as_json)
         return
     if state is None:
         scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
@@ -174,7 +176,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     if end == "interrupted":
         say(f"stopped cleanly; resume with: greentrain demo --out {out_dir}")
         sys.exit(130)
-    _finish(console, out_dir, state, report, say)
+    _finish(console, out_dir, state, report, say, as_json)
 
 
 def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int, out_dir: Path) -> None:
@@ -199,13 +201,19 @@ def _run(state: Any, scenario: Any, out_dir: Path, port: int, say: Any, progress
     return runner.run()
 
 
-def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any) -> None:
-    from greentrain.demo.summary import render_summary, summarize_run
+def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any, as_json: bool = False) -> None:
+    from greentrain.demo.summary import render_summary, summarize_run, summary_json
 
     jsonl = out_dir / "run.jsonl"
     if not jsonl.exists():
         raise ConfigError(f"{jsonl}: no run log; the demo did not run in this folder")
-    render_summary(summarize_run(jsonl, state), console)
+    summary = summarize_run(jsonl, state)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(summary_json(summary)))
+    else:
+        render_summary(summary, console)
     if report:
         from greentrain.report import build_report
 

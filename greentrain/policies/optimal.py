@@ -23,6 +23,7 @@ from datetime import datetime
 
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
+from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
 from greentrain.policies.planner import J_PER_KWH, plan_schedule
@@ -52,8 +53,8 @@ class ForecastOptimalConfig:
     max_bins: int = 1500
     """Resolution of remaining work in the DP (more = finer, slower)."""
     min_pause_saving: float = 0.02
-    """Margin for forecast error: pause only if the expected net saving exceeds this fraction
-    of what running the current interval would emit."""
+    """Margin for forecast error: pause a started job only if the expected net saving exceeds this
+    fraction of what running the current interval would emit (a delayed first start needs only > 0)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.safety_z <= 10:
@@ -105,19 +106,22 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         first = plan.modes[0]
         now_g = slots[0].intensity_g_per_kwh
         if first is None:
+            # The margin guards pauses that cost waiting and a resume if the forecast is wrong; a delayed
+            # first start costs neither and is re-planned every interval.
+            margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
             run_g = top.power_w * slots[0].duration_s * now_g / J_PER_KWH
-            if plan.pause_saving_g > self.config.min_pause_saving * run_g:
+            if plan.pause_saving_g > margin * run_g:
                 resume = intervals[0][0].isoformat() if intervals else "?"
-                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {plan.pause_saving_g:.1f} g net "
+                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {plan.pause_saving_g:.3g} g net "
                           f"of {snapshot.waiting_power_w:.0f} W waiting; planned resume {resume}")
                 return pause_decision(snapshot, slots[0].end, reason, intervals)
             first = plan.first_run_mode or top
-            reason = (f"{self.name}: a pause would save only {plan.pause_saving_g:.2f} g net of "
+            reason = (f"{self.name}: a pause would save only {plan.pause_saving_g:.3g} g net of "
                       f"{snapshot.waiting_power_w:.0f} W waiting (margin {self.config.min_pause_saving:.0%}); running")
             return run_decision(first, now, work_s, reason, until=slots[0].end)
         reason = f"{self.name}: run this interval at {now_g:.0f} g/kWh"
         if math.isfinite(plan.pause_saving_g):
-            reason += f" (pausing would add {-plan.pause_saving_g:.1f} g net of {snapshot.waiting_power_w:.0f} W waiting)"
+            reason += f" (pausing would add {-plan.pause_saving_g:.3g} g net of {snapshot.waiting_power_w:.0f} W waiting)"
         if self.use_power and first.power_limit_w is not None:
             reason += f", {first.power_limit_w:.0f} W limit"
         return run_decision(first, now, work_s, reason, until=slots[0].end, plan=intervals)

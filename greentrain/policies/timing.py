@@ -119,7 +119,8 @@ class ThresholdPolicy(ConfiguredPolicy):
         clean = [s.intensity_g_per_kwh for s in slots[1:] if s.intensity_g_per_kwh <= level] or [level]
         saving_g = pause_net_saving_g(snapshot, slots[0], mode.power_w, sum(clean) / len(clean))
         run_g = mode.power_w * slots[0].duration_s * current / J_PER_KWH
-        if saving_g <= self.config.min_pause_saving * run_g:
+        margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
+        if saving_g <= margin * run_g:
             return run_decision(mode, now, work_s, f"threshold: {current:.0f} > {level:.0f} g/kWh, but a pause "
                                 f"saves only {saving_g:.2f} g net of {snapshot.waiting_power_w:.0f} W waiting")
         return pause_decision(snapshot, slots[0].end, f"threshold: {current:.0f} > {level:.0f} g/kWh; "

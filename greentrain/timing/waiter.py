@@ -217,11 +217,13 @@ class Waiter:
     # ---- accounting and display -------------------------------------------------------------------
 
     def _energy_j(self) -> float | None:
+        """Energy of the devices a pause holds (``Monitor.held_energy_j``: the GPUs), else the whole total."""
         monitor = self.engine.monitor
-        if monitor is None or not hasattr(monitor, "total_energy_j"):
+        read = getattr(monitor, "held_energy_j", None) or getattr(monitor, "total_energy_j", None)
+        if read is None:
             return None
         try:
-            return float(monitor.total_energy_j())
+            return float(read())
         except Exception:
             return None
 
@@ -232,7 +234,8 @@ class Waiter:
         started, before_j = self._pause_from
         after_j = energy_now_j if final else self._energy_j()
         energy_j = None if after_j is None or before_j is None else max(0.0, after_j - before_j)
-        self.engine.waiting.observe_pause(energy_j, (now - started).total_seconds(), final=final)
+        real_s = (now - started).total_seconds() / self.engine.clock.speedup  # energy is in real joules
+        self.engine.waiting.observe_pause(energy_j, real_s, final=final)
 
     def _account_idle(self, started: datetime, energy_before_j: float | None) -> None:
         """Idle draw during the wait is real: price it, and run-now would not have spent it."""
