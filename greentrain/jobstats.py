@@ -34,7 +34,12 @@ class JobStats:
     energy_j: float = 0.0
     emissions_g: float = 0.0
     emissions_avoided_g: float = 0.0
-    """Versus run-now at default settings, from the same cost model."""
+    """Versus run-now at default settings, from the same cost model; net: the draw while paused and
+    the resume overheads count against it."""
+    waiting_energy_j: float = 0.0
+    """Energy the held devices drew while the job was paused or waiting to start."""
+    waiting_power_w: float = 0.0
+    """What a pause is expected to draw (``Snapshot.waiting_power_w``), watts (0 until the first wait)."""
     actions_total: Counter[str] = field(default_factory=Counter)
     power_limit_w: float | None = None
     precision: str | None = None

@@ -97,7 +97,13 @@ SIGNAL_STALE = _m("greentrain_carbon_signal_stale", "gauge", ("provider",),
 EMISSIONS = _m("greentrain_emissions_grams_total", "counter", ("job",),
                "Emissions attributed to the job, grams CO2eq (energy per interval x intensity of that interval).", "sum")
 EMISSIONS_AVOIDED = _m("greentrain_emissions_avoided_grams_total", "counter", ("job",),
-                       "Emissions avoided versus running now at default settings, grams CO2eq.", "sum")
+                       "Emissions avoided versus running now at default settings, net: what the job drew while "
+                       "paused and its resume overheads count against it, grams CO2eq.", "sum")
+WAITING_ENERGY = _m("greentrain_job_waiting_energy_joules_total", "counter", ("job",),
+                    "Energy the job's held devices drew while it was paused or waiting, joules.", "sum")
+WAITING_POWER = _m("greentrain_job_waiting_power_watts", "gauge", ("job",),
+                   "What a pause is expected to draw (the policy plans with it): measured idle draw of the held "
+                   "devices, 0 when released, or the user's figure, watts.", "max")
 JOB_ENERGY = _m("greentrain_job_energy_joules_total", "counter", ("job",),
                 "Energy attributed to the job (its GPUs and CPU share), joules.", "sum")
 TRAINING_STEPS = _m("greentrain_training_steps_total", "counter", ("job",), "Training steps completed.", "max")
@@ -126,7 +132,7 @@ EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
 METRICS: tuple[MetricSpec, ...] = (
     GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
-    EMISSIONS, EMISSIONS_AVOIDED, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
+    EMISSIONS, EMISSIONS_AVOIDED, WAITING_ENERGY, WAITING_POWER, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
 )

@@ -34,8 +34,11 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     if cf:
         rows.append(("Run-now counterfactual (same steps, no pauses)", f"{cf[-1][1]:,.2f} gCO2eq"))
     if "emissions_avoided_g" in run.summary:
-        rows.append(("Avoided (engine, vs run-now at default settings)",
+        rows.append(("Avoided, net (engine, vs run-now at default settings; waiting and resumes count against it)",
                      f"{float(run.summary['emissions_avoided_g']):,.2f} gCO2eq"))
+    if run.summary.get("waiting_energy_j"):
+        rows.append(("Drawn while paused or waiting (held devices)",
+                     f"{float(run.summary['waiting_energy_j']):,.0f} J"))
     if run.zone:
         rows.append(("Grid zone", str(run.zone)))
     # Transitions into 'paused' (a re-plan during a pause logs 'paused' again; that is the same pause).

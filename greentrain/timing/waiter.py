@@ -250,6 +250,8 @@ class Waiter:
         entry = engine.ledger.record(idle_j, started + (now - started) / 2, None)
         engine.job_stats.add(energy_j=entry.energy_j, emissions_g=entry.emissions_g,
                              emissions_avoided_g=entry.avoided_g)
+        engine.job_stats.update(waiting_energy_j=engine.job_stats.waiting_energy_j + entry.energy_j,
+                                waiting_power_w=engine.waiting.value_w)
 
     def _announce(self, reason: str) -> None:
         engine = self.engine
