@@ -38,6 +38,7 @@ from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, make_broadcast
 from greentrain.timing.jobcheckpoint import JobCheckpoint
+from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.hardware import (
     Hardware,
     PowerSwitch,
@@ -79,8 +80,9 @@ class Session:
         steps_total: steps of the whole job (needed to plan pauses).
         save / load: your checkpoint functions (``save(next_step)``, ``load() -> next_step | None``);
             or ``model`` + ``optimizer`` + ``checkpoint_dir`` for the default checkpoint.
-        pause_mode: 'checkpoint' or 'suspend' (default: the policy's setting, else checkpoint when a
-            checkpoint is available).
+        pause_mode: 'checkpoint', 'suspend' or 'auto' (per pause: release when relaunch='exit' can and holding
+            costs more; ``greentrain.timing.pausemode``); default: the policy's, else checkpoint if available.
+        waiting_power_w: draw while paused, W, instead of the held devices' measured idle (0 when released).
         clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
         job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
         dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
@@ -91,11 +93,9 @@ class Session:
             ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
         state_path: where the job's deadline and totals survive a relaunch (default:
             ``checkpoint_dir/greentrain-state.json``, or ``$GREENTRAIN_STATE_FILE``).
-        power: profile power limits during the first steps and let the policy pick one: True, False, or
-            'auto' (when the policy uses power, e.g. energy-optimal / max-slowdown / carbon-aware, and a GPU
-            has power-limit control; with ``monitor=`` but no ``devices=``, only True looks for GPUs).
-            Limits are journaled and restored on every exit path; without the privilege the job runs
-            timing-only with one note.
+        power: profile power limits in the first steps for the policy: True, False, or 'auto' (when the policy
+            uses power and a GPU has power-limit control; with ``monitor=`` alone only True looks for GPUs).
+            Limits are journaled and restored on every exit; without the privilege: timing-only, one note.
         precision: precisions to trial by measured energy per step, reference first (e.g. ['fp32', 'bf16']);
             use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop.
         profile_cache_dir: where measured operating points are cached per GPU model and workload (None: the
@@ -115,7 +115,7 @@ class Session:
         model: Any = None,
         optimizer: Any = None,
         checkpoint_dir: str | Path | None = None,
-        pause_mode: Literal["checkpoint", "suspend"] | None = None,
+        pause_mode: Literal["checkpoint", "suspend", "auto"] | None = None,
         clock: Clock | None = None,
         metrics_port: int | None = None,
         metrics_addr: str = "127.0.0.1",
@@ -136,6 +136,7 @@ class Session:
         precision: Sequence[str] | None = None,
         profile_cache_dir: str | Path | None | Literal[False] = None,
         state_dir: str | Path | None = None,
+        waiting_power_w: float | None = None,
     ) -> None:
         if relaunch not in ("exec", "exit", "none"):
             raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
@@ -148,7 +149,7 @@ class Session:
                           step_time_s=step_time_s,
                           deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress,
                           power=power, precision=precision, profile_cache_dir=profile_cache_dir,
-                          state_dir=state_dir)
+                          state_dir=state_dir, waiting_power_w=waiting_power_w)
         self.policy_spec = policy
         self.steps_total = steps_total
         self.job = job
@@ -229,7 +230,10 @@ class Session:
         self.hardware.step_end(engine, loss)
         self.last_decision = decision
         if decision.action != Action.RUN and not engine.finished:
-            if self.pause_mode == "suspend":
+            mode = self.pause_mode
+            if mode == "auto":
+                mode = auto_mode(engine, decision, can_release=self._checkpoint.available and self.relaunch == "exit")
+            if mode == "suspend":
                 engine.wait_until(decision.until, decision.reason or "paused")
             else:
                 self._checkpoint_pause(decision)
@@ -300,7 +304,8 @@ class Session:
             actuators=self.hardware.actuators, broadcast=broadcast, steps_done=self.start_step,
             step_time_s=args["step_time_s"] or (prior.step_time_s if prior else None),
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
-            progress=args["progress"],
+            progress=args["progress"], waiting_power_w=args["waiting_power_w"],
+            hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit",  # requeued later
         )
         self._closers.insert(0, self._finish_engine)
         recover = getattr(self.hardware.actuators, "recover", None)

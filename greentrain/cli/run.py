@@ -36,9 +36,13 @@ __all__ = ["run"]
 @click.option("--deadline", help=DEADLINE_HELP)
 @click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]),
               help="If the deadline cannot be met: error (strict) or warn and run now.")
-@click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint"]),
-              help="How to pause. Default suspend: safe for any command; checkpoint needs a program "
-                   "that saves and exits on --checkpoint-signal.")
+@click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint", "auto"]),
+              help="How to pause. Default suspend: safe for any command, holds its devices (they idle); "
+                   "checkpoint needs a program that saves and exits on --checkpoint-signal, and releases them; "
+                   "auto releases when holding the planned pause would cost more than a checkpoint and restart.")
+@click.option("--waiting-power-w", type=float, default=None,
+              help="Draw while paused, watts, instead of the measured idle draw of the held devices (0 when "
+                   "released): e.g. a node that stays powered for you.")
 @click.option("--estimate-hours", type=float, help="Running time the command needs, hours (needed to plan).")
 @click.option("--checkpoint-signal", default="SIGUSR1", show_default=True,
               help="Signal that asks the command to save and exit (checkpoint mode).")
@@ -104,6 +108,9 @@ def _check_numbers(opts: dict[str, Any]) -> None:
         value = opts[name]
         if value is not None and not value > 0:
             raise click.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name.replace('_', '-')}")
+    waiting_w = opts["waiting_power_w"]
+    if waiting_w is not None and not 0 <= waiting_w < float("inf"):
+        raise click.BadParameter(f"must be a number of watts >= 0, got {waiting_w}", param_hint="--waiting-power-w")
 
 
 def _make_clock(speedup: float | None, start: str | None) -> Any:
@@ -130,7 +137,8 @@ def _make_engine(policy: Any, opts: dict[str, Any], clock: Any, deadline: dateti
     return Engine(policy, signals=res.signals, monitor=res.monitor, clock=clock, deadline=deadline,
                   work_total_s=work_s, job_stats=res.job_stats, event_log=res.event_log,
                   step_time_s=opts["interval_s"] * clock.speedup, deadline_policy=opts["deadline_policy"],
-                  progress=True)
+                  progress=True, waiting_power_w=opts["waiting_power_w"],
+                  hardware_released=opts["pause_mode"] == "checkpoint")  # the child exits: nothing is held
 
 
 class _Resources:

@@ -13,7 +13,7 @@ from greentrain.errors import ConfigError
 
 __all__ = ["DEADLINE_POLICIES", "PAUSE_MODES", "PolicySettings"]
 
-PAUSE_MODES = ("checkpoint", "suspend")
+PAUSE_MODES = ("checkpoint", "suspend", "auto")
 DEADLINE_POLICIES = ("strict", "best-effort")
 
 
@@ -22,7 +22,8 @@ class PolicySettings:
     """Engine-facing configuration of a loaded policy."""
 
     pause_mode: str = "checkpoint"
-    """'checkpoint': save, leave the step loop, resume later; 'suspend': keep the process, idle the GPU."""
+    """'checkpoint': save, leave the step loop, resume later; 'suspend': keep the process, idle the GPU;
+    'auto': per pause, release (checkpoint) when a relauncher exists and holding would cost more."""
     resume_overhead_s: float | None = None
     """Time lost per resume (restore, warm-up) at full power; None = the engine measures or assumes its default."""
     deadline_policy: str = "strict"

@@ -18,6 +18,7 @@ from typing import Any
 
 from greentrain.engine import Engine
 from greentrain.policies.base import Action
+from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.process import ChildProcess, exit_status
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
@@ -71,7 +72,10 @@ class Supervisor:
     def _pause(self, decision: Any) -> int | None:
         """Pause per mode; a final exit status if the command ended instead of pausing."""
         self.pauses += 1
-        if self.pause_mode == "suspend":
+        mode = self.pause_mode  # auto: this supervisor relaunches the command, so it can always release
+        if mode == "auto":
+            mode = auto_mode(self.engine, decision, can_release=True)
+        if mode == "suspend":
             self.child.suspend()
             self.engine.wait_until(decision.until, decision.reason or "paused")
             self.child.resume()

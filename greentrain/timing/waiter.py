@@ -242,11 +242,16 @@ class Waiter:
         energy_after_j = self._energy_j()
         self._measure_waiting(self.engine.clock.now(), final=True, energy_now_j=energy_after_j)
         self._pause_from = None
-        if energy_before_j is None or energy_after_j is None:
-            return
         engine = self.engine
-        idle_j = max(0.0, energy_after_j - energy_before_j)
         now = engine.clock.now()
+        if engine.waiting.released:  # the devices were given back: only a user's figure is charged
+            if engine.waiting.user_w is None:
+                return
+            idle_j = engine.waiting.user_w * (now - started).total_seconds() / engine.clock.speedup
+        elif energy_before_j is None or energy_after_j is None:
+            return
+        else:
+            idle_j = max(0.0, energy_after_j - energy_before_j)
         entry = engine.ledger.record(idle_j, started + (now - started) / 2, None)
         engine.job_stats.add(energy_j=entry.energy_j, emissions_g=entry.emissions_g,
                              emissions_avoided_g=entry.avoided_g)

@@ -83,6 +83,15 @@ class WaitingPower:
             return self.start_w, "devices' reading at start"
         return 0.0, "not measured (no monitor reading)"
 
+    @property
+    def held_w(self) -> float:
+        """What holding the devices through a pause draws (measured, else the reading at start, else the
+        user's figure): the cost ``auto`` weighs against a checkpoint and restart."""
+        for value in (self.measured_w, self.start_w, self.user_w):
+            if value is not None:
+                return value
+        return 0.0
+
     def set_released(self, released: bool) -> None:
         """The pause mode changed (``auto`` chose release or hold)."""
         self.released = released
