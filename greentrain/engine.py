@@ -34,6 +34,7 @@ from greentrain.timing.ledger import CarbonLedger
 from greentrain.timing.signalview import SignalView
 from greentrain.timing.stats import StepTimes
 from greentrain.timing.waiter import Waiter
+from greentrain.timing.budget import Budget
 from greentrain.timing.waiting import WaitingPower
 
 __all__ = ["Engine", "RUN"]
@@ -64,6 +65,7 @@ class Engine:
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
         waiting_power_w / hardware_released: what a pause costs (``greentrain.timing.waiting``): the user's
             figure, else 0 when paused jobs release their hardware, else the held devices' measured idle draw.
+        budget: carbon/energy limits (``greentrain.timing.budget``): warn once, stop at a checkpoint when spent.
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class Engine:
         operating_points: tuple[OperatingPoint, ...] = (),
         waiting_power_w: float | None = None,
         hardware_released: bool = False,
+        budget: Budget | None = None,
     ) -> None:
         self.policy = _resolve_policy(policy)
         self.operating_points = tuple(operating_points)
@@ -119,6 +122,7 @@ class Engine:
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
         self.waiter = Waiter(self, progress=progress)
+        self.budget = budget or Budget()
         self.waiting = WaitingPower(user_w=waiting_power_w, released=hardware_released, on_note=self._note,
                                     on_event=self._event)
         self.notes: list[str] = []

@@ -38,6 +38,10 @@ class JobStats:
     the resume overheads count against it."""
     waiting_energy_j: float = 0.0
     """Energy the held devices drew while the job was paused or waiting to start."""
+    budget_remaining_g: float | None = None
+    """``max_emissions_g`` minus what the job has emitted (None without a carbon budget)."""
+    budget_projected_g: float | None = None
+    """Projected total emissions of the job (None without a carbon budget)."""
     waiting_power_w: float = 0.0
     """What a pause is expected to draw (``Snapshot.waiting_power_w``), watts (0 until the first wait)."""
     actions_total: Counter[str] = field(default_factory=Counter)

@@ -33,12 +33,11 @@ from typing import Any, Literal
 from greentrain.clock import Clock, SystemClock
 from greentrain.engine import Engine
 from greentrain.errors import ConfigError
-from greentrain.events import EventLog
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, make_broadcast
+from greentrain.timing.budget import BUDGET_EXIT_CODE, Budget
 from greentrain.timing.jobcheckpoint import JobCheckpoint
-from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.hardware import (
     Hardware,
     PowerSwitch,
@@ -52,8 +51,9 @@ from greentrain.timing.options import (
     resolve_deadline,
     resolve_pause_mode,
 )
+from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.process import reexec
-from greentrain.timing.resources import build_monitor, build_signals, start_metrics
+from greentrain.timing.resources import open_session_resources
 from greentrain.timing.state import (
     load_state,
     restore_into,
@@ -83,6 +83,8 @@ class Session:
         pause_mode: 'checkpoint', 'suspend' or 'auto' (per pause: release when relaunch='exit' can and holding
             costs more; ``greentrain.timing.pausemode``); default: the policy's, else checkpoint if available.
         waiting_power_w: draw while paused, W, instead of the held devices' measured idle (0 when released).
+        max_emissions_g / max_energy_j: budgets; projected and warned once, then a checkpoint and (exec/exit)
+            exit status ``BUDGET_EXIT_CODE`` (3) when spent (``greentrain.timing.budget``).
         clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
         job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
         dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
@@ -137,6 +139,8 @@ class Session:
         profile_cache_dir: str | Path | None | Literal[False] = None,
         state_dir: str | Path | None = None,
         waiting_power_w: float | None = None,
+        max_emissions_g: float | None = None,
+        max_energy_j: float | None = None,
     ) -> None:
         if relaunch not in ("exec", "exit", "none"):
             raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
@@ -150,6 +154,7 @@ class Session:
                           deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress,
                           power=power, precision=precision, profile_cache_dir=profile_cache_dir,
                           state_dir=state_dir, waiting_power_w=waiting_power_w)
+        self._budget = Budget(max_emissions_g=max_emissions_g, max_energy_j=max_energy_j)
         self.policy_spec = policy
         self.steps_total = steps_total
         self.job = job
@@ -160,7 +165,9 @@ class Session:
         self.start_step = 0
         """The step to start the loop at (restored from the checkpoint)."""
         self.should_stop = False
-        """True after a checkpoint-mode pause: leave the training loop."""
+        """True after a checkpoint-mode pause (or a spent budget): leave the training loop."""
+        self.budget_spent = False
+        """True once a budget (``max_emissions_g``/``max_energy_j``) stopped the job (exit ``BUDGET_EXIT_CODE``)."""
         self.resume_at: datetime | None = None
         """When a checkpoint-mode pause plans to resume."""
         self.last_decision: Decision | None = None
@@ -185,8 +192,10 @@ class Session:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None or not self.should_stop or self.relaunch == "none":
+        if exc_type is not None or not self.should_stop or self.relaunch == "none" or self.budget_spent:
             self._close_all(raise_errors=exc_type is None)  # never mask the training loop's own exception
+            if self.budget_spent and exc_type is None and self.relaunch != "none":
+                sys.exit(BUDGET_EXIT_CODE)  # saved; nothing to relaunch: the budget is spent
             return
         engine = self._require_engine()
         interrupted = False
@@ -229,6 +238,12 @@ class Session:
         decision = engine.step_end(tokens=tokens, loss=loss)
         self.hardware.step_end(engine, loss)
         self.last_decision = decision
+        if decision.action == Action.STOP:  # a budget is spent: save and leave the loop for good
+            self.budget_spent = True
+            if self._checkpoint.available:
+                self._checkpoint_pause(decision)
+            self.should_stop = True
+            return decision
         if decision.action != Action.RUN and not engine.finished:
             mode = self.pause_mode
             if mode == "auto":
@@ -306,6 +321,7 @@ class Session:
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
             progress=args["progress"], waiting_power_w=args["waiting_power_w"],
             hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit",  # requeued later
+            budget=self._budget,
         )
         self._closers.insert(0, self._finish_engine)
         recover = getattr(self.hardware.actuators, "recover", None)
@@ -333,27 +349,7 @@ class Session:
 
     def _open_resources(self, broadcast: Broadcast) -> tuple[Any, Any, Any]:
         """Event log, monitor, carbon signal (rank 0) and metrics endpoint, each closed at exit."""
-        args = self._args
-        event_log = EventLog(args["jsonl"]) if args["jsonl"] else None
-        if event_log is not None:
-            self._closers.append(event_log.close)
-        monitor = args["monitor"]
-        if monitor is None:
-            monitor, self._devices = build_monitor(args["devices"], event_log, self.clock)
-            if monitor is not None:
-                self._closers.insert(0, monitor.stop)
-        signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
-        if isinstance(args["provider"], str | None) and callable(getattr(signals, "close", None)):
-            self._closers.append(signals.close)  # built here from a spec: ours to close
-        if args["metrics_port"] is not None:
-            extra: dict[str, Any] = {}
-            if broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
-                extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{self.job}"
-            self.metrics = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
-                                         addr=args["metrics_addr"], port=args["metrics_port"], clock=self.clock,
-                                         allow_public=args["metrics_allow_public"], **extra)
-            self._closers.insert(0, self.metrics.stop)
-        return event_log, monitor, signals
+        return open_session_resources(self, broadcast)
 
     def _begin(self) -> None:
         engine = self._require_engine()

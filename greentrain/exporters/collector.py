@@ -140,6 +140,8 @@ class GreentrainCollector(Collector):
         yield _sample(n.EMISSIONS_AVOIDED, s.emissions_avoided_g, job)
         yield _sample(n.WAITING_ENERGY, getattr(s, "waiting_energy_j", 0.0), job)
         yield _sample(n.WAITING_POWER, getattr(s, "waiting_power_w", 0.0), job)
+        yield _sample(n.BUDGET_REMAINING, getattr(s, "budget_remaining_g", None), job)
+        yield _sample(n.BUDGET_PROJECTED, getattr(s, "budget_projected_g", None), job)
         yield _sample(n.JOB_ENERGY, s.energy_j, job)
         yield _sample(n.TRAINING_STEPS, s.steps_total, job)
         yield _sample(n.TRAINING_TOKENS, s.tokens_total, job)

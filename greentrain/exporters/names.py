@@ -104,6 +104,11 @@ WAITING_ENERGY = _m("greentrain_job_waiting_energy_joules_total", "counter", ("j
 WAITING_POWER = _m("greentrain_job_waiting_power_watts", "gauge", ("job",),
                    "What a pause is expected to draw (the policy plans with it): measured idle draw of the held "
                    "devices, 0 when released, or the user's figure, watts.", "max")
+BUDGET_REMAINING = _m("greentrain_job_budget_remaining_grams", "gauge", ("job",),
+                      "Carbon budget (max_emissions_g) minus what the job has emitted, grams CO2eq.", "sum")
+BUDGET_PROJECTED = _m("greentrain_job_budget_projected_grams", "gauge", ("job",),
+                      "Projected total emissions of the job (spent + remaining work at the measured rate and the "
+                      "forecast), grams CO2eq.", "sum")
 JOB_ENERGY = _m("greentrain_job_energy_joules_total", "counter", ("job",),
                 "Energy attributed to the job (its GPUs and CPU share), joules.", "sum")
 TRAINING_STEPS = _m("greentrain_training_steps_total", "counter", ("job",), "Training steps completed.", "max")
@@ -132,7 +137,8 @@ EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
 METRICS: tuple[MetricSpec, ...] = (
     GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
-    EMISSIONS, EMISSIONS_AVOIDED, WAITING_ENERGY, WAITING_POWER, JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
+    EMISSIONS, EMISSIONS_AVOIDED, WAITING_ENERGY, WAITING_POWER, BUDGET_REMAINING, BUDGET_PROJECTED,
+    JOB_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
 )

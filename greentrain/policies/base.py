@@ -29,6 +29,7 @@ class Action(StrEnum):
     RUN = "run"
     PAUSE = "pause"  # stop stepping until ``Decision.until`` (checkpoint or suspend)
     DELAY_START = "delay_start"  # not started yet; start at ``Decision.until``
+    STOP = "stop"  # the engine's, never a policy's: a budget is spent; save a checkpoint and exit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

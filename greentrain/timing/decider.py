@@ -53,6 +53,8 @@ def check_deadline(engine: Engine, now: datetime) -> str | None:
 
 
 def maybe_decide(engine: Engine, now: datetime) -> Decision:
+    if engine.budget.active and engine.budget.spent(engine):  # checked every step: stop at the right one
+        return decide(engine, now, JobState.RUNNING)
     if engine._next_decide_at is not None and now < engine._next_decide_at and engine.steps_done > 1:
         return _run("")
     return decide(engine, now, JobState.RUNNING)
@@ -86,8 +88,8 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
         decision = engine.policy.decide(snapshot, now)
     except Exception as e:  # a policy bug must not stop training
         engine._note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
-        return _run("policy error: running now")
-    return guard(engine, decision, now)
+        decision = _run("policy error: running now")
+    return engine.budget.check(engine, guard(engine, decision, now), snapshot, now)  # a spent budget wins
 
 
 def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
