@@ -122,7 +122,11 @@ class Engine:
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
         self.waiter = Waiter(self, progress=progress)
-        self.budget = budget or Budget()
+        self.budget = budget if budget is not None and budget.active else Budget(
+            max_emissions_g=getattr(settings, "max_emissions_g", None),
+            max_energy_j=getattr(settings, "max_energy_j", None), on_budget=getattr(settings, "on_budget", "stop"))
+        if waiting_power_w is None:
+            waiting_power_w = getattr(settings, "waiting_power_w", None)
         self.waiting = WaitingPower(user_w=waiting_power_w, released=hardware_released, on_note=self._note,
                                     on_event=self._event)
         self.notes: list[str] = []

@@ -18,6 +18,7 @@ from typing import Any
 
 from greentrain.engine import Engine
 from greentrain.policies.base import Action
+from greentrain.timing.budget import BUDGET_EXIT_CODE
 from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.process import ChildProcess, exit_status
 
@@ -63,6 +64,8 @@ class Supervisor:
                 self.engine.step_end()
                 return exit_status(rc)
             decision = self.engine.step_end()
+            if decision.action == Action.STOP:
+                return self._stop_for_budget(decision)
             if decision.action != Action.RUN and not self.engine.finished and self._terminating is None:
                 rc = self._pause(decision)
                 if rc is not None:
@@ -92,6 +95,16 @@ class Supervisor:
             return 128 + (self._terminating or signal.SIGINT)
         self._launch()
         return None
+
+    def _stop_for_budget(self, decision: Any) -> int:
+        """A budget is spent: ask the command to save and exit (checkpoint modes) or end it (suspend);
+        greentrain's status is ``BUDGET_EXIT_CODE`` either way."""
+        self.engine._note(f"{decision.reason}; stopping the command")
+        self.child.send(self.checkpoint_signal if self.pause_mode != "suspend" else signal.SIGTERM)
+        if self.child.wait(self.checkpoint_timeout_s) is None:
+            self.child.send(signal.SIGKILL)
+            self.child.wait(10.0)
+        return BUDGET_EXIT_CODE
 
     def _launch(self) -> None:
         self.child.start({"GREENTRAIN_RUN": "1", "GREENTRAIN_RESTARTS": str(self.child.launches),
