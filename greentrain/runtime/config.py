@@ -252,7 +252,14 @@ class GreentrainConfig:
     deadline: str | None = None
     """ISO-8601 with timezone or '+H' hours from now."""
     pause_mode: str = "checkpoint"
-    """``checkpoint`` (save and exit; relaunch resumes) or ``suspend`` (wait in-process)."""
+    """``checkpoint`` (save and exit; relaunch resumes), ``suspend`` (wait in-process) or ``auto`` (per pause:
+    release when a relauncher exists and holding the devices would cost more)."""
+    waiting_power_w: float | None = None
+    """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""
+    max_emissions_g: float | None = None
+    """Carbon budget, grams CO2eq: warn once when projected over, stop at a checkpoint (exit 3) when spent."""
+    max_energy_j: float | None = None
+    """Energy budget, joules (as ``max_emissions_g``)."""
     job: str = "greentrain"
     """Job name used in metrics."""
     relaunch: str = "auto"
@@ -260,8 +267,13 @@ class GreentrainConfig:
     restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
 
     def __post_init__(self) -> None:
-        _need(self.pause_mode in ("checkpoint", "suspend"), "greentrain.pause_mode",
-              f"{self.pause_mode!r} is not checkpoint or suspend")
+        _need(self.pause_mode in ("checkpoint", "suspend", "auto"), "greentrain.pause_mode",
+              f"{self.pause_mode!r} is not checkpoint, suspend or auto")
+        for name, low_ok in (("waiting_power_w", True), ("max_emissions_g", False), ("max_energy_j", False)):
+            value = getattr(self, name)
+            _need(value is None or (isinstance(value, int | float) and not isinstance(value, bool)
+                                    and (value >= 0 if low_ok else value > 0) and value < float("inf")),
+                  f"greentrain.{name}", f"must be a number {'>= 0' if low_ok else '> 0'}, got {value!r}")
         _need(self.relaunch in ("auto", "exec", "exit", "none"), "greentrain.relaunch",
               f"{self.relaunch!r} is not auto, exec, exit or none")
 
