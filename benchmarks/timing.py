@@ -1,4 +1,4 @@
-"""Timing policies on every dev carbon trace: saving vs run-now as a fraction of the oracle's.
+"""Timing policies on every dev carbon trace: net saving vs run-now as a fraction of the oracle's.
 
 For each trace in ../shared/data/carbon, jobs of 8 h (24 h deadline) and 24 h
 (72 h deadline) start at times spread over the year (every ``--every-days``
@@ -6,12 +6,17 @@ days, at a start hour that rotates through the day, after 28 days of history
 for the forecaster). Each built-in timing policy is replayed through the
 simulator twice: with the real forecaster (``greentrain.signals.forecast``)
 and with perfect forecasts, so policy quality and forecast quality are
-separated. Baselines come from the same cost model. Also times one
-``decide()`` call with a 72-point forecast.
+separated. Baselines come from the same cost model. Everything is net:
+for each ``--idle`` level (kW drawn per kW of running draw while paused after
+the first start; 0 = hardware released) the job, every policy, run-now and
+the idle-aware oracle are charged the waiting draw. ``gross-plan`` is
+forecast-optimal as it was before waiting had a cost (it plans as if pauses
+were free, no margin), scored net. Also times one ``decide()`` call with a
+72-point forecast.
 
     python benchmarks/timing.py [--every-days 7] [--policies forecast-optimal ...]
                                 [--forecasts real selected perfect] [--perfect-first-hours 6 12 24]
-                                [--no-latency]
+                                [--idle 0.12 0 0.15] [--no-latency]
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from greentrain.policies import load_policy
+from greentrain.policies import Policy, load_policy
+from greentrain.policies.optimal import ForecastOptimalConfig, ForecastOptimalPolicy
 from greentrain.policies.planner import Mode
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
@@ -43,9 +49,40 @@ from greentrain.sim import (
 from greentrain.sim.fcache import HourlyForecastCache
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "carbon"
-POLICIES = ("run-now", "threshold", "best-window", "forecast-optimal")
+POLICIES = ("run-now", "threshold", "best-window", "gross-plan", "forecast-optimal", "carbon-aware")
+DEFAULT_POLICIES = ("run-now", "threshold", "best-window", "gross-plan", "forecast-optimal")
+IDLE_LEVELS = (0.12, 0.0, 0.15)
 JOBS = ((8.0, 24.0), (24.0, 72.0))
 HISTORY_DAYS = 28
+
+
+class GrossPlanPolicy(ForecastOptimalPolicy):
+    """forecast-optimal as before issue 15: plans as if a pause drew nothing, no pause margin."""
+
+    name = "gross-plan"
+
+    def __init__(self) -> None:
+        super().__init__(ForecastOptimalConfig(min_pause_saving=0.0))
+
+    def decide(self, snapshot, now):
+        from dataclasses import replace
+
+        return super().decide(replace(snapshot, waiting_power_w=0.0), now)
+
+
+MIN_PAUSE_SAVING: float | None = None
+"""--min-pause-saving: overrides the presets' margin for forecast-optimal and carbon-aware (sensitivity)."""
+
+
+def make_policy(name: str) -> Policy:
+    if name == "gross-plan":
+        return GrossPlanPolicy()
+    policy = load_policy(name)
+    if MIN_PAUSE_SAVING is not None and name in ("forecast-optimal", "carbon-aware"):
+        from dataclasses import replace
+
+        policy.config = replace(policy.config, min_pause_saving=MIN_PAUSE_SAVING)
+    return policy
 
 
 class PerfectPrefixForecaster:
@@ -75,9 +112,11 @@ def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
         i += 1
 
 
-def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = POLICIES,
-             kinds: tuple[str, ...] = ("real", "perfect"), perfect_first: tuple[int, ...] = ()) -> dict:
-    """{(job, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs]}.
+def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = DEFAULT_POLICIES,
+             kinds: tuple[str, ...] = ("real", "perfect"), perfect_first: tuple[int, ...] = (),
+             idle_levels: tuple[float, ...] = IDLE_LEVELS) -> dict:
+    """{(job @ idle, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs,
+    worse_than_run_now]}, all net of the waiting draw at that idle level.
 
     Forecaster kinds: "real" (the default ``Forecaster``), "selected" (``Forecaster(select_online=True)``),
     "perfect" (the trace's actual future); plus "perfect Nh" for each N in ``perfect_first``
@@ -89,27 +128,28 @@ def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = POLICIES
                    "selected": HourlyForecastCache(Forecaster(select_online=True))}
     forecasters = {k: v for k, v in forecasters.items() if k in kinds}
     forecasters.update({f"perfect {h}h": PerfectPrefixForecaster(points, h, real) for h in perfect_first})
-    totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0])
-    for work_h, deadline_h in JOBS:
+    totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0, 0])
+    for (work_h, deadline_h), idle in ((j, i) for j in JOBS for i in idle_levels):
         job = SimJob(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, 1000.0),),
-                     resume_overhead_s=300.0)
+                     resume_overhead_s=300.0, waiting_power_w=1000.0 * idle)
         for start in starts_for(trace, every_days, deadline_h):
             base = (run_now(trace, start, job).emissions_g, oracle(trace, start, job).emissions_g,
                     best_window(trace, start, job)[0].emissions_g)
             for name in ("run-now", *(p for p in policies if p != "run-now")):
-                policy = load_policy(name)
+                policy = make_policy(name)
                 for fc_name, forecaster in forecasters.items():
                     if name == "run-now" and fc_name != next(iter(forecasters)):
                         continue
                     run = simulate_run(trace, start, job, policy, forecaster)
                     ledger = run.ledger
-                    row = totals[(f"{work_h:g}h/{deadline_h:g}h", name, fc_name)]
+                    row = totals[(f"{work_h:g}h/{deadline_h:g}h @ idle {idle:g}", name, fc_name)]
                     row[0] += ledger.emissions_g
                     row[1] += base[0]
                     row[2] += base[1]
                     row[3] += base[2]
                     row[4] += ledger.finished_at is None or ledger.finished_at > run.deadline
                     row[5] += 1
+                    row[6] += ledger.emissions_g > base[0] + 1e-9
     return totals
 
 
@@ -167,21 +207,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--every-days", type=float, default=7.0)
     parser.add_argument("--traces", nargs="*", help="CSV files (default: every file in ../shared/data/carbon)")
-    parser.add_argument("--policies", nargs="*", default=list(POLICIES), choices=POLICIES,
+    parser.add_argument("--idle", nargs="*", type=float, default=list(IDLE_LEVELS), metavar="KW_PER_KW",
+                        help="waiting draw per kW of running draw (0 = hardware released)")
+    parser.add_argument("--policies", nargs="*", default=list(DEFAULT_POLICIES), choices=POLICIES,
                         help="policies to replay (run-now, the reference, always runs)")
     parser.add_argument("--forecasts", nargs="*", default=["real", "perfect"], choices=["real", "selected", "perfect"],
                         help="forecast kinds to replay with (selected: Forecaster(select_online=True))")
     parser.add_argument("--perfect-first-hours", nargs="*", type=int, default=[], metavar="H",
                         help="diagnostic: also replay with the actual values H hours ahead, the forecaster after")
     parser.add_argument("--no-latency", action="store_true", help="skip the decide() timing")
+    parser.add_argument("--min-pause-saving", type=float, default=None,
+                        help="sensitivity: the pause margin of forecast-optimal/carbon-aware (default: preset's)")
     args = parser.parse_args()
+    global MIN_PAUSE_SAVING
+    MIN_PAUSE_SAVING = args.min_pause_saving
     paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
     version = forecaster_version()  # now: the source may change on disk while this runs
     t0 = time.perf_counter()
     per_trace = {}
     for path in paths:
         per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, args.every_days, tuple(args.policies),
-                                                           tuple(args.forecasts), tuple(args.perfect_first_hours))
+                                                           tuple(args.forecasts), tuple(args.perfect_first_hours),
+                                                           tuple(args.idle))
         print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     print_tables(per_trace)
     if args.no_latency:
@@ -201,8 +248,9 @@ def _forecast_order(kind: str) -> tuple:
 
 def print_tables(per_trace: dict) -> None:
     keys = sorted({k for totals in per_trace.values() for k in totals})
-    for job in sorted({k[0] for k in keys}, key=lambda j: float(j.split("h")[0])):
-        print(f"\n### job {job}: saving vs run-now as a fraction of the oracle's saving\n")
+    for job in sorted({k[0] for k in keys}, key=lambda j: (float(j.split("h")[0]), j)):
+        print(f"\n### job {job}: net saving vs run-now as a fraction of the idle-aware oracle's "
+              "(runs worse than run-now)\n")
         columns = [(p, f) for (j, p, f) in keys if j == job and p != "run-now"]
         columns = sorted(set(columns), key=lambda c: (POLICIES.index(c[0]), _forecast_order(c[1])))
         header = ["trace", "oracle saving", "best-window saving"] + [f"{p} ({f})" for p, f in columns]
@@ -215,11 +263,12 @@ def print_tables(per_trace: dict) -> None:
             for p, f in columns:
                 row = totals[(job, p, f)]
                 means[(p, f)].append(fraction(row))
-                missed = f" ({row[4]} missed)" if row[4] else ""
-                cells.append(f"{fraction(row):.3f}{missed}")
+                missed = f", {row[4]} missed" if row[4] else ""
+                cells.append(f"{fraction(row):.3f} ({row[6]}{missed})")
             print("| " + " | ".join(cells) + " |")
-        cells = ["**mean**", "", ""] + [f"**{statistics.fmean(means[c]):.3f}** (min {min(means[c]):.3f})"
-                                         for c in columns]
+        worse = {c: sum(t[(job, *c)][6] for t in per_trace.values()) for c in columns}
+        cells = ["**mean**", "", ""] + [f"**{statistics.fmean(means[c]):.3f}** (min {min(means[c]):.3f}; "
+                                         f"{worse[c]} worse)" for c in columns]
         print("| " + " | ".join(cells) + " |")
         runs = sum(v[5] for t in per_trace.values() for k, v in t.items() if k[:2] == (job, "run-now"))
         missed = {c: sum(t[(job, *c)][4] for t in per_trace.values()) for c in columns}

@@ -36,6 +36,8 @@ from greentrain.timing.ledger import CarbonLedger
 from greentrain.timing.signalview import SignalView
 from greentrain.timing.stats import StepTimes
 from greentrain.timing.waiter import Waiter
+from greentrain.timing.budget import Budget
+from greentrain.timing.waiting import WaitingPower
 
 __all__ = ["Engine", "RUN"]
 
@@ -63,6 +65,9 @@ class Engine:
         decide_interval_s: re-plan at least this often (job-clock seconds) while running.
         progress: show a rich countdown while waiting.
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
+        waiting_power_w / hardware_released: what a pause costs (``greentrain.timing.waiting``): the user's
+            figure, else 0 when paused jobs release their hardware, else the held devices' measured idle draw.
+        budget: carbon/energy limits (``greentrain.timing.budget``): warn once, stop at a checkpoint when spent.
     """
 
     def __init__(
@@ -87,6 +92,9 @@ class Engine:
         forecast_horizon_h: float = 72.0,
         progress: bool = True,
         operating_points: tuple[OperatingPoint, ...] = (),
+        waiting_power_w: float | None = None,
+        hardware_released: bool = False,
+        budget: Budget | None = None,
     ) -> None:
         self.policy = _resolve_policy(policy)
         self.operating_points = tuple(operating_points)
@@ -118,6 +126,13 @@ class Engine:
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
         self.waiter = Waiter(self, progress=progress)
+        self.budget = budget if budget is not None and budget.active else Budget(
+            max_emissions_g=getattr(settings, "max_emissions_g", None),
+            max_energy_j=getattr(settings, "max_energy_j", None), on_budget=getattr(settings, "on_budget", "stop"))
+        if waiting_power_w is None:
+            waiting_power_w = getattr(settings, "waiting_power_w", None)
+        self.waiting = WaitingPower(user_w=waiting_power_w, released=hardware_released, on_note=self._note,
+                                    on_event=self._event)
         self.notes: list[str] = []
         self.state = JobState.WAITING
         self.decision: Decision = RUN
@@ -162,6 +177,8 @@ class Engine:
         now = self.clock.now()
         if self.submitted_at is None:
             self.submitted_at = now
+        if self.first_start is None and self.is_leader:
+            self.waiting.observe_start(self._held_power_w())  # what pauses cost until one is measured
         payload: tuple[Decision, str | None, Any] | None = None
         if self.is_leader:
             error = self._check_deadline(now)
@@ -350,6 +367,12 @@ class Engine:
         if self.monitor is None:
             return None
         value = self._guarded("monitor.power_w", self.monitor.power_w)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def _held_power_w(self) -> float | None:
+        """Draw of the devices a pause would hold (the monitor's GPUs); the whole draw for simpler monitors."""
+        read = getattr(self.monitor, "held_power_w", None) or getattr(self.monitor, "power_w", None)
+        value = self._guarded("monitor.held_power_w", read) if read is not None else None
         return float(value) if isinstance(value, (int, float)) else None
 
     def _guarded(self, what: str, fn: Any, *args: Any) -> Any:

@@ -34,7 +34,8 @@ class JobStats:
     energy_j: float = 0.0
     emissions_g: float = 0.0
     emissions_avoided_g: float = 0.0
-    """Versus run-now at default settings, from the same cost model."""
+    """Versus run-now at default settings, from the same cost model; net: the draw while paused and
+    the resume overheads count against it."""
     unpriced_energy_j: float = 0.0
     """Energy spent with no carbon intensity known: while > 0 the emissions are unknown."""
     emissions_unknown_reason: str | None = None
@@ -42,6 +43,14 @@ class JobStats:
     last_step_energy_j: float | None = None
     last_step_source: str | None = None
     """Where the last step's energy came from: 'measured', or 'interpolated' for a step under 0.2 s."""
+    waiting_energy_j: float = 0.0
+    """Energy the held devices drew while the job was paused or waiting to start."""
+    budget_remaining_g: float | None = None
+    """``max_emissions_g`` minus what the job has emitted (None without a carbon budget)."""
+    budget_projected_g: float | None = None
+    """Projected total emissions of the job (None without a carbon budget)."""
+    waiting_power_w: float = 0.0
+    """What a pause is expected to draw (``Snapshot.waiting_power_w``), watts (0 until the first wait)."""
     actions_total: Counter[str] = field(default_factory=Counter)
     power_limit_w: float | None = None
     precision: str | None = None

@@ -33,11 +33,11 @@ from typing import Any, Literal
 from greentrain.clock import Clock, SystemClock
 from greentrain.engine import Engine
 from greentrain.errors import ConfigError
-from greentrain.events import EventLog
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.timing.broadcast import Broadcast, make_broadcast
+from greentrain.timing.budget import BUDGET_EXIT_CODE, Budget
 from greentrain.timing.jobcheckpoint import JobCheckpoint
 from greentrain.timing.hardware import Hardware, PowerSwitch, build_hardware, discover_devices
 from greentrain.timing.options import (
@@ -48,8 +48,9 @@ from greentrain.timing.options import (
     resolve_deadline,
     resolve_pause_mode,
 )
+from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.process import reexec
-from greentrain.timing.resources import build_monitor, build_signals, start_metrics
+from greentrain.timing.resources import open_session_resources
 from greentrain.timing.rngstate import RNGState
 from greentrain.timing.state import load_state, restore_into, save_state, state_of
 
@@ -70,8 +71,11 @@ class Session:
         steps_total: steps of the whole job (needed to plan pauses).
         save / load: your checkpoint functions (``save(next_step)``, ``load() -> next_step | None``);
             or ``model`` + ``optimizer`` + ``checkpoint_dir`` for the default checkpoint.
-        pause_mode: 'checkpoint' or 'suspend' (default: the policy's setting, else checkpoint when a
-            checkpoint is available).
+        pause_mode: 'checkpoint', 'suspend' or 'auto' (per pause: release when relaunch='exit' can and holding
+            costs more; ``greentrain.timing.pausemode``); default: the policy's, else checkpoint if available.
+        waiting_power_w: draw while paused, W, instead of the held devices' measured idle (0 when released).
+        max_emissions_g / max_energy_j: budgets; projected and warned once, then a checkpoint and (exec/exit)
+            exit status ``BUDGET_EXIT_CODE`` (4) when spent (``greentrain.timing.budget``).
         clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
         job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
         dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
@@ -86,11 +90,9 @@ class Session:
             ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
         state_path: where the job's deadline and totals survive a relaunch (default:
             ``checkpoint_dir/greentrain-state.json``, or ``$GREENTRAIN_STATE_FILE``).
-        power: profile power limits during the first steps and let the policy pick one: True, False, or
-            'auto' (when the policy uses power, e.g. energy-optimal / max-slowdown / carbon-aware, and a GPU
-            has power-limit control; with ``monitor=`` but no ``devices=``, only True looks for GPUs).
-            Limits are journaled and restored on every exit path; without the privilege the job runs
-            timing-only with one note.
+        power: profile power limits in the first steps for the policy: True, False, or 'auto' (when the policy
+            uses power and a GPU has power-limit control; with ``monitor=`` alone only True looks for GPUs).
+            Limits are journaled and restored on every exit; without the privilege: timing-only, one note.
         precision: precisions to trial by measured energy per step, reference first (e.g. ['fp32', 'bf16']);
             use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop.
         profile_cache_dir: where measured operating points are cached per GPU model and workload (None: the
@@ -113,7 +115,7 @@ class Session:
         model: Any = None,
         optimizer: Any = None,
         checkpoint_dir: str | Path | None = None,
-        pause_mode: Literal["checkpoint", "suspend"] | None = None,
+        pause_mode: Literal["checkpoint", "suspend", "auto"] | None = None,
         clock: Clock | None = None,
         metrics_port: int | None = None,
         metrics_addr: str = "127.0.0.1",
@@ -136,6 +138,9 @@ class Session:
         state_dir: str | Path | None = None,
         actuation: Literal["apply", "advise"] | None = None,
         rate_probe: Callable[[], float | None] | None = None,
+        waiting_power_w: float | None = None,
+        max_emissions_g: float | None = None,
+        max_energy_j: float | None = None,
     ) -> None:
         from greentrain.actuators.advisory import resolve_actuation
 
@@ -152,7 +157,8 @@ class Session:
                           step_time_s=step_time_s,
                           deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress,
                           power=power, precision=precision, profile_cache_dir=profile_cache_dir,
-                          state_dir=state_dir, rate_probe=rate_probe)
+                          state_dir=state_dir, rate_probe=rate_probe, waiting_power_w=waiting_power_w)
+        self._budget = Budget(max_emissions_g=max_emissions_g, max_energy_j=max_energy_j)
         self.policy_spec = policy
         self.steps_total = steps_total
         self.job = job
@@ -163,7 +169,9 @@ class Session:
         self.start_step = 0
         """The step to start the loop at (restored from the checkpoint)."""
         self.should_stop = False
-        """True after a checkpoint-mode pause: leave the training loop."""
+        """True after a checkpoint-mode pause (or a spent budget): leave the training loop."""
+        self.budget_spent = False
+        """True once a budget (``max_emissions_g``/``max_energy_j``) stopped the job (exit ``BUDGET_EXIT_CODE``)."""
         self.resume_at: datetime | None = None
         """When a checkpoint-mode pause plans to resume."""
         self.last_decision: Decision | None = None
@@ -189,8 +197,10 @@ class Session:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None or not self.should_stop or self.relaunch == "none":
+        if exc_type is not None or not self.should_stop or self.relaunch == "none" or self.budget_spent:
             self._close_all(raise_errors=exc_type is None)  # never mask the training loop's own exception
+            if self.budget_spent and exc_type is None and self.relaunch != "none":
+                sys.exit(BUDGET_EXIT_CODE)  # saved; nothing to relaunch: the budget is spent
             return
         engine = self._require_engine()
         interrupted = False
@@ -233,8 +243,17 @@ class Session:
         decision = engine.step_end(tokens=tokens, loss=loss)
         self.hardware.step_end(engine, loss)
         self.last_decision = decision
+        if decision.action == Action.STOP:  # a budget is spent: save and leave the loop for good
+            self.budget_spent = True
+            if self._checkpoint.available:
+                self._checkpoint_pause(decision)
+            self.should_stop = True
+            return decision
         if decision.action != Action.RUN and not engine.finished:
-            if self.pause_mode == "suspend":
+            mode = self.pause_mode
+            if mode == "auto":
+                mode = auto_mode(engine, decision, can_release=self._checkpoint.available and self.relaunch == "exit")
+            if mode == "suspend":
                 engine.wait_until(decision.until, decision.reason or "paused")
             else:
                 self._checkpoint_pause(decision)
@@ -316,7 +335,9 @@ class Session:
             actuators=self.hardware.actuators, broadcast=broadcast, steps_done=self.start_step,
             step_time_s=planning_step_time_s(prior, args["step_time_s"]),
             deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
-            progress=args["progress"],
+            progress=args["progress"], waiting_power_w=args["waiting_power_w"],
+            hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit",  # requeued later
+            budget=self._budget,
         )
         self.engine.rate_probe = args["rate_probe"]
         self._closers.insert(0, self._finish_engine)
@@ -348,27 +369,7 @@ class Session:
 
     def _open_resources(self, broadcast: Broadcast) -> tuple[Any, Any, Any]:
         """Event log, monitor, carbon signal (rank 0) and metrics endpoint, each closed at exit."""
-        args = self._args
-        event_log = EventLog(args["jsonl"]) if args["jsonl"] else None
-        if event_log is not None:
-            self._closers.append(event_log.close)
-        monitor = args["monitor"]
-        if monitor is None:
-            monitor, self._devices = build_monitor(args["devices"], event_log, self.clock)
-            if monitor is not None:
-                self._closers.insert(0, monitor.stop)
-        signals = build_signals(args["zone"], args["provider"], self.clock) if broadcast.is_leader else None
-        if isinstance(args["provider"], str | None) and callable(getattr(signals, "close", None)):
-            self._closers.append(signals.close)  # built here from a spec: ours to close
-        if args["metrics_port"] is not None:
-            extra: dict[str, Any] = {}
-            if broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
-                extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{self.job}"
-            self.metrics = start_metrics(job=self.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
-                                         addr=args["metrics_addr"], port=args["metrics_port"], clock=self.clock,
-                                         allow_public=args["metrics_allow_public"], **extra)
-            self._closers.insert(0, self.metrics.stop)
-        return event_log, monitor, signals
+        return open_session_resources(self, broadcast)
 
     def _begin(self) -> None:
         engine = self._require_engine()

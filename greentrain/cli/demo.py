@@ -26,11 +26,11 @@ MIN_STEPS = 20
 """Fewest steps a demo job has, however fast the machine: enough to pause and resume visibly."""
 
 
-def _console() -> Any:
+def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(width=120, stderr=stderr)
 
 
 def _metrics_port(port: int) -> int:
@@ -150,10 +150,13 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
                    "(as GREENTRAIN_ADVISE_ONLY=1).")
 @click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), default="strict",
               show_default=True, help=DEADLINE_POLICY_HELP)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the end summary as one JSON object on stdout (messages go to stderr).")
 @click.pass_context
 def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start: str | None, speedup: float,
          deadline: str | None, work_hours: float, steps: int | None, policy: str, reserve_hours: float,
-         metrics_port: int, report: bool, progress: bool, advise_only: bool, deadline_policy: str) -> None:
+         metrics_port: int, report: bool, progress: bool, advise_only: bool, deadline_policy: str,
+         as_json: bool) -> None:
     """Train the reference model on CPU under a carbon-aware policy while a real carbon trace replays.
 
     Waits for a clean window, pauses through a dirty one, resumes from its checkpoint without losing a
@@ -164,7 +167,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     from greentrain.demo.scenario import ATTRIBUTION
     from greentrain.demo.state import load_demo_state, save_demo_state
 
-    console = _console()
+    console = _console(stderr=as_json)
 
     def say(message: str) -> None:
         console.print(f"[bold green]greentrain demo:[/bold green] {message}", highlight=False, soft_wrap=True)
@@ -209,7 +212,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     if end == "interrupted":
         say(f"stopped cleanly; resume with: greentrain demo --out {out_dir}")
         sys.exit(INTERRUPTED_EXIT_CODE)
-    _exit_for(_finish(console, out_dir, state, report, say), state)
+    _exit_for(_finish(console, out_dir, state, report, say, as_json), state)
 
 
 def _exit_for(summary: Any, state: Any) -> None:
@@ -259,14 +262,19 @@ def _run(state: Any, scenario: Any, out_dir: Path, port: int, say: Any, progress
     return runner.run()
 
 
-def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any) -> Any:
-    from greentrain.demo.summary import render_summary, summarize_run
+def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any, as_json: bool = False) -> Any:
+    from greentrain.demo.summary import render_summary, summarize_run, summary_json
 
     jsonl = out_dir / "run.jsonl"
     if not jsonl.exists():
         raise ConfigError(f"{jsonl}: no run log; the demo did not run in this folder")
     summary = summarize_run(jsonl, state)
-    render_summary(summary, console)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(summary_json(summary)))
+    else:
+        render_summary(summary, console)
     if report:
         from greentrain.report import build_report
 

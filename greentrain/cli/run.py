@@ -40,9 +40,17 @@ __all__ = ["run"]
 @click.option("--provider", help="Carbon source: electricitymaps | watttime | ukgrid | static | csv:PATH.")
 @click.option("--deadline", help=DEADLINE_HELP)
 @click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), help=DEADLINE_POLICY_HELP)
-@click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint"]),
-              help="How to pause. Default suspend: safe for any command; checkpoint needs a program "
-                   "that saves and exits on --checkpoint-signal.")
+@click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint", "auto"]),
+              help="How to pause. Default suspend: safe for any command, holds its devices (they idle); "
+                   "checkpoint needs a program that saves and exits on --checkpoint-signal, and releases them; "
+                   "auto releases when holding the planned pause would cost more than a checkpoint and restart.")
+@click.option("--waiting-power-w", type=float, default=None,
+              help="Draw while paused, watts, instead of the measured idle draw of the held devices (0 when "
+                   "released): e.g. a node that stays powered for you.")
+@click.option("--max-emissions-g", type=float, default=None,
+              help="Carbon budget, grams CO2eq: warn once when the projection exceeds it; when spent, stop the "
+                   "command (checkpoint signal, or SIGTERM in suspend mode) and exit with status 4.")
+@click.option("--max-energy-j", type=float, default=None, help="Energy budget, joules (as --max-emissions-g).")
 @click.option("--estimate-hours", type=float, help="Running time the command needs, hours (needed to plan).")
 @click.option("--checkpoint-signal", default="SIGUSR1", show_default=True,
               help="Signal that asks the command to save and exit (checkpoint mode).")
@@ -135,6 +143,13 @@ def _check_numbers(opts: dict[str, Any]) -> None:
         value = opts[name]
         if value is not None and not value > 0:
             raise click.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name.replace('_', '-')}")
+    for name in ("max_emissions_g", "max_energy_j"):
+        value = opts[name]
+        if value is not None and not 0 < value < float("inf"):
+            raise click.BadParameter(f"must be a number > 0, got {value}", param_hint=f"--{name.replace('_', '-')}")
+    waiting_w = opts["waiting_power_w"]
+    if waiting_w is not None and not 0 <= waiting_w < float("inf"):
+        raise click.BadParameter(f"must be a number of watts >= 0, got {waiting_w}", param_hint="--waiting-power-w")
 
 
 def _check_output(opts: dict[str, Any]) -> None:
@@ -166,12 +181,15 @@ def _load_policy(spec: str) -> Any:
 
 def _make_engine(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, res: _Resources) -> Any:
     from greentrain.engine import Engine
+    from greentrain.timing.budget import Budget
 
     work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
     return Engine(policy, signals=res.signals, monitor=res.monitor, clock=clock, deadline=deadline,
                   work_total_s=work_s, job_stats=res.job_stats, event_log=res.event_log,
                   step_time_s=opts["interval_s"] * clock.speedup, deadline_policy=opts["deadline_policy"],
-                  progress=True)
+                  progress=True, waiting_power_w=opts["waiting_power_w"],
+                  hardware_released=opts["pause_mode"] == "checkpoint",  # the child exits: nothing is held
+                  budget=Budget(max_emissions_g=opts["max_emissions_g"], max_energy_j=opts["max_energy_j"]))
 
 
 class _Resources:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from greentrain.sim import simulate as run_simulation
 __all__ = ["make_forecaster", "parse_starts", "parse_time", "simulate"]
 
 FORECASTERS = ("default", "seasonal-naive", "perfect")
+IDLE_TO_RUNNING = 0.12
+"""Default idle/running draw ratio: 71 W at rest over 548-690 W training, one H100 (measured 2026-11-23)."""
 
 
 def parse_time(text: str, option: str) -> datetime:
@@ -61,19 +64,25 @@ def make_forecaster(name: str, trace: list) -> Any:
 
 
 def _build_job(opts: dict[str, Any]) -> SimJob:
+    idle_kw = opts["idle_power_kw"]
+    if idle_kw is not None and not 0 <= idle_kw < float("inf"):
+        raise ConfigError(f"--idle-power-kw: must be a number >= 0 (0 = hardware released), got {idle_kw:g}")
     common = {"work_h": opts["work_hours"], "deadline_h": opts["deadline_hours"],
               "resume_overhead_min": opts["resume_overhead_min"]}
     if opts["profile"] is None:
         if opts["workload"] is not None or opts["batch_size"] is not None:
             raise ConfigError("--workload/--batch-size: need --profile CSV|v100|a40|rtx6000")
-        return SimJob.constant_power(power_kw=opts["power_kw"], **common)
+        idle = IDLE_TO_RUNNING * opts["power_kw"] if idle_kw is None else idle_kw
+        return SimJob.constant_power(power_kw=opts["power_kw"], idle_power_kw=idle, **common)
     from greentrain.device.profiles import load_gpu_profile
 
     profile = load_gpu_profile(opts["profile"])
     if opts["workload"] is None:
         raise ConfigError(f"--workload: required with --profile; valid: {', '.join(profile.workloads())}")
-    return SimJob.from_profile(profile, opts["workload"], batch_size=opts["batch_size"], gpus=opts["gpus"],
-                               **common)
+    job = SimJob.from_profile(profile, opts["workload"], batch_size=opts["batch_size"], gpus=opts["gpus"],
+                              **common)
+    idle_w = IDLE_TO_RUNNING * job.full.power_w if idle_kw is None else idle_kw * 1000.0
+    return replace(job, waiting_power_w=idle_w)
 
 
 def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple[Policy, str]:
@@ -100,6 +109,10 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @click.option("--power-kw", type=float, default=1.0, show_default=True, help="Draw while running (no --profile).")
 @click.option("--resume-overhead-min", type=float, default=5.0, show_default=True,
               help="Minutes at full power without progress per resume after a pause.")
+@click.option("--idle-power-kw", type=float, default=None,
+              help="Draw while paused between the first start and the finish (hardware held idle); "
+                   "default 0.12 x the running draw (H100 measured), 0 = hardware released. "
+                   "A delayed first start draws nothing.")
 @click.option("--policy", "policy_spec", default="carbon-aware", show_default=True, help="Preset name or TOML file.")
 @click.option("--deadline-policy", type=click.Choice(DEADLINE_POLICIES), default=None,
               help="Override the policy's: 'best-effort' runs now (with a warning) if the deadline is too short.")
@@ -129,7 +142,8 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points))
     summary = summarize(results, policy_name)
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
-                   deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"])
+                   deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
+                   idle_power_kw=round(job.waiting_power_w / 1000.0, 9))
     if as_json:
         runs = [run_to_json(r, power=job.profiled) for r in results]
         click.echo(json.dumps({"runs": runs, "summary": summary}))
@@ -163,5 +177,7 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
         f"(oracle {100 * (summary['oracle_saving_vs_run_now'] or 0):.1f} %, "
         f"best-window {100 * (summary['best_window_saving_vs_run_now'] or 0):.1f} %); "
         f"fraction of oracle saving: {'n/a' if frac is None else f'{frac:.2f}'}; "
-        f"deadlines missed: {summary['deadlines_missed']}/{summary['runs']}"
+        f"deadlines missed: {summary['deadlines_missed']}/{summary['runs']}; "
+        f"worse than run-now: {summary['runs_worse_than_run_now']}; "
+        f"net of {summary['idle_power_kw']:g} kW while paused ({summary['waiting_energy_kwh']:.2f} kWh waiting)"
     )

@@ -1,4 +1,4 @@
-"""Run the demo job: the reference model on CPU under a live greentrain Session, on a replayed trace.
+"""Run the demo job: the reference model (on the GPU if there is one, else the CPU) under a live greentrain Session, on a replayed trace.
 
 The job is cut into *segments*. A segment is one Session around one Trainer:
 it may wait for a clean window before its first step, trains, and ends when
@@ -34,7 +34,7 @@ from greentrain.demo.progress import StepProgress
 from greentrain.demo.scenario import Scenario
 from greentrain.demo.state import DemoState, save_demo_state
 
-__all__ = ["DemoRunner", "SegmentEnd", "demo_config", "demo_policy", "measure_step_time_s"]
+__all__ = ["DemoRunner", "SegmentEnd", "demo_config", "demo_device", "demo_policy", "measure_step_time_s"]
 
 CHECKPOINT_INTERVAL = 50
 """Steps between periodic checkpoints (pauses and Ctrl-C always save)."""
@@ -56,11 +56,18 @@ class SegmentEnd:
     INTERRUPTED = "interrupted"
 
 
+def demo_device() -> str:
+    """Where the demo trains: the first visible GPU when torch can use one, else the CPU."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def demo_config(out_dir: Path | None, steps: int) -> Any:
-    """The tiny preset on CPU for ``steps`` steps, checkpointing into ``out_dir/checkpoint``."""
+    """The tiny preset on ``demo_device()`` for ``steps`` steps, checkpointing into ``out_dir/checkpoint``."""
     from greentrain.runtime.config import load_config
 
-    cfg = load_config("tiny").replace("train", steps=steps, device="cpu")
+    cfg = load_config("tiny").replace("train", steps=steps, device=demo_device())
     if out_dir is not None:
         cfg = cfg.replace("checkpoint", dir=str(out_dir / "checkpoint"), interval=CHECKPOINT_INTERVAL)
     return cfg
@@ -199,14 +206,19 @@ class DemoRunner:
             engine.interrupt()  # a running wait returns at once
 
     def _start_monitor(self) -> None:
-        """One energy monitor for the whole job, timestamping samples on the replay clock."""
+        """One energy monitor for the whole job, timestamping samples on the replay clock.
+
+        It measures only what the training uses: the host CPU always (it drives the loop), the first
+        visible GPU only when the demo trains on it; an idle GPU beside a CPU run is not this job's.
+        """
         from greentrain.device import discover
         from greentrain.events import EventLog
         from greentrain.monitor import Monitor
 
         devices = discover()
+        gpus = list(devices.gpus)[:1] if demo_device() == "cuda" else []
         self._event_log = EventLog(self.jsonl)
-        self._monitor = Monitor(list(devices.gpus), list(devices.cpus), event_log=self._event_log,
+        self._monitor = Monitor(gpus, list(devices.cpus), event_log=self._event_log,
                                 wall_clock=self.clock, event_interval_s=1.0)
         self._monitor.start()
 
@@ -289,6 +301,9 @@ class DemoRunner:
         trainer.step = max(trainer.step, session.start_step)
         if trainer.step > 0:
             self.say(f"resumed from the checkpoint at step {trainer.step} ({_fmt(self.clock.now())})")
+        elif (self.clock.now() - self.scenario.start).total_seconds() < 600:  # the policy did not wait at all
+            reason = getattr(session.last_decision, "reason", "") or "no cleaner window ahead"
+            self.say(f"no net saving from waiting: running at once ({reason})")
         first = getattr(session.last_decision, "precision", None)
         if first and first != trainer.precision:
             trainer.set_precision(first)

@@ -18,7 +18,7 @@ from typing import Any
 from greentrain.demo.state import DemoState
 from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
 
-__all__ = ["DemoSummary", "render_summary", "rows", "summarize_run"]
+__all__ = ["DemoSummary", "render_summary", "rows", "summary_json", "summarize_run"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -37,6 +37,8 @@ class DemoSummary:
     """All the job's emissions: its steps and its idle draw while it waited (the process held the machine)."""
     steps_emissions_g: float
     """Emissions of the training steps alone."""
+    steps_energy_j: float = 0.0
+    """Energy of the training steps alone (the rest of ``energy_j`` was drawn while waiting)."""
     emissions_avoided_g: float
     """The engine's figure: run-now minus ``emissions_g`` (idle draw while waiting counts against it)."""
     run_now_g: float
@@ -90,6 +92,7 @@ def summarize_run(jsonl: Path, state: DemoState) -> DemoSummary:
         step_indices=[int(e["step"]) for e in steps], losses=[float(e.get("loss", "nan")) for e in steps],
         energy_j=float(last.get("energy_j") or 0.0), energy_sources=sources, emissions_g=emissions_g,
         steps_emissions_g=sum(float(e.get("emissions_g") or 0.0) for e in steps),
+        steps_energy_j=sum(float(e.get("energy_j") or 0.0) for e in steps),
         emissions_avoided_g=avoided_g, run_now_g=emissions_g + avoided_g, submitted=state.time("start"),
         first_step=_time(steps[0]["t"]) if steps else None,
         finished_at=_time(steps[-1]["t"]) if finished else None, deadline=state.time("deadline"),
@@ -124,10 +127,37 @@ def rows(s: DemoSummary) -> list[tuple[str, str]]:
         ("Emissions", (f"{format_mass_g(s.emissions_g)} = training {format_mass_g(s.steps_emissions_g)} "
                        f"+ idle while waiting {format_mass_g(idle_g)} (energy × trace intensity of its interval)")),
         ("Run-now emissions (same steps, no wait)", format_mass_g(s.run_now_g)),
-        ("Avoided vs run-now", (f"{format_mass_g(timing_g)} ({pct(timing_g)}) by timing the steps; "
-                                f"{format_mass_g(s.emissions_avoided_g)} ({pct(s.emissions_avoided_g)}) "
-                                "net of the idle draw")),
+        ("Avoided vs run-now (net)", (f"{format_mass_g(s.emissions_avoided_g)} ({pct(s.emissions_avoided_g)}) = "
+                                      f"timing the steps {format_mass_g(timing_g)} − idle while waiting "
+                                      f"{format_mass_g(idle_g)}")),
     ]
+
+
+def summary_json(s: DemoSummary) -> dict[str, Any]:
+    """The end summary as one JSON-ready object (``greentrain demo --json``). "Avoided" is net: run-now
+    minus everything the job emitted, waiting included; the gross figure (timing the steps alone) and
+    what waiting cost follow it."""
+    waiting_g = max(0.0, s.emissions_g - s.steps_emissions_g)
+    return {
+        "emissions_g": s.emissions_g,
+        "run_now_emissions_g": s.run_now_g,
+        "emissions_avoided_net_g": s.emissions_avoided_g,
+        "emissions_avoided_gross_g": s.run_now_g - s.steps_emissions_g,
+        "waiting_emissions_g": waiting_g,
+        "energy_j": s.energy_j,
+        "waiting_energy_j": max(0.0, s.energy_j - s.steps_energy_j),
+        "energy_sources": dict(s.energy_sources),
+        "steps_done": s.steps_done,
+        "steps_total": s.steps_total,
+        "pauses": s.pauses,
+        "waits": s.waits,
+        "submitted": s.submitted.isoformat(),
+        "first_step": s.first_step.isoformat() if s.first_step else None,
+        "finished_at": s.finished_at.isoformat() if s.finished_at else None,
+        "deadline": s.deadline.isoformat(),
+        "deadline_met": s.deadline_met,
+        "notes": list(s.notes),
+    }
 
 
 def render_summary(s: DemoSummary, console: Any) -> None:

@@ -140,6 +140,10 @@ class GreentrainCollector(Collector):
         yield _sample(n.EMISSIONS, s.emissions_g if s.emissions_known else None, job)
         yield _sample(n.EMISSIONS_AVOIDED, s.emissions_avoided_g if s.emissions_known else None, job)
         yield _sample(n.EMISSIONS_UNPRICED_ENERGY, s.unpriced_energy_j, job)
+        yield _sample(n.WAITING_ENERGY, getattr(s, "waiting_energy_j", 0.0), job)
+        yield _sample(n.WAITING_POWER, getattr(s, "waiting_power_w", 0.0), job)
+        yield _sample(n.BUDGET_REMAINING, getattr(s, "budget_remaining_g", None), job)
+        yield _sample(n.BUDGET_PROJECTED, getattr(s, "budget_projected_g", None), job)
         yield _sample(n.JOB_ENERGY, s.energy_j, job)
         if getattr(s, "last_step_source", None):
             yield _sample(n.JOB_STEP_ENERGY, s.last_step_energy_j, job, s.last_step_source)

@@ -104,10 +104,21 @@ SIGNAL_STALE = _m("greentrain_carbon_signal_stale", "gauge", ("provider",),
 EMISSIONS = _m("greentrain_emissions_grams_total", "counter", ("job",),
                "Emissions attributed to the job, grams CO2eq (energy per interval x intensity of that interval).", "sum")
 EMISSIONS_AVOIDED = _m("greentrain_emissions_avoided_grams_total", "counter", ("job",),
-                       "Emissions avoided versus running now at default settings, grams CO2eq.", "sum")
+                       "Emissions avoided versus running now at default settings, net: what the job drew while "
+                       "paused and its resume overheads count against it, grams CO2eq.", "sum")
 EMISSIONS_UNPRICED_ENERGY = _m("greentrain_emissions_unpriced_energy_joules_total", "counter", ("job",),
                                "Job energy spent with no carbon intensity known (emissions unknown while > 0), "
                                "joules.", "sum")
+WAITING_ENERGY = _m("greentrain_job_waiting_energy_joules_total", "counter", ("job",),
+                    "Energy the job's held devices drew while it was paused or waiting, joules.", "sum")
+WAITING_POWER = _m("greentrain_job_waiting_power_watts", "gauge", ("job",),
+                   "What a pause is expected to draw (the policy plans with it): measured idle draw of the held "
+                   "devices, 0 when released, or the user's figure, watts.", "max")
+BUDGET_REMAINING = _m("greentrain_job_budget_remaining_grams", "gauge", ("job",),
+                      "Carbon budget (max_emissions_g) minus what the job has emitted, grams CO2eq.", "sum")
+BUDGET_PROJECTED = _m("greentrain_job_budget_projected_grams", "gauge", ("job",),
+                      "Projected total emissions of the job (spent + remaining work at the measured rate and the "
+                      "forecast), grams CO2eq.", "sum")
 JOB_ENERGY = _m("greentrain_job_energy_joules_total", "counter", ("job",),
                 "Energy attributed to the job (its GPUs and CPU share), joules.", "sum")
 JOB_STEP_ENERGY = _m("greentrain_job_step_energy_joules", "gauge", ("job", "source"),
@@ -151,8 +162,8 @@ EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
 METRICS: tuple[MetricSpec, ...] = (
     GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
-    EMISSIONS, EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS,
-    TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
+    EMISSIONS, EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, WAITING_ENERGY, WAITING_POWER, BUDGET_REMAINING,
+    BUDGET_PROJECTED, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
     JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,

@@ -60,6 +60,12 @@ class GreenOptions:
     """An ``ActuatorSet`` to apply power/clock decisions (journaled, restored on close)."""
     actuation: Literal["apply", "advise"] | None = None
     """'advise': advisory mode, the actuators' GPUs get advice only (also ``GREENTRAIN_ADVISE_ONLY=1``)."""
+    waiting_power_w: float | None = None
+    """Draw while paused, watts, instead of the held devices' measured idle draw."""
+    max_emissions_g: float | None = None
+    """Carbon budget, grams CO2eq: warned once when projected over; when spent, checkpoint and stop."""
+    max_energy_j: float | None = None
+    """Energy budget, joules (as ``max_emissions_g``)."""
     stop_signals: tuple[int, ...] = ()
     """Signals that make the job checkpoint and stop at the next step boundary, e.g.
     ``(signal.SIGTERM, signal.SIGUSR1)``: a Kubernetes suspend, Slurm's ``--signal`` before the time limit."""
@@ -82,6 +88,8 @@ class StepDriver:
         self.paused = False
         self.stopped_by_signal = False
         """The last stop came from one of ``stop_signals`` (no resume time: relaunch when the scheduler does)."""
+        self.budget_spent = False
+        """The last stop came from a spent budget (``greentrain.timing.budget``): do not relaunch."""
         self._closers: list[Any] = []
         self._stop_requested = False
         self._previous_handlers: dict[int, Any] = {}
@@ -114,6 +122,7 @@ class StepDriver:
         from greentrain.events import EventLog
         from greentrain.policies import load_policy
         from greentrain.timing.broadcast import auto_broadcast
+        from greentrain.timing.budget import Budget
         from greentrain.timing.resources import build_monitor, build_signals, start_metrics
         from greentrain.timing.state import restore_into
 
@@ -136,7 +145,8 @@ class StepDriver:
             event_log=event_log, broadcast=broadcast, steps_done=steps_done,
             step_time_s=o.step_time_s or (prior.step_time_s if prior else None),
             deadline_policy=o.deadline_policy, decide_interval_s=o.decide_interval_s, progress=o.progress,
-            actuators=self._actuators(),
+            actuators=self._actuators(), waiting_power_w=o.waiting_power_w,
+            budget=Budget(max_emissions_g=o.max_emissions_g, max_energy_j=o.max_energy_j),
         )
         recover = getattr(self.engine.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
@@ -171,7 +181,8 @@ class StepDriver:
         if engine is None:
             return False
         decision = engine.step_end(tokens=tokens, loss=loss)
-        if self._stop_requested:
+        if self._stop_requested or decision.action is Action.STOP:  # a signal, or a spent budget: no resume
+            self.budget_spent = decision.action is Action.STOP
             return self._stop_for_signal()
         if decision.action is Action.RUN or engine.finished:
             return False

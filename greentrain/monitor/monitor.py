@@ -324,6 +324,18 @@ class Monitor:
         """Current whole-job draw (last sample of each working device)."""
         return sum(p for c in self._channels if (p := c.power_w()) is not None)
 
+    def held_energy_j(self) -> float:
+        """Energy since start of the devices a paused job keeps allocated: its GPUs. Host CPUs are not
+        counted: they stay powered whatever the job does, and a waiting process adds nothing to them."""
+        if not self._started:
+            return 0.0
+        held = {c.key for c in self._channels if c.kind == "gpu"}
+        return sum(e for k, e in self._mark()[1].items() if k in held)
+
+    def held_power_w(self) -> float:
+        """Current draw of the held devices (GPUs): what a pause would cost now, before one is measured."""
+        return sum(p for c in self._channels if c.kind == "gpu" and (p := c.power_w()) is not None)
+
     def elapsed_s(self) -> float:
         """Seconds of monitor time since start (frozen at stop)."""
         return max(0.0, self._now() - self._t0) if self._started else 0.0

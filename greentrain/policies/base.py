@@ -8,12 +8,14 @@ code. The engine builds the ``Snapshot`` at each step boundary and applies the
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import ClassVar
 
+from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.settings import PolicySettings
 from greentrain.signals.base import IntensityPoint
@@ -27,6 +29,7 @@ class Action(StrEnum):
     RUN = "run"
     PAUSE = "pause"  # stop stepping until ``Decision.until`` (checkpoint or suspend)
     DELAY_START = "delay_start"  # not started yet; start at ``Decision.until``
+    STOP = "stop"  # the engine's, never a policy's: a budget is spent; save a checkpoint and exit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +69,14 @@ class Snapshot:
     """Measured profile; empty when not profiled (then only timing is decided)."""
     current_power_limit_w: float | None = None
     precision: str | None = None
+    waiting_power_w: float = 0.0
+    """What the job draws while paused after its first start, watts: the held devices' idle
+    draw for a suspend or an in-process checkpoint wait, 0 when the hardware is released.
+    Waiting before the first start is always free. Planners charge it to every pause."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.waiting_power_w, int | float) and 0 <= self.waiting_power_w < math.inf):
+            raise ConfigError(f"waiting_power_w: must be a number >= 0 watts, got {self.waiting_power_w!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

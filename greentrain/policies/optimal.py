@@ -3,8 +3,13 @@
 At every decision the policy plans the rest of the job over the known and
 forecast intensity up to the deadline with ``plan_schedule`` (a DP over run /
 pause and, for ``carbon-aware``, every measured operating point, with the
-resume overhead charged), commits only to the current interval, and re-plans
-at the next one as measurements and forecasts update. The plan covers the
+resume overhead and the held hardware's waiting draw charged), commits only
+to the current interval, and re-plans at the next one as measurements and
+forecasts update. A pause is taken only when its expected net saving (what
+running now would emit, minus the waiting and the later running and resume)
+beats a margin for forecast error; otherwise the job runs, so a pause that
+stops paying off (the forecast moved, the measured idle draw is higher) ends
+at the next decision. The plan covers the
 remaining work plus a safety margin from the measured step-time spread; the
 margin can only shrink the options when the deadline is tight, and if even
 flat-out running no longer fits the policy runs flat out.
@@ -12,14 +17,16 @@ flat-out running no longer fits the policy runs flat out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
+from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
-from greentrain.policies.planner import plan_schedule
+from greentrain.policies.planner import J_PER_KWH, plan_schedule
 from greentrain.policies.window import (
     capacity_s,
     fastest,
@@ -45,12 +52,17 @@ class ForecastOptimalConfig:
     """Fixed time kept free before the deadline, seconds."""
     max_bins: int = 1500
     """Resolution of remaining work in the DP (more = finer, slower)."""
+    min_pause_saving: float = 0.02
+    """Margin for forecast error: pause a started job only if the expected net saving exceeds this
+    fraction of what running the current interval would emit (a delayed first start needs only > 0)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.safety_z <= 10:
             raise ConfigError(f"safety_z: must be in [0, 10] standard deviations, got {self.safety_z}")
         if self.reserve_s < 0:
             raise ConfigError(f"reserve_s: must be >= 0 seconds, got {self.reserve_s}")
+        if not 0 <= self.min_pause_saving <= 1:
+            raise ConfigError(f"min_pause_saving: must be in [0, 1] (a fraction), got {self.min_pause_saving}")
         if not 50 <= self.max_bins <= 100_000:
             raise ConfigError(f"max_bins: must be in [50, 100000], got {self.max_bins}")
 
@@ -87,17 +99,32 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
             state=start_state(snapshot),
             max_bins=self.config.max_bins,
             memo=self.__dict__.setdefault("_memo", {}),  # a cache only: output depends on inputs alone
+            waiting_power_w=snapshot.waiting_power_w,
         )
         if plan is None:
-            return run_decision(top, now, work_s, f"{self.name}: no slack left; running flat out", to_the_end=True)
+            # No plan fits work + safety margin in this horizon: run this interval and plan again at the next
+            # decision (not a promise to run to the end: the margin may free up as the job speeds up).
+            return run_decision(top, now, work_s, f"{self.name}: no room for a pause within the safety margin; "
+                                "running this interval", until=slots[0].end)
         intervals = plan.running_intervals()
         first = plan.modes[0]
+        now_g = slots[0].intensity_g_per_kwh
         if first is None:
-            # No time in the reason: the announcement says when (the plan's first running interval);
-            # ``until`` is only when this policy looks again.
-            reason = f"{self.name}: {slots[0].intensity_g_per_kwh:.0f} g/kWh now, cleaner hours ahead"
-            return pause_decision(snapshot, slots[0].end, reason, intervals)
-        reason = f"{self.name}: run this interval at {slots[0].intensity_g_per_kwh:.0f} g/kWh"
+            # The margin guards pauses that cost waiting and a resume if the forecast is wrong; a delayed
+            # first start costs neither and is re-planned every interval.
+            margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
+            run_g = top.power_w * slots[0].duration_s * now_g / J_PER_KWH
+            if plan.pause_saving_g > margin * run_g:
+                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {plan.pause_saving_g:.3g} g net "
+                          f"of {snapshot.waiting_power_w:.0f} W waiting")
+                return pause_decision(snapshot, slots[0].end, reason, intervals)
+            first = plan.first_run_mode or top
+            reason = (f"{self.name}: a pause would save only {plan.pause_saving_g:.3g} g net of "
+                      f"{snapshot.waiting_power_w:.0f} W waiting (margin {self.config.min_pause_saving:.0%}); running")
+            return run_decision(first, now, work_s, reason, until=slots[0].end)
+        reason = f"{self.name}: run this interval at {now_g:.0f} g/kWh"
+        if math.isfinite(plan.pause_saving_g):
+            reason += f" (pausing would add {-plan.pause_saving_g:.3g} g net of {snapshot.waiting_power_w:.0f} W waiting)"
         if self.use_power and first.power_limit_w is not None:
             reason += f", {first.power_limit_w:.0f} W limit"
         return run_decision(first, now, work_s, reason, until=slots[0].end, plan=intervals)

@@ -4,9 +4,11 @@ The job needs ``work_s`` seconds of running at full speed before the last slot
 ends. In each slot it either pauses or runs at one operating point ("mode":
 speed relative to full speed, power draw). Running right after a pause first
 pays ``overhead_s`` (restore from checkpoint) at full power without progress;
-the very first start is free. The job finishes part-way through its last slot
-and only that part is charged. Expected emissions = energy × the slot's
-intensity, summed.
+the very first start is free. A pause after the first start is not free: the
+held hardware draws ``waiting_power_w`` for the whole slot (0 when the job
+releases it); waiting before the first start costs nothing. The job finishes
+part-way through its last slot and only that part is charged. Expected
+emissions = (running + waiting + resume) energy × the slot's intensity, summed.
 
 Remaining work is counted in bins of ``quantum_s``; progress per slot is
 rounded *down* to whole bins, so a plan that looks feasible really is. The
@@ -71,8 +73,16 @@ class Plan:
     run_s: tuple[float, ...]
     """Seconds spent running (overhead included) in each slot."""
     emissions_g: float
+    """Expected emissions of running, resuming and waiting (net)."""
     energy_j: float
     finish: datetime
+    waiting_j: float = 0.0
+    """Of ``energy_j``: drawn while paused after the first start."""
+    pause_saving_g: float = 0.0
+    """Expected emissions saved by pausing in the first slot instead of running in it
+    (> 0 only when the plan pauses there); policies compare it with their margin."""
+    first_run_mode: Mode | None = None
+    """The best mode to run at in the first slot, had the plan to run there."""
 
     def running_intervals(self) -> tuple[tuple[datetime, datetime], ...]:
         """Merged [start, end) intervals in which the job runs."""
@@ -134,12 +144,14 @@ def plan_schedule(
     state: StartState = StartState.FRESH,
     max_bins: int = 2000,
     memo: dict | None = None,
+    waiting_power_w: float = 0.0,
 ) -> Plan | None:
     """The minimum-emission plan finishing ``work_s`` within ``slots``; None if impossible.
 
     ``modes`` must be non-empty; ties prefer earlier running and the first
     (list it fastest first) mode. ``overhead_power_w`` defaults to the power of
-    the fastest mode. ``memo`` (a dict the caller keeps) caches the backward
+    the fastest mode. ``waiting_power_w`` is the draw while paused after the
+    first start (held devices idle; 0 = released). ``memo`` (a dict the caller keeps) caches the backward
     pass over all but the first slot, so repeated calls within one interval
     cost little; results are identical with or without it.
     """
@@ -152,7 +164,9 @@ def plan_schedule(
                                             slots[0].start if slots else datetime.max)
     quantum_s = _quantum_s(work_s, max_bins)
     n = max_bins if memo is not None else math.ceil(work_s / quantum_s - 1e-9)
-    args = (modes, overhead_s, overhead_power_w)
+    if not waiting_power_w >= 0:
+        raise ValueError(f"plan_schedule: waiting_power_w must be >= 0, got {waiting_power_w}")
+    args = (modes, overhead_s, overhead_power_w, waiting_power_w)
     if memo is None:
         tables = _Tables(quantum_s, {}, _terminal(len(slots), n))
         _fill(tables, slots, *args, low=0)
@@ -160,7 +174,7 @@ def plan_schedule(
         tables = _with_cached_tail(memo, slots, n, quantum_s, args)
     if not np.isfinite(tables.values[0][state, min(n, math.ceil(work_s / quantum_s - 1e-9))]):
         return None
-    return _forward(slots, work_s, modes, overhead_s, overhead_power_w, state, tables)
+    return _forward(slots, work_s, modes, overhead_s, overhead_power_w, waiting_power_w, state, tables)
 
 
 def _terminal(count: int, n: int) -> list[np.ndarray]:
@@ -172,7 +186,7 @@ def _terminal(count: int, n: int) -> list[np.ndarray]:
 def _with_cached_tail(memo: dict, slots: Sequence[Slot], n: int, quantum_s: float, args: tuple) -> _Tables:
     """Reuse the backward pass over slots[1:] between calls within one interval (the engine
     decides at every step; only the current, shrinking slot and the remaining work change)."""
-    key = (tuple(slots[1:]), tuple(args[0]), args[1], args[2], quantum_s, n)
+    key = (tuple(slots[1:]), tuple(args[0]), *args[1:], quantum_s, n)
     tail = memo.get(key)
     if tail is None:
         tail = _Tables(quantum_s, {}, _terminal(len(slots), n))
@@ -187,6 +201,7 @@ def _with_cached_tail(memo: dict, slots: Sequence[Slot], n: int, quantum_s: floa
 
 _RUN_ROWS = np.array([0, 0, 1])  # FRESH and RUNNING run without a resume, PAUSED after one
 _PAUSE_NEXT = np.array([StartState.FRESH, StartState.PAUSED, StartState.PAUSED])
+_WAITS = np.array([0.0, 1.0, 1.0])[:, None]  # a pause before the first start draws nothing
 
 
 @dataclass(slots=True)
@@ -199,7 +214,7 @@ class _Tables:
 
 def _fill(
     tables: _Tables, slots: Sequence[Slot], modes: Sequence[Mode], overhead_s: float,
-    overhead_power_w: float, *, low: int, high: int | None = None,
+    overhead_power_w: float, waiting_power_w: float, *, low: int, high: int | None = None,
 ) -> None:
     """Fill ``tables.values[t]`` for t = high-1 down to low from ``values[high]`` (choices are
     recovered going forward)."""
@@ -214,9 +229,10 @@ def _fill(
             tables.by_length[length_s] = _slot_tables(length_s, overhead_s, modes, overhead_power_w,
                                                       tables.quantum_s, n)
         joules, gather = tables.by_length[length_s]
-        run = joules * _g_per_j(slot, t) + value[StartState.RUNNING][gather]
+        g_per_j = _g_per_j(slot, t)
+        run = joules * g_per_j + value[StartState.RUNNING][gather]
         best = run.reshape(2, k_count, n + 1).min(axis=1)
-        value = np.minimum(value[_PAUSE_NEXT], best[_RUN_ROWS])
+        value = np.minimum(value[_PAUSE_NEXT] + _WAITS * (waiting_power_w * length_s * g_per_j), best[_RUN_ROWS])
         value[:, 0] = 0.0
         tables.values[t] = value
 
@@ -225,8 +241,10 @@ def _g_per_j(slot: Slot, t: int) -> float:
     return slot.intensity_g_per_kwh * (1.0 + _TIE_BREAK * t) / J_PER_KWH
 
 
-def _choose(tables: _Tables, slots: Sequence[Slot], t: int, state: StartState, index: int, k_count: int) -> int:
-    """The backward pass's choice at (t, state, index): mode row, or -1 to pause; run wins ties."""
+def _choose(tables: _Tables, slots: Sequence[Slot], t: int, state: StartState, index: int, k_count: int,
+            waiting_power_w: float) -> tuple[int, int, float]:
+    """The backward pass's choice at (t, state, index): mode row, or -1 to pause; run wins ties.
+    Also the best run row and the expected saving of pausing over it (> 0 only when it pauses)."""
     joules, gather = tables.by_length[slots[t].duration_s]
     after = tables.values[t + 1]
     offset = k_count if state == StartState.PAUSED else 0
@@ -234,21 +252,25 @@ def _choose(tables: _Tables, slots: Sequence[Slot], t: int, state: StartState, i
     rows = range(offset, offset + k_count)
     costs = [joules[r, index] * g_per_j + after[StartState.RUNNING, gather[r, index]] for r in rows]
     best = min(range(k_count), key=lambda k: costs[k])
-    if after[_PAUSE_NEXT[state], index] < costs[best]:
-        return -1
-    return best
+    waiting_g = waiting_power_w * slots[t].duration_s * g_per_j if state != StartState.FRESH else 0.0
+    pause_g = after[_PAUSE_NEXT[state], index] + waiting_g
+    saving_g = float(costs[best] - pause_g) if np.isfinite(costs[best]) else math.inf
+    if pause_g < costs[best]:
+        return -1, best, saving_g
+    return best, best, saving_g
 
 
 def _forward(
     slots: Sequence[Slot], work_s: float, modes: Sequence[Mode], overhead_s: float,
-    overhead_power_w: float, state: StartState, tables: _Tables,
+    overhead_power_w: float, waiting_power_w: float, state: StartState, tables: _Tables,
 ) -> Plan:
     """Follow the choices from the start, tracking exact (unrounded) remaining work."""
     n = tables.values[0].shape[1] - 1
     remaining_s = work_s
     chosen: list[Mode | None] = []
     run_list: list[float] = []
-    emissions_g = energy_j = 0.0
+    emissions_g = energy_j = waiting_j = pause_saving_g = 0.0
+    first_run: Mode | None = None
     finish = slots[-1].end
     for t, slot in enumerate(slots):
         if remaining_s <= 1e-9:
@@ -257,11 +279,19 @@ def _forward(
             continue
         # Real progress is never below the rounded-down plan, so this index is never above it.
         index = min(math.ceil(remaining_s / tables.quantum_s - 1e-9), n)
-        k = _choose(tables, slots, t, state, index, len(modes))
+        k, best, saving_g = _choose(tables, slots, t, state, index, len(modes), waiting_power_w)
+        if t == 0:
+            first_run = modes[best]
         if k < 0:
             chosen.append(None)
             run_list.append(0.0)
-            if state == StartState.RUNNING:
+            if t == 0:
+                pause_saving_g = saving_g
+            if state != StartState.FRESH:
+                wait_j = waiting_power_w * slot.duration_s
+                waiting_j += wait_j
+                energy_j += wait_j
+                emissions_g += wait_j * slot.intensity_g_per_kwh / J_PER_KWH
                 state = StartState.PAUSED
             continue
         mode = modes[k]
@@ -277,4 +307,5 @@ def _forward(
         state = StartState.RUNNING
         if remaining_s <= 1e-9:
             finish = slot.start + timedelta(seconds=run_s)
-    return Plan(tuple(slots), tuple(chosen), tuple(run_list), emissions_g, energy_j, finish)
+    return Plan(tuple(slots), tuple(chosen), tuple(run_list), emissions_g, energy_j, finish, waiting_j,
+                pause_saving_g, first_run)

@@ -7,13 +7,14 @@ to do when the deadline cannot be met.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from greentrain.errors import ConfigError
 
 __all__ = ["DEADLINE_POLICIES", "PAUSE_MODES", "PolicySettings"]
 
-PAUSE_MODES = ("checkpoint", "suspend")
+PAUSE_MODES = ("checkpoint", "suspend", "auto")
 DEADLINE_POLICIES = ("strict", "best-effort")
 
 
@@ -22,11 +23,20 @@ class PolicySettings:
     """Engine-facing configuration of a loaded policy."""
 
     pause_mode: str = "checkpoint"
-    """'checkpoint': save, leave the step loop, resume later; 'suspend': keep the process, idle the GPU."""
+    """'checkpoint': save, leave the step loop, resume later; 'suspend': keep the process, idle the GPU;
+    'auto': per pause, release (checkpoint) when a relauncher exists and holding would cost more."""
     resume_overhead_s: float | None = None
     """Time lost per resume (restore, warm-up) at full power; None = the engine measures or assumes its default."""
     deadline_policy: str = "strict"
     """'strict': a deadline shorter than the work is an error; 'best-effort': warn and run now."""
+    waiting_power_w: float | None = None
+    """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""
+    max_emissions_g: float | None = None
+    """Carbon budget of the job, grams CO2eq (``greentrain.timing.budget``)."""
+    max_energy_j: float | None = None
+    """Energy budget of the job, joules."""
+    on_budget: str = "stop"
+    """When a budget is spent: 'stop' (checkpoint, exit status 4) or 'warn' (warn once, carry on)."""
 
     def __post_init__(self) -> None:
         if self.pause_mode not in PAUSE_MODES:
@@ -35,5 +45,13 @@ class PolicySettings:
             raise ConfigError(
                 f"deadline_policy: {self.deadline_policy!r} is not one of {', '.join(DEADLINE_POLICIES)}"
             )
+        for name, low in (("waiting_power_w", 0.0), ("max_emissions_g", None), ("max_energy_j", None)):
+            value = getattr(self, name)
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and (
+                low is not None and low <= value < math.inf or low is None and 0 < value < math.inf)
+            if value is not None and not ok:
+                raise ConfigError(f"{name}: must be a number {'>= 0' if low is not None else '> 0'}, got {value!r}")
+        if self.on_budget not in ("stop", "warn"):
+            raise ConfigError(f"on_budget: {self.on_budget!r} is not 'stop' or 'warn'")
         if self.resume_overhead_s is not None and not 0 <= self.resume_overhead_s < 86400:
             raise ConfigError(f"resume_overhead_s: must be in [0, 86400) seconds, got {self.resume_overhead_s}")

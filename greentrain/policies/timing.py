@@ -18,6 +18,7 @@ from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
+from greentrain.policies.planner import J_PER_KWH
 from greentrain.policies.window import (
     capacity_after_pause_s,
     capacity_s,
@@ -26,6 +27,7 @@ from greentrain.policies.window import (
     intensity_slots,
     modes_of,
     pause_decision,
+    pause_net_saving_g,
     run_decision,
     safety_margin_s,
 )
@@ -76,8 +78,13 @@ class ThresholdConfig:
     """Keep room for steps this many standard deviations slower than measured."""
     reserve_s: float = 0.0
     """Fixed time kept free before the deadline, seconds."""
+    min_pause_saving: float = 0.02
+    """Margin for forecast error: pause only if the expected net saving (waiting and resume
+    included) exceeds this fraction of what running the current interval would emit."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.min_pause_saving <= 1:
+            raise ConfigError(f"min_pause_saving: must be in [0, 1] (a fraction), got {self.min_pause_saving}")
         if self.threshold_g_per_kwh is not None and self.threshold_g_per_kwh < 0:
             raise ConfigError(f"threshold_g_per_kwh: must be >= 0, got {self.threshold_g_per_kwh}")
         if not 0 <= self.percentile <= 100:
@@ -108,7 +115,16 @@ class ThresholdPolicy(ConfiguredPolicy):
         need_s = work_s + safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
         if capacity_after_pause_s(snapshot, slots[0].end, end, mode.speed) < need_s:
             return run_decision(mode, now, work_s, "threshold: pausing now would risk the deadline")
-        return pause_decision(snapshot, slots[0].end, f"threshold: {current:.0f} > {level:.0f} g/kWh")
+        # The paused interval's work runs later in a clean interval: expect their mean intensity.
+        clean = [s.intensity_g_per_kwh for s in slots[1:] if s.intensity_g_per_kwh <= level] or [level]
+        saving_g = pause_net_saving_g(snapshot, slots[0], mode.power_w, sum(clean) / len(clean))
+        run_g = mode.power_w * slots[0].duration_s * current / J_PER_KWH
+        margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
+        if saving_g <= margin * run_g:
+            return run_decision(mode, now, work_s, f"threshold: {current:.0f} > {level:.0f} g/kWh, but a pause "
+                                f"saves only {saving_g:.2f} g net of {snapshot.waiting_power_w:.0f} W waiting")
+        return pause_decision(snapshot, slots[0].end, f"threshold: {current:.0f} > {level:.0f} g/kWh; "
+                              f"pausing saves {saving_g:.1f} g net")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from greentrain.clock import ensure_aware_utc
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
-from greentrain.policies.planner import Mode, Slot, StartState
+from greentrain.policies.planner import J_PER_KWH, Mode, Slot, StartState
 
 __all__ = [
     "capacity_after_pause_s",
@@ -24,6 +24,7 @@ __all__ = [
     "intensity_slots",
     "modes_of",
     "pause_decision",
+    "pause_net_saving_g",
     "run_decision",
     "safety_margin_s",
     "start_state",
@@ -157,6 +158,19 @@ def capacity_after_pause_s(snapshot: Snapshot, resume_at: datetime, end: datetim
     """Work that still fits if the job pauses until ``resume_at`` (a started job then pays a resume)."""
     overhead_s = snapshot.resume_overhead_s if snapshot.state != JobState.WAITING else 0.0
     return max(0.0, ((end - resume_at).total_seconds() - overhead_s) * speed)
+
+
+def pause_net_saving_g(snapshot: Snapshot, slot: Slot, power_w: float, later_g_per_kwh: float) -> float:
+    """Expected net emissions saved by pausing through ``slot`` and running its work later at
+    ``later_g_per_kwh``: the running avoided, minus the later running, the held hardware's
+    waiting draw (none before the first start) and the resume a running job adds by pausing."""
+    length_s = slot.duration_s
+    saving_j_g = power_w * length_s * (slot.intensity_g_per_kwh - later_g_per_kwh)
+    if snapshot.state != JobState.WAITING:
+        saving_j_g -= snapshot.waiting_power_w * length_s * slot.intensity_g_per_kwh
+    if snapshot.state == JobState.RUNNING:
+        saving_j_g -= power_w * snapshot.resume_overhead_s * later_g_per_kwh
+    return saving_j_g / J_PER_KWH
 
 
 def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,

@@ -55,8 +55,11 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     if cf and not unknown:
         rows.append(("Run-now counterfactual (same steps, no pauses)", format_mass_g(cf[-1][1])))
     if run.summary.get("emissions_avoided_g") is not None:
-        rows.append(("Avoided (engine, vs run-now at default settings)",
+        rows.append(("Avoided, net (engine, vs run-now at default settings; waiting and resumes count against it)",
                      format_mass_g(float(run.summary["emissions_avoided_g"]))))
+    if run.summary.get("waiting_energy_j"):
+        rows.append(("Drawn while paused or waiting (held devices)",
+                     format_energy_j(float(run.summary["waiting_energy_j"]))))
     if run.summary.get("deadline"):
         met = run.summary.get("deadline_met")
         verdict = {True: "met", False: "MISSED", None: "not finished"}.get(met, "not finished")

@@ -293,7 +293,14 @@ class GreentrainConfig:
     deadline: str | None = None
     """ISO-8601 with timezone or '+H' hours from now."""
     pause_mode: str = "checkpoint"
-    """``checkpoint`` (save and exit; relaunch resumes) or ``suspend`` (wait in-process)."""
+    """``checkpoint`` (save and exit; relaunch resumes), ``suspend`` (wait in-process) or ``auto`` (per pause:
+    release when a relauncher exists and holding the devices would cost more)."""
+    waiting_power_w: float | None = None
+    """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""
+    max_emissions_g: float | None = None
+    """Carbon budget, grams CO2eq: warn once when projected over, stop at a checkpoint (exit 3) when spent."""
+    max_energy_j: float | None = None
+    """Energy budget, joules (as ``max_emissions_g``)."""
     job: str = "greentrain"
     """Job name used in metrics."""
     deadline_policy: str | None = None
@@ -307,8 +314,13 @@ class GreentrainConfig:
 
     def __post_init__(self) -> None:
         c = Checks("greentrain", self)
-        c.need(self.pause_mode in ("checkpoint", "suspend"), "pause_mode",
-               f"{self.pause_mode!r} is not checkpoint or suspend")
+        c.need(self.pause_mode in ("checkpoint", "suspend", "auto"), "pause_mode",
+               f"{self.pause_mode!r} is not checkpoint, suspend or auto")
+        for name, low_ok in (("waiting_power_w", True), ("max_emissions_g", False), ("max_energy_j", False)):
+            value = getattr(self, name)
+            c.need(value is None or (isinstance(value, int | float) and not isinstance(value, bool)
+                                     and (value >= 0 if low_ok else value > 0) and value < float("inf")),
+                   name, f"must be a number {'>= 0' if low_ok else '> 0'}, got {value!r}")
         c.need(self.actuation in ("apply", "advise"), "actuation",
                f"{self.actuation!r} is not apply or advise")
         c.need(self.deadline_policy in (None, "strict", "best-effort"), "deadline_policy",

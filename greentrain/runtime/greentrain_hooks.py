@@ -65,7 +65,8 @@ def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str,
         metrics_allow_public=cfg.metrics.allow_public,
         job=g.job, relaunch=relaunch, actuation=g.actuation,
         state_path=None if not has_checkpoint else f"{cfg.checkpoint.dir}/greentrain-state.json",
-        progress=False,
+        progress=False, waiting_power_w=g.waiting_power_w, max_emissions_g=g.max_emissions_g,
+        max_energy_j=g.max_energy_j,
     )
     policy = extra.pop("policy", g.policy)
     kwargs.update(extra)

@@ -4,7 +4,8 @@
 * ``best_window``: the best single contiguous run at full speed that ends by
   the deadline (the most a start-time-only scheduler could get).
 * ``oracle``: the minimum-emission schedule over pause and every mode, by the
-  same DP the policies use, fed the actual intensities.
+  same DP the policies use, fed the actual intensities, with the same waiting
+  cost (idle-aware: it pauses only where the pause pays for the held draw).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def oracle(trace: TraceIndex, start: datetime, job: SimJob, max_bins: int = 4000
             break
         slots.append(Slot(point.start, min(point.end, deadline), point.intensity_g_per_kwh))
     plan = plan_schedule(slots, job.work_s, job.modes, overhead_s=job.resume_overhead_s,
-                         overhead_power_w=job.full.power_w, state=StartState.FRESH, max_bins=max_bins)
+                         overhead_power_w=job.full.power_w, state=StartState.FRESH, max_bins=max_bins,
+                         waiting_power_w=job.waiting_power_w)
     if plan is None:
         return run_now(trace, start, job)
     ledger = Ledger(job)

@@ -33,6 +33,8 @@ class SimJob:
     """Time at full power without progress each time the job resumes after a pause."""
     profiled: bool = False
     """Give the policy the modes as measured operating points (power dimension)."""
+    waiting_power_w: float = 0.0
+    """Draw while paused between the first start and the finish (held hardware idle; 0 = released)."""
 
     def __post_init__(self) -> None:
         if not self.work_s > 0:
@@ -43,6 +45,8 @@ class SimJob:
             raise ConfigError(
                 f"--resume-overhead-min: must be in [0, 60) minutes, got {self.resume_overhead_s / 60:g}"
             )
+        if not (isinstance(self.waiting_power_w, int | float) and 0 <= self.waiting_power_w < float("inf")):
+            raise ConfigError(f"--idle-power-kw: must be a number >= 0, got {self.waiting_power_w / 1000:g}")
         if not self.modes or any(m.speed <= 0 or m.power_w <= 0 for m in self.modes):
             raise ConfigError("modes: need at least one mode with speed > 0 and power > 0")
 
@@ -68,22 +72,24 @@ class SimJob:
 
     @classmethod
     def constant_power(cls, *, work_h: float, deadline_h: float, power_kw: float = 1.0,
-                       resume_overhead_min: float = 5.0) -> SimJob:
+                       resume_overhead_min: float = 5.0, idle_power_kw: float = 0.0) -> SimJob:
         """A timing-only job drawing ``power_kw`` while it runs."""
         if not power_kw > 0:
             raise ConfigError(f"--power-kw: must be > 0, got {power_kw}")
         return cls(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, power_kw * 1000.0),),
-                   resume_overhead_s=resume_overhead_min * 60)
+                   resume_overhead_s=resume_overhead_min * 60, waiting_power_w=idle_power_kw * 1000.0)
 
     @classmethod
     def from_profile(cls, profile: GPUProfile, workload: str, *, work_h: float, deadline_h: float,
-                     batch_size: int | None = None, gpus: int = 1, resume_overhead_min: float = 5.0) -> SimJob:
+                     batch_size: int | None = None, gpus: int = 1, resume_overhead_min: float = 5.0,
+                     idle_power_kw: float = 0.0) -> SimJob:
         """A job with one mode per measured power limit of ``workload``."""
         if gpus < 1:
             raise ConfigError(f"--gpus: must be >= 1, got {gpus}")
         modes = profile_modes(profile, workload, batch_size, gpus)
         return cls(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=modes,
-                   resume_overhead_s=resume_overhead_min * 60, profiled=True)
+                   resume_overhead_s=resume_overhead_min * 60, profiled=True,
+                   waiting_power_w=idle_power_kw * 1000.0)
 
 
 def profile_modes(profile: GPUProfile, workload: str, batch_size: int | None = None, gpus: int = 1) -> tuple[Mode, ...]:

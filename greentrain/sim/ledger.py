@@ -3,6 +3,8 @@
 Each call to ``step`` is one trace interval, run at a mode or paused. A run
 after a pause first spends the resume overhead at full power without
 progress; the job stops part-way through the interval where its work ends.
+A paused interval after the first start draws the job's ``waiting_power_w``
+(held hardware idling); waiting before the first start draws nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class Ledger:
     state: StartState = StartState.FRESH
     energy_j: float = 0.0
     emissions_g: float = 0.0
+    """Running, resume and waiting emissions (net)."""
+    waiting_energy_j: float = 0.0
+    """Of ``energy_j``: drawn while paused after the first start."""
     resumes: int = 0
     schedule: list[Interval] = field(default_factory=list)
     finished_at: datetime | None = None
@@ -53,7 +58,11 @@ class Ledger:
         if self.done:
             return
         if mode is None:
-            if self.state == StartState.RUNNING:
+            if self.state != StartState.FRESH:
+                wait_j = self.job.waiting_power_w * (point.end - point.start).total_seconds()
+                self.waiting_energy_j += wait_j
+                self.energy_j += wait_j
+                self.emissions_g += wait_j * point.intensity_g_per_kwh / J_PER_KWH
                 self.state = StartState.PAUSED
             return
         length_s = (point.end - point.start).total_seconds()
@@ -78,3 +87,7 @@ class Ledger:
     @property
     def energy_kwh(self) -> float:
         return self.energy_j / J_PER_KWH
+
+    @property
+    def waiting_energy_kwh(self) -> float:
+        return self.waiting_energy_j / J_PER_KWH

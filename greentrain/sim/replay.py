@@ -135,4 +135,5 @@ def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: 
         started_at=started_at,
         operating_points=job.operating_points,
         current_power_limit_w=mode.power_limit_w,
+        waiting_power_w=job.waiting_power_w,
     )

@@ -57,7 +57,8 @@ def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy:
 
 
 def _totals(ledger: Ledger) -> dict[str, Any]:
-    return {"emissions_g": round(ledger.emissions_g, 6), "energy_kwh": round(ledger.energy_kwh, 9)}
+    return {"emissions_g": round(ledger.emissions_g, 6), "energy_kwh": round(ledger.energy_kwh, 9),
+            "waiting_energy_kwh": round(ledger.waiting_energy_kwh, 9)}
 
 
 def run_to_json(result: RunResult, *, power: bool = False) -> dict[str, Any]:
@@ -106,4 +107,6 @@ def summarize(results: Sequence[RunResult], policy_name: str) -> dict[str, Any]:
         "best_window_saving_vs_run_now": _ratio(run_now_g - window_g, run_now_g),
         "oracle_saving_vs_run_now": _ratio(run_now_g - oracle_g, run_now_g),
         "fraction_of_oracle_saving": _ratio(run_now_g - policy_g, run_now_g - oracle_g),
+        "waiting_energy_kwh": round(sum(r.policy.waiting_energy_kwh for r in results), 9),
+        "runs_worse_than_run_now": sum(r.policy.emissions_g > r.run_now.emissions_g + 1e-9 for r in results),
     }

@@ -50,7 +50,7 @@ def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
         sync_actuator_stats(engine)
     if decision.action != Action.RUN:
         engine.job_stats.count_action(decision.action.value)
-        state = JobState.PAUSED if decision.action == Action.PAUSE else JobState.WAITING
+        state = JobState.WAITING if decision.action == Action.DELAY_START else JobState.PAUSED
         engine._set_state(state, now, until=decision.until)
     logged = (decision.action, decision.reason)
     if engine.event_log is not None and (decision.action != Action.RUN or applied or logged != engine._logged):

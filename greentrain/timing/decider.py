@@ -63,6 +63,8 @@ def watch_deadline(engine: Engine, now: datetime) -> None:
 
 
 def maybe_decide(engine: Engine, now: datetime) -> Decision:
+    if engine.budget.active and engine.budget.spent(engine):  # checked every step: stop at the right one
+        return decide(engine, now, JobState.RUNNING)
     if engine._next_decide_at is not None and now < engine._next_decide_at and engine.steps_done > 1:
         return _run("")
     return decide(engine, now, JobState.RUNNING)
@@ -91,15 +93,15 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
         carbon_now=carbon_now, forecast=engine.signals.forecast(now, engine.ledger), deadline=engine.deadline,
         resume_overhead_s=engine.resume_overhead_s, state=state, started_at=engine.first_start,
         current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
-        operating_points=engine.operating_points,
+        operating_points=engine.operating_points, waiting_power_w=engine.waiting.value_w,
     )
     engine.decided_on = engine.signals.fingerprint()
     try:
         decision = engine.policy.decide(snapshot, now)
     except Exception as e:  # a policy bug must not stop training
         engine._note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
-        return _run("policy error: running now")
-    return guard(engine, decision, now)
+        decision = _run("policy error: running now")
+    return engine.budget.check(engine, guard(engine, decision, now), snapshot, now)  # a spent budget wins
 
 
 def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:

@@ -54,6 +54,8 @@ def summary_fields(engine: Any, finished_at: datetime | None) -> dict[str, Any]:
         "steps": engine.steps_done, "tokens": stats.tokens_total, "energy_j": engine.ledger.energy_j,
         "emissions_g": engine.ledger.total_emissions_g(), "emissions_avoided_g": engine.ledger.total_avoided_g(),
         "running_s": engine.running_s, "deadline": engine.deadline, "finished": engine.finished,
+        "waiting_energy_j": engine.waiting.energy_j, "waiting_power_w": engine.waiting.value_w,
+        "waiting_power_source": engine.waiting.source,
         "finished_at": finished_at,
         "deadline_met": verdict.met if verdict is not None and finished_at is not None else None,
         "clock": "simulated" if engine.deadline_watch.simulated else "wall",

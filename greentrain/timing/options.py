@@ -34,8 +34,8 @@ def resolve_pause_mode(requested: str | None, settings: Any, has_checkpoint: boo
         mode = getattr(settings, "pause_mode", None) or "checkpoint"
         if mode == "checkpoint" and not has_checkpoint:
             mode = "suspend"
-    if mode not in ("checkpoint", "suspend"):
-        raise ConfigError(f"pause_mode: {mode!r} is not 'checkpoint' or 'suspend'")
+    if mode not in ("checkpoint", "suspend", "auto"):
+        raise ConfigError(f"pause_mode: {mode!r} is not 'checkpoint', 'suspend' or 'auto'")
     if mode == "checkpoint" and not has_checkpoint:
         raise ConfigError("pause_mode 'checkpoint' needs save=/load= or model= with checkpoint_dir=; "
                           "or use pause_mode='suspend'")

@@ -19,6 +19,8 @@ from typing import Any
 from greentrain.engine import Engine
 from greentrain.exitcodes import RESUME_EXIT_CODE
 from greentrain.policies.base import Action
+from greentrain.timing.budget import BUDGET_EXIT_CODE
+from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.process import ChildProcess, exit_status
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
@@ -63,6 +65,8 @@ class Supervisor:
                 self.engine.step_end()
                 return exit_status(rc)
             decision = self.engine.step_end()
+            if decision.action == Action.STOP:
+                return self._stop_for_budget(decision)
             if decision.action != Action.RUN and not self.engine.finished and self._terminating is None:
                 rc = self._pause(decision)
                 if rc is not None:
@@ -72,7 +76,10 @@ class Supervisor:
     def _pause(self, decision: Any) -> int | None:
         """Pause per mode; a final exit status if the command ended instead of pausing."""
         self.pauses += 1
-        if self.pause_mode == "suspend":
+        mode = self.pause_mode  # auto: this supervisor relaunches the command, so it can always release
+        if mode == "auto":
+            mode = auto_mode(self.engine, decision, can_release=True)
+        if mode == "suspend":
             self.child.suspend()
             self.engine.wait_until(decision.until, decision.reason or "paused")
             self.child.resume()
@@ -89,6 +96,16 @@ class Supervisor:
             return 128 + (self._terminating or signal.SIGINT)
         self._launch()
         return None
+
+    def _stop_for_budget(self, decision: Any) -> int:
+        """A budget is spent: ask the command to save and exit (checkpoint modes) or end it (suspend);
+        greentrain's status is ``BUDGET_EXIT_CODE`` either way."""
+        self.engine._note(f"{decision.reason}; stopping the command")
+        self.child.send(self.checkpoint_signal if self.pause_mode != "suspend" else signal.SIGTERM)
+        if self.child.wait(self.checkpoint_timeout_s) is None:
+            self.child.send(signal.SIGKILL)
+            self.child.wait(10.0)
+        return BUDGET_EXIT_CODE
 
     def _launch(self) -> None:
         self.child.start({"GREENTRAIN_RUN": "1", "GREENTRAIN_RESTARTS": str(self.child.launches),

@@ -47,6 +47,7 @@ class Waiter:
         self._lock = threading.Lock()
         self._replan_lock = threading.Lock()
         self._target: datetime | None = None
+        self._pause_from: tuple[datetime, float | None] | None = None
         self._scheduler: Any = None
         self.replans = 0
         """Number of re-plans that moved the resume time (for tests and the log)."""
@@ -58,6 +59,7 @@ class Waiter:
         engine, clock = self.engine, self.engine.clock
         started = clock.now()
         energy_before_j = self._energy_j()
+        self._pause_from = (started, energy_before_j)
         self._stop.clear()
         leader = engine.is_leader
         if leader:
@@ -65,6 +67,7 @@ class Waiter:
                 self._target = self._clamp(when, started)
             self._schedule()
             self._announce(reason)
+            engine.waiting.announce()
         interrupted = False
         try:
             with _Countdown(self, reason, enabled=leader and self.progress) as countdown:
@@ -183,6 +186,7 @@ class Waiter:
         engine = self.engine
         with self._replan_lock:
             now = engine.clock.now()
+            self._measure_waiting(now, final=False)  # the re-plan sees the draw measured so far
             try:
                 new_target = engine.replan_paused(now, force=at_wake)
             except Exception as e:  # never let the scheduler thread die silently
@@ -213,26 +217,47 @@ class Waiter:
     # ---- accounting and display -------------------------------------------------------------------
 
     def _energy_j(self) -> float | None:
+        """Energy of the devices a pause holds (``Monitor.held_energy_j``: the GPUs), else the whole total."""
         monitor = self.engine.monitor
-        if monitor is None or not hasattr(monitor, "total_energy_j"):
+        read = getattr(monitor, "held_energy_j", None) or getattr(monitor, "total_energy_j", None)
+        if read is None:
             return None
         try:
-            return float(monitor.total_energy_j())
+            return float(read())
         except Exception:
             return None
+
+    def _measure_waiting(self, now: datetime, *, final: bool, energy_now_j: float | None = None) -> None:
+        """Feed the held devices' draw over this pause so far to ``engine.waiting``."""
+        if self._pause_from is None or self.engine.monitor is None:
+            return
+        started, before_j = self._pause_from
+        after_j = energy_now_j if final else self._energy_j()
+        energy_j = None if after_j is None or before_j is None else max(0.0, after_j - before_j)
+        real_s = (now - started).total_seconds() / self.engine.clock.speedup  # energy is in real joules
+        self.engine.waiting.observe_pause(energy_j, real_s, final=final)
 
     def _account_idle(self, started: datetime, energy_before_j: float | None) -> None:
         """Idle draw during the wait is real: price it, and run-now would not have spent it."""
         energy_after_j = self._energy_j()
-        if energy_before_j is None or energy_after_j is None:
-            return
+        self._measure_waiting(self.engine.clock.now(), final=True, energy_now_j=energy_after_j)
+        self._pause_from = None
         engine = self.engine
-        idle_j = max(0.0, energy_after_j - energy_before_j)
         now = engine.clock.now()
+        if engine.waiting.released:  # the devices were given back: only a user's figure is charged
+            if engine.waiting.user_w is None:
+                return
+            idle_j = engine.waiting.user_w * (now - started).total_seconds() / engine.clock.speedup
+        elif energy_before_j is None or energy_after_j is None:
+            return
+        else:
+            idle_j = max(0.0, energy_after_j - energy_before_j)
         entry = engine.ledger.record(idle_j, started + (now - started) / 2, None)
         engine.job_stats.add(energy_j=entry.energy_j, emissions_g=entry.emissions_g,
                              emissions_avoided_g=entry.avoided_g)
         engine._mark_unpriced(entry)
+        engine.job_stats.update(waiting_energy_j=engine.job_stats.waiting_energy_j + entry.energy_j,
+                                waiting_power_w=engine.waiting.value_w)
 
     def planned_resume(self) -> datetime | None:
         """The one time people are told: the plan's resume (not the policy's next look), guard-clamped."""

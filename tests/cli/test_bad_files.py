@@ -207,7 +207,7 @@ def test_every_policy_setting_with_a_wrong_type(key: str, tmp_path: Path,
     table = "policy" if key == "description" else "settings"
     path.write_text(f"{GOOD_POLICY}[{table}]\n{key} = 5\n".replace(f"[{table}]\n", f"\n[{table}]\n")
                     if table == "settings" else f"{GOOD_POLICY}{key} = 5\n", encoding="utf-8")
-    if key == "resume_overhead_s":  # a number is right here: give it a string
+    if key in ("resume_overhead_s", "waiting_power_w", "max_emissions_g", "max_energy_j"):  # a number is right: a string
         path.write_text(f'{GOOD_POLICY}[settings]\n{key} = "long"\n', encoding="utf-8")
     code, err = cli(capsys, "policy", "validate", str(path))
     assert_one_clean_error(code, err, str(path), f"{table}.{key}")

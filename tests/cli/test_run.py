@@ -38,6 +38,10 @@ def run_cli(args: list[str]) -> int:
         (["--interval-s", "0"], "--interval-s"),
         (["--estimate-hours", "-2"], "--estimate-hours"),
         (["--replay-start", "2022-01-01T00:00Z"], "--replay-speedup"),
+        (["--max-emissions-g", "-5"], "--max-emissions-g"),
+        (["--max-energy-j", "lots"], "--max-energy-j"),
+        (["--waiting-power-w", "-1"], "--waiting-power-w"),
+        (["--waiting-power-w", "nan"], "--waiting-power-w"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

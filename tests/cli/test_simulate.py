@@ -54,14 +54,41 @@ def test_json_matches_hand_computed_case(tmp_path, capsys):
         {"start": "2022-03-01T03:00:00Z", "end": "2022-03-01T04:30:00Z"},
     ]
     assert run["finished_at"] == "2022-03-01T04:30:00Z" and run["deadline_met"] is True
-    assert run["emissions_g"] == pytest.approx(4.5)  # 1 kW default
-    assert run["energy_kwh"] == pytest.approx(2.5)  # 2 h of work + 30 min resume overhead
+    # 1 kW default; held idle 0.12 kW (the default ratio) through hour 2 at 9 g/kWh: 0.12 kWh, 1.08 g.
+    assert run["emissions_g"] == pytest.approx(4.5 + 1.08)
+    assert run["waiting_energy_kwh"] == pytest.approx(0.12)
+    assert run["energy_kwh"] == pytest.approx(2.5 + 0.12)  # 2 h of work + 30 min resume overhead + waiting
     assert run["baselines"]["run_now"]["emissions_g"] == pytest.approx(6.0)
+    assert run["baselines"]["run_now"]["waiting_energy_kwh"] == 0.0
     assert run["baselines"]["best_window"]["emissions_g"] == pytest.approx(6.0)
-    assert run["baselines"]["oracle"]["emissions_g"] == pytest.approx(4.5)
+    assert run["baselines"]["oracle"]["emissions_g"] == pytest.approx(5.58)
     summary = doc["summary"]
     assert summary["runs"] == 1 and summary["deadlines_missed"] == 0
     assert summary["fraction_of_oracle_saving"] == pytest.approx(1.0)
+    assert summary["idle_power_kw"] == pytest.approx(0.12) and summary["runs_worse_than_run_now"] == 0
+
+
+def test_idle_power_released_and_net_negative_pause(tmp_path, capsys):
+    trace = write_trace(tmp_path, [5, 1, 9, 1, 5, 2, 2, 2])
+    code, out, _ = run_cli(capsys, "--trace", str(trace), "--policy", "forecast-optimal", "--idle-power-kw", "0",
+                           *BASE)
+    run = json.loads(out)["runs"][0]
+    assert code == 0 and run["emissions_g"] == pytest.approx(4.5) and run["waiting_energy_kwh"] == 0.0
+    # Held at 0.5 kW the pause through hour 2 costs 4.5 g: 4.5 + 4.5 = 9 > run-now's 6. The idle-aware
+    # oracle instead runs hours 0-1 (5 + 1 = 6 g; delaying the start to hours 3-4 also costs 6, later).
+    code, out, _ = run_cli(capsys, "--trace", str(trace), "--policy", "forecast-optimal", "--idle-power-kw",
+                           "0.5", *BASE)
+    run = json.loads(out)["runs"][0]
+    assert run["baselines"]["oracle"]["emissions_g"] == pytest.approx(6.0)
+    assert run["emissions_g"] == pytest.approx(6.0) and run["waiting_energy_kwh"] == 0.0
+
+
+@pytest.mark.parametrize("value", ["-0.1", "abc", "nan"])
+def test_bad_idle_power_is_one_line_exit_2(tmp_path, capsys, value):
+    trace = write_trace(tmp_path, [5, 1, 9, 1, 5, 2, 2, 2])
+    code, out, err = run_cli(capsys, "--trace", str(trace), "--idle-power-kw", value, *BASE)
+    assert code == 2 and out == ""
+    assert "--idle-power-kw" in err and len(err.strip().splitlines()) == 1
 
 
 def test_power_kw_and_lca_column(tmp_path, capsys):

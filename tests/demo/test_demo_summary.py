@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from greentrain.demo.state import DemoState
-from greentrain.demo.summary import rows, summarize_run
+from greentrain.demo.summary import summary_json, rows, summarize_run
 
 
 def _state(steps_total: int = 3) -> DemoState:
@@ -52,7 +52,11 @@ def test_summary_of_a_finished_run(tmp_path: Path) -> None:
     table = dict(rows(s))
     assert "gpu0: measured" in table["Energy"] and "cpu-estimate: estimated" in table["Energy"]
     assert "deadline met" in table["Finished vs deadline (simulated)"]
-    assert table["Avoided vs run-now"].startswith("1.00 mgCO2eq (33.3 %) by timing the steps")
+    # Net first (run-now 3 - emitted 2.5 = 0.5 mg), then its breakdown: timing 1.0 minus waiting 0.5.
+    assert table["Avoided vs run-now (net)"] == "0.500 mgCO2eq (16.7 %) = timing the steps 1.00 mgCO2eq − idle while waiting 0.500 mgCO2eq"
+    doc = summary_json(s)
+    assert doc["emissions_avoided_net_g"] == 0.0005 and abs(doc["emissions_avoided_gross_g"] - 0.001) < 1e-12
+    assert abs(doc["waiting_emissions_g"] - 0.0005) < 1e-12 and doc["deadline_met"] is True
     assert "idle while waiting 0.500 mgCO2eq" in table["Emissions"]
 
 

@@ -1,0 +1,121 @@
+"""Carbon and energy budgets: project the job's total, warn once, stop at a checkpoint when spent.
+
+A job may set ``max_emissions_g`` and/or ``max_energy_j``. At every decision
+the leader projects the job's total: what it has spent (running and waiting,
+from the engine's ledger) plus the remaining work at its measured energy per
+running second, priced at the mean known/forecast intensity over the time it
+still needs. When the projection first exceeds a budget it warns once (a note
+on the terminal and in the run log) and the metrics carry the remaining and
+projected figures (``greentrain_job_budget_remaining_grams``,
+``greentrain_job_budget_projected_grams``). With ``on_budget="stop"`` (the
+default) a spent budget turns the decision into ``Action.STOP``: the job saves
+a checkpoint and exits with ``BUDGET_EXIT_CODE``; ``"warn"`` only warns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from greentrain.errors import ConfigError
+from greentrain.exitcodes import BUDGET_SPENT_EXIT_CODE
+from greentrain.policies.base import Action, Decision, Snapshot
+from greentrain.timing.ledger import J_PER_KWH
+
+if TYPE_CHECKING:
+    from greentrain.engine import Engine
+
+__all__ = ["BUDGET_EXIT_CODE", "Budget", "ON_BUDGET"]
+
+BUDGET_EXIT_CODE = BUDGET_SPENT_EXIT_CODE  # 4, distinct from a missed deadline (3)
+"""Exit status of a job stopped at a checkpoint because its carbon or energy budget is spent."""
+ON_BUDGET = ("stop", "warn")
+
+
+def _limit(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ConfigError(f"{name}: must be a number > 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(slots=True)
+class Budget:
+    """Limits of one job and the state of its warning."""
+
+    max_emissions_g: float | None = None
+    max_energy_j: float | None = None
+    on_budget: str = "stop"
+    """'stop': save a checkpoint and exit with ``BUDGET_EXIT_CODE`` once a budget is spent; 'warn': only warn."""
+    warned: bool = False
+    projected_g: float | None = None
+    projected_j: float | None = None
+
+    def __post_init__(self) -> None:
+        self.max_emissions_g = _limit(self.max_emissions_g, "max_emissions_g")
+        self.max_energy_j = _limit(self.max_energy_j, "max_energy_j")
+        if self.on_budget not in ON_BUDGET:
+            raise ConfigError(f"on_budget: {self.on_budget!r} is not one of {', '.join(ON_BUDGET)}")
+
+    @property
+    def active(self) -> bool:
+        return self.max_emissions_g is not None or self.max_energy_j is not None
+
+    def project(self, engine: Engine, snapshot: Snapshot | None, now: datetime) -> tuple[float, float]:
+        """(grams, joules) the whole job is projected to cost: spent + remaining work at the measured rate."""
+        spent_g, spent_j = engine.ledger.emissions_g, engine.ledger.energy_j
+        work_s = engine.work_remaining_s() or 0.0
+        running_j = max(0.0, spent_j - engine.waiting.energy_j)
+        rate_w = running_j / engine.running_s if engine.running_s > 0 else 0.0  # J per job-clock second
+        left_j = rate_w * work_s
+        return spent_g + left_j / J_PER_KWH * _mean_intensity(engine, snapshot, now, work_s), spent_j + left_j
+
+    def check(self, engine: Engine, decision: Decision, snapshot: Snapshot | None, now: datetime) -> Decision:
+        """Update the projection and metrics; warn once; STOP when a budget is spent (``on_budget='stop'``)."""
+        if not self.active:
+            return decision
+        self.projected_g, self.projected_j = self.project(engine, snapshot, now)
+        stats: dict[str, Any] = {"budget_projected_g": self.projected_g if self.max_emissions_g else None}
+        if self.max_emissions_g is not None:
+            stats["budget_remaining_g"] = self.max_emissions_g - engine.ledger.emissions_g
+        engine.job_stats.update(**stats)
+        over = self._over(self.projected_g, self.projected_j)
+        if over and not self.warned:
+            self.warned = True
+            engine._note(f"budget: projected {over}; "
+                         + ("stopping at a checkpoint when it is spent" if self.on_budget == "stop" else "warning only"))
+        spent = self.spent(engine)
+        if spent and self.on_budget == "stop":
+            return replace(decision, action=Action.STOP, until=None, reason=f"budget spent: {spent}")
+        return decision
+
+    def spent(self, engine: Engine) -> str:
+        """Why a budget is spent ('' while none is)."""
+        return self._over(engine.ledger.emissions_g, engine.ledger.energy_j, spent=True)
+
+    def _over(self, grams: float, joules: float, spent: bool = False) -> str:
+        def exceeds(value: float, limit: float | None) -> bool:
+            return limit is not None and (value >= limit if spent else value > limit)
+
+        verb = "spent" if spent else "total"
+        if exceeds(grams, self.max_emissions_g):
+            return f"{verb} {grams:.3g} g of max_emissions_g {self.max_emissions_g:.3g} g"
+        if exceeds(joules, self.max_energy_j):
+            return f"{verb} {joules:.3g} J of max_energy_j {self.max_energy_j:.3g} J"
+        return ""
+
+
+def _mean_intensity(engine: Engine, snapshot: Snapshot | None, now: datetime, work_s: float) -> float:
+    """Mean intensity over the next ``work_s`` (known and forecast points), else the current value."""
+    points = []
+    if snapshot is not None:
+        end = now + timedelta(seconds=max(work_s, 1.0))
+        points = [p for p in ((snapshot.carbon_now,) if snapshot.carbon_now else ()) + snapshot.forecast
+                  if p.end > now and p.start < end]
+    if points:
+        return sum(p.intensity_g_per_kwh for p in points) / len(points)
+    current = engine.ledger.intensity_at(now)
+    return current if current is not None else 0.0
