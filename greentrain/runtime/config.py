@@ -114,8 +114,9 @@ class ParallelConfig:
     """Shard norms/activations along the sequence in TP regions."""
     loss_parallel: bool = True
     """Compute cross-entropy on vocab-sharded logits (TP only)."""
-    reshard_after_forward: bool = True
-    """FSDP2: free gathered parameters after forward (ZeRO-3) or keep them (ZeRO-2)."""
+    reshard_after_forward: bool | None = None
+    """FSDP2: free gathered parameters after forward (ZeRO-3) or keep them (ZeRO-2). Default: chosen by the
+    planner (kept under pipeline parallelism, where every microbatch would gather them again)."""
     cpu_offload: bool = False
     """FSDP2: keep sharded parameters and optimizer state on the CPU."""
     device_memory_gb: float | None = None
@@ -233,10 +234,14 @@ class MetricsConfig:
     """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged)."""
     log_every: int = 1
     """Print a progress line every N steps (rank 0)."""
+    fetch_every: int | None = None
+    """Read loss and grad norm from the device every N steps (one host sync per N steps; a step hook such
+    as a greentrain session still reads every step). Default: 10 on a GPU, 1 on the CPU."""
 
     def __post_init__(self) -> None:
         _need(self.port is None or 0 <= self.port <= 65535, "metrics.port", "must be within 0..65535")
         _need(self.log_every >= 1, "metrics.log_every", "must be >= 1")
+        _need(self.fetch_every is None or self.fetch_every >= 1, "metrics.fetch_every", "must be >= 1")
 
 
 @dataclass(kw_only=True, slots=True)
