@@ -171,8 +171,8 @@ class Trainer:
             losses: list[torch.Tensor] = []
             target = y if has_last else None
             with self._loss_parallel(), self._autocast():
-                if has_first:
-                    built.schedule.step(x, target=target, losses=losses)
+                if has_first:  # stages check input strides (torch 2.11): never hand them a strided view
+                    built.schedule.step(x.contiguous(), target=target, losses=losses)
                 else:
                     built.schedule.step(target=target, losses=losses)
             if has_last:
