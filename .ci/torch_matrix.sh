@@ -18,6 +18,7 @@ VENV_ROOT=${GT_TORCH_VENV_ROOT:-$HOME/.cache/greentrain/torch-venvs}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 # The tests the torch build can break: everything that starts ranks, checkpoints, compiles or trains.
 TESTS=(
+  tests/runtime/test_harness.py
   tests/runtime/test_layouts.py
   tests/runtime/test_checkpoint.py
   tests/runtime/test_fast_path.py
