@@ -7,6 +7,11 @@ checkpoint, trains to ``train.steps``, checkpoints every ``interval`` steps and
 at the end, and after each step hands ``(step, tokens, loss)`` to an optional
 hook (the greentrain session), which may switch precision or stop the run
 after a checkpoint (pause) — a relaunch continues with no lost step.
+
+Per step nothing waits for the device: batches come prefetched
+(``Prefetcher``), and loss and gradient norm stay on the device until the
+``MetricsFetcher`` reads them, every ``metrics.fetch_every`` steps, at
+checkpoint steps, or every step when a hook needs the loss.
 """
 
 from __future__ import annotations
