@@ -9,10 +9,14 @@ overhead <= 2 %.
     python benchmarks/runtime.py                  # CPU
     python benchmarks/runtime.py --rounds 8 --steps 5 --dim 256
 
-GPU section (runs only where CUDA exists): the same comparison in bf16 on the
-125m preset, torchtitan's Llama trainer when it is installed, and energy per
-token at power-limit operating points read from NVML. Without a GPU it prints
-"not measured: no GPU lent to this task".
+    python benchmarks/runtime.py --device cuda    # Trainer vs plain compiled vs HF Llama, 1b shape
+
+CUDA section (``--device cuda``, or after the CPU comparison where CUDA
+exists): see runtime_device.py: the Trainer, a plain ``torch.compile`` loop of
+the same model, data and optimizer, and Hugging Face Llama of the same shape,
+interleaved in one process; tokens/s, MFU and energy per token from NVML's
+counter (read-only). Without CUDA it prints "not measured". ``--device cpu
+--three-way --shape tiny`` runs that same section on the CPU (a smoke run).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # no spinning worker threads: ste
 
 import torch  # noqa: E402
 
-from greentrain.runtime.builder import cross_entropy  # noqa: E402
+from greentrain.runtime.builder import cross_entropy, fused_supported  # noqa: E402
 from greentrain.runtime.config import config_from_dict  # noqa: E402
 from greentrain.runtime.model import Transformer, init_weights  # noqa: E402
 from greentrain.runtime.trainer import Trainer  # noqa: E402
@@ -48,8 +52,9 @@ class PlainLoop:
     def __init__(self, cfg, batches, device: torch.device, dtype: torch.dtype | None) -> None:
         self.model = Transformer(cfg.model).to(device)
         init_weights(self.model, cfg.model, cfg.train.seed, device)
+        impl = {"fused": True} if fused_supported(device) else {"foreach": True}  # as the Trainer
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.95), eps=1e-8,
-                                     foreach=True)
+                                     **impl)
         self.batches, self.device, self.dtype, self.step = batches, device, dtype, 0
 
     def train_step(self) -> float:
@@ -102,50 +107,33 @@ def compare(args: argparse.Namespace, device_name: str, dtype: str = "fp32") -> 
             "overhead_pct": (best["plain"] / best["runtime"] - 1) * 100}
 
 
-def gpu_section(args: argparse.Namespace) -> None:
-    if not torch.cuda.is_available():
-        print("GPU: not measured: no GPU lent to this task")
+def device_section(args: argparse.Namespace, device: str) -> None:
+    """Trainer vs plain compiled loop vs HF Llama at ``--shape`` on ``device``, interleaved (see runtime_device)."""
+    from runtime_device import run_device_comparison
+
+    from greentrain.runtime.config import load_config
+
+    if device == "cuda" and not torch.cuda.is_available():
+        print("cuda: not measured: no CUDA device here")
         return
-    name = torch.cuda.get_device_name()
-    big = argparse.Namespace(**{**vars(args), "dim": 768, "layers": 18, "heads": 12, "seq_len": 1024, "batch": 8})
-    result = compare(big, "cuda", "bf16")
-    print(f"GPU {name} 125m bf16: runtime {result['runtime_tokens_per_s']:,.0f} tok/s, plain "
-          f"{result['plain_tokens_per_s']:,.0f} tok/s, ratio {result['ratio']:.3f}")
-    try:
-        import torchtitan  # noqa: F401
-
-        print("torchtitan installed: run its llama3 debug config with the same shape for the comparison")
-    except ImportError:
-        print("torchtitan comparison: not measured (torchtitan not installed)")
-    _energy_per_token(big)
-
-
-def _energy_per_token(args: argparse.Namespace) -> None:
-    """Energy per token at a few power limits (needs NVML and the right to set limits)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-        low, high = pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
-        original = pynvml.nvmlDeviceGetPowerManagementLimit(handle)
-    except Exception as e:  # no NVML or no permission: say so, do not guess
-        print(f"energy per token: not measured ({type(e).__name__}: {e})")
-        return
-    trainer = Trainer(_config(args, "cuda", "bf16"))
-    tokens = args.steps * args.batch * args.seq_len
-    try:
-        for limit_mw in sorted({high, (high + low) // 2, low}, reverse=True):
-            pynvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
-            e0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-            elapsed, _ = _timed(trainer.train_step, args.steps, trainer.device)
-            energy_j = (pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) - e0) / 1000
-            print(f"  power limit {limit_mw / 1000:.0f} W: {tokens / elapsed:,.0f} tok/s, "
-                  f"{energy_j / tokens * 1000:.3f} mJ/token (measured)")
-    except Exception as e:
-        print(f"energy per token: stopped ({type(e).__name__}: {e})")
-    finally:
-        pynvml.nvmlDeviceSetPowerManagementLimit(handle, original)  # restore on every path
+    cfg = load_config(args.shape)
+    cfg = cfg.replace("parallel", mesh="manual", dp_shard=1, dp_replicate=1, tp=1, pp=1)
+    cfg = cfg.replace("train", device=device, global_batch=args.device_batch or cfg.train.global_batch,
+                      grad_accum=1, ac="none", compile=not args.no_compile, compile_backend=args.compile_backend,
+                      dtype=args.dtype, warmup_steps=0, decay="constant")
+    cfg = cfg.replace("checkpoint", dir=None)
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    print(f"{device} ({name}), shape {args.shape}: batch {cfg.train.global_batch} x {cfg.train.seq_len}, "
+          f"{cfg.train.dtype}, compile={cfg.train.compile} ({cfg.train.compile_backend}), "
+          f"{args.device_rounds} rounds of {args.device_steps} steps after {args.warmup} warm-up steps")
+    rows = run_device_comparison(cfg, steps=args.device_steps, rounds=args.device_rounds, warmup=args.warmup,
+                                 with_hf=not args.no_hf)
+    print("| | tokens/s | ratio to plain compiled | MFU | energy per token |")
+    print("|---|---|---|---|---|")
+    for who, row in rows.items():
+        mfu = f"{row['mfu'] * 100:.1f} %" if row["mfu"] is not None else "n/a (peak unknown)"
+        mj = f"{row['mj_per_token']:.3f} mJ (NVML counter)" if row["mj_per_token"] is not None else "not measured"
+        print(f"| {who} | {row['tokens_per_s']:,.0f} | {row['ratio_to_plain']:.3f} | {mfu} | {mj} |")
 
 
 def main() -> None:
@@ -158,9 +146,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="steps per timed block")
     parser.add_argument("--rounds", type=int, default=12, help="interleaved A/B blocks")
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--skip-gpu", action="store_true")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="cpu: the CPU comparison; cuda: the three-way CUDA section; auto: both where CUDA exists")
+    parser.add_argument("--three-way", action="store_true", help="with --device cpu: run the device section on CPU")
+    parser.add_argument("--shape", default="1b", help="preset for the device section (1b, 125m, tiny)")
+    parser.add_argument("--device-batch", type=int, default=8, help="global batch of the device section")
+    parser.add_argument("--device-steps", type=int, default=5, help="steps per timed block, device section")
+    parser.add_argument("--device-rounds", type=int, default=6, help="interleaved blocks per contender")
+    parser.add_argument("--dtype", default="bf16", help="device section precision")
+    parser.add_argument("--compile-backend", default="inductor")
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--no-hf", action="store_true", help="leave Hugging Face Llama out")
+    parser.add_argument("--skip-gpu", action="store_true", help="same as --device cpu")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    device = "cpu" if args.skip_gpu else args.device
+    if device == "cuda":
+        device_section(args, "cuda")
+        return
+    if args.three_way:
+        device_section(args, "cpu")
+        return
     result = compare(args, "cpu")
     print(f"CPU dim={args.dim} layers={args.layers} seq={args.seq_len} batch={args.batch} "
           f"threads={torch.get_num_threads()}: median runtime {result['runtime_tokens_per_s']:,.0f} tok/s, "
@@ -168,8 +174,8 @@ def main() -> None:
           f"{result['cpu_ratio']:.3f}); best block runtime {result['best_runtime_tokens_per_s']:,.0f}, plain "
           f"{result['best_plain_tokens_per_s']:,.0f} (ratio {result['best_ratio']:.3f}, overhead "
           f"{result['overhead_pct']:+.1f} %; goal <= 2 %)")
-    if not args.skip_gpu:
-        gpu_section(args)
+    if device == "auto":
+        device_section(args, "cuda")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ with no file of its own (a larger mesh) keeps its fresh state.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import re
@@ -27,6 +28,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 from torch import nn
+from torch.distributed.checkpoint._traverse import set_element
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.planner import ReadItem
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -86,6 +90,27 @@ def _quiet_dcp_failures():
         yield
     finally:
         root.removeFilter(dropper)
+
+
+class _HostLoadPlanner(DefaultLoadPlanner):
+    """DCP's default load planner, but non-tensor items are unpickled onto the CPU.
+
+    DCP reads tensor items with ``map_location="cpu"``, but unpickles the other
+    items (``BYTE_IO``) with the location tag recorded at save time. A tag this
+    process cannot restore (seen on a GPU host under torch 2.11 after an async
+    save on HSDP: "don't know how to restore data location ... (tagged with
+    cpu:0)") then fails the whole load. Mapping them to the CPU, as the tensor
+    items already are, makes the tag irrelevant; the state-dict setters move
+    everything to the model's device afterwards.
+    """
+
+    def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
+        # The same as DefaultLoadPlanner.load_bytes (torch 2.11-2.14) plus map_location.
+        obj = torch.load(value, map_location="cpu", weights_only=False)
+        if self.flatten_state_dict:
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
+        else:
+            self.state_dict[read_item.dest_index.fqn] = obj
 
 
 @contextlib.contextmanager
@@ -224,7 +249,7 @@ class Checkpointer:
             raise ConfigError(f"--checkpoint-dir {self.folder}: step-{step} is missing or incomplete")
         with _quiet_single_process():
             state, keys = self._state({"step": 0, "tokens": 0})
-            dcp.load(state, checkpoint_id=str(path))
+            dcp.load(state, checkpoint_id=str(path), planner=_HostLoadPlanner())
         for (part, optim), (mkeys, okeys) in zip(zip(self.parts, self.optimizers), keys):
             set_model_state_dict(part, {k: state["model"][k] for k in mkeys})
             set_optimizer_state_dict(part, optim, {k: state["optim"][k] for k in okeys}, options=_OPTIM_OPTS)

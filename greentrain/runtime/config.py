@@ -136,8 +136,9 @@ class ParallelConfig:
     """Shard norms/activations along the sequence in TP regions."""
     loss_parallel: bool = True
     """Compute cross-entropy on vocab-sharded logits (TP only)."""
-    reshard_after_forward: bool = True
-    """FSDP2: free gathered parameters after forward (ZeRO-3) or keep them (ZeRO-2)."""
+    reshard_after_forward: bool | None = None
+    """FSDP2: free gathered parameters after forward (ZeRO-3) or keep them (ZeRO-2). Default: chosen by the
+    planner (kept under pipeline parallelism, where every microbatch would gather them again)."""
     cpu_offload: bool = False
     """FSDP2: keep sharded parameters and optimizer state on the CPU."""
     device_memory_gb: float | None = None
@@ -272,11 +273,15 @@ class MetricsConfig:
     """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged)."""
     log_every: int = 1
     """Print a progress line every N steps (rank 0)."""
+    fetch_every: int | None = None
+    """Read loss and grad norm from the device every N steps (one host sync per N steps; a step hook such
+    as a greentrain session still reads every step). Default: 10 on a GPU, 1 on the CPU."""
 
     def __post_init__(self) -> None:
         c = Checks("metrics", self)
         c.int_range("port", 0, 65535, none_ok=True)
         c.int_range("log_every", 1, MAX_STEPS)
+        c.int_range("fetch_every", 1, MAX_STEPS, none_ok=True)
         c.done()
 
 

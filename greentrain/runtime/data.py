@@ -87,7 +87,9 @@ class ByteCorpus:
             offset = window * self.seq_len
             rows.append(self.corpus[offset:offset + self.seq_len + 1])
         block = torch.stack(rows).long()
-        return block[:, :-1], block[:, 1:]
+        # Contiguous halves: strided views of the (B, T+1) block fail pipeline stages' stride
+        # check on some torch builds (2.11) and cannot be pinned without a copy anyway.
+        return block[:, :-1].contiguous(), block[:, 1:].contiguous()
 
 
 class StepBatches:

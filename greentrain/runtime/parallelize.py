@@ -1,14 +1,19 @@
-"""Apply the parallelisms to a (meta-device) model in the fixed order TP → AC → compile → FSDP."""
+"""Apply the parallelisms to a (meta-device) model in the fixed order TP → AC → compile → FSDP.
+
+On a mesh of one (no TP, FSDP or pipeline) the model stays a plain module:
+no DTensor, no FSDP hooks, and ``compile`` takes the whole model as one graph.
+"""
 
 from __future__ import annotations
 
 from torch import nn
 
 from greentrain.runtime.ac import apply_ac
-from greentrain.runtime.compiling import apply_compile
+from greentrain.runtime.compiling import apply_compile, apply_compile_whole
 from greentrain.runtime.config import JobConfig
 from greentrain.runtime.fsdp import apply_fsdp
 from greentrain.runtime.parallel_dims import ParallelDims
+from greentrain.runtime.planner import choose_reshard_after_forward
 from greentrain.runtime.tp import apply_tp
 
 __all__ = ["parallelize"]
@@ -21,9 +26,14 @@ def parallelize(model: nn.Module, dims: ParallelDims, cfg: JobConfig) -> nn.Modu
         apply_tp(model, dims.mesh["tp"], sequence_parallel=par.sequence_parallel,
                  loss_parallel=par.loss_parallel, n_heads=cfg.model.n_heads, n_kv_heads=cfg.model.kv_heads)
     apply_ac(model, train.ac, every=train.ac_every)
-    if train.compile:
-        apply_compile(model, backend=train.compile_backend)
+    if train.compile and not dims.distributed:
+        apply_compile_whole(model, backend=train.compile_backend)
+    elif train.compile:
+        apply_compile(model, backend=train.compile_backend)  # per block, before fully_shard
     if dims.dp_enabled:
-        apply_fsdp(model, dims.fsdp_mesh(), precision=train.dtype,
-                   reshard_after_forward=par.reshard_after_forward, cpu_offload=par.cpu_offload)
+        reshard = par.reshard_after_forward
+        if reshard is None:
+            reshard = choose_reshard_after_forward(dims.pp_enabled)
+        apply_fsdp(model, dims.fsdp_mesh(), precision=train.dtype, reshard_after_forward=reshard,
+                   cpu_offload=par.cpu_offload)
     return model

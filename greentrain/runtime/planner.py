@@ -20,7 +20,20 @@ from dataclasses import dataclass
 from greentrain.errors import ConfigError
 from greentrain.runtime.model import count_params
 
-__all__ = ["Hardware", "LayoutEstimate", "Plan", "plan_mesh", "detect_hardware", "resolve_auto_mesh"]
+__all__ = ["Hardware", "LayoutEstimate", "Plan", "plan_mesh", "detect_hardware", "resolve_auto_mesh",
+           "choose_reshard_after_forward"]
+
+
+def choose_reshard_after_forward(pp_enabled: bool) -> bool:
+    """FSDP2's ``reshard_after_forward`` when the config leaves it open.
+
+    Without pipelining: reshard (ZeRO-3); the backward all-gather it costs is
+    prefetched behind the previous block's compute, and the memory it frees is
+    what lets large models fit. With pipelining every stage runs its forward
+    once per microbatch: resharding would gather the same parameters again for
+    each of them, so they are kept (ZeRO-2) for the step.
+    """
+    return not pp_enabled
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

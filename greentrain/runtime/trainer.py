@@ -7,6 +7,11 @@ checkpoint, trains to ``train.steps``, checkpoints every ``interval`` steps and
 at the end, and after each step hands ``(step, tokens, loss)`` to an optional
 hook (the greentrain session), which may switch precision or stop the run
 after a checkpoint (pause) — a relaunch continues with no lost step.
+
+Per step nothing waits for the device: batches come prefetched
+(``Prefetcher``), and loss and gradient norm stay on the device until the
+``MetricsFetcher`` reads them, every ``metrics.fetch_every`` steps, at
+checkpoint steps, or every step when a hook needs the loss.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from greentrain.runtime.checkpoint import Checkpointer
 from greentrain.runtime.clip import clip_grad_norm_
 from greentrain.runtime.config import PRECISIONS, JobConfig
 from greentrain.runtime.data import ByteCorpus, StepBatches, load_corpus
+from greentrain.runtime.deferred import MetricsFetcher, fetch_interval
 from greentrain.runtime.fsdp import DTYPES, set_fsdp_precision
 from greentrain.runtime.metrics import MetricsWriter, StepMetrics, flops_per_token, peak_flops
 from greentrain.runtime.parallel_dims import ParallelDims
 from greentrain.runtime.planner import resolve_auto_mesh
+from greentrain.runtime.prefetch import Prefetcher
 
 __all__ = ["Trainer", "StepHook"]
 
@@ -80,6 +87,8 @@ class Trainer:
         self.set_precision(cfg.train.dtype)
         corpus = ByteCorpus(load_corpus(cfg.data.source, cfg.data.max_bytes), cfg.train.seq_len, cfg.train.seed)
         self.batches = StepBatches(corpus, cfg.train.global_batch, self.dims.dp_rank(), self.dims.dp)
+        self.prefetcher = Prefetcher(self.batches, self.device)
+        self.fetcher = MetricsFetcher(fetch_interval(cfg.metrics.fetch_every, self.device), self.device)
         self.checkpointer = (Checkpointer(cfg.checkpoint.dir, self.built.parts, self.built.optimizers,
                                           async_save=cfg.checkpoint.async_save, keep=cfg.checkpoint.keep)
                              if cfg.checkpoint.dir else None)
@@ -167,8 +176,8 @@ class Trainer:
             losses: list[torch.Tensor] = []
             target = y if has_last else None
             with self._loss_parallel(), self._autocast():
-                if has_first:
-                    built.schedule.step(x, target=target, losses=losses)
+                if has_first:  # stages check input strides (torch 2.11): never hand them a strided view
+                    built.schedule.step(x.contiguous(), target=target, losses=losses)
                 else:
                     built.schedule.step(target=target, losses=losses)
             if has_last:
@@ -176,13 +185,14 @@ class Trainer:
         self._stage_times = [s.mean_times_s() for s in built.stages]
         return total
 
-    def _global_loss(self, loss: torch.Tensor) -> float:
+    def _global_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        # Collectives are enqueued on the device: no host sync here (the fetcher reads later).
         if self.dims.pp_enabled:
             dist.all_reduce(loss, group=self.dims.mesh["pp"].get_group())  # only the last stage is non-zero
         if self.dims.dp_enabled:
             dist.all_reduce(loss, group=self.dims.dp_mesh().get_group())
             loss = loss / self.dims.dp
-        return float(loss)
+        return loss
 
     def lr_at(self, step: int) -> float:
         """Learning rate for 0-based step ``step``: linear warm-up, then the configured decay."""
@@ -200,9 +210,18 @@ class Trainer:
         return t.lr * (t.min_lr_ratio + (1.0 - t.min_lr_ratio) * scale)
 
     def train_step(self) -> StepMetrics:
-        """Run optimizer step ``self.step`` (0-based) and advance; returns its metrics."""
+        """Run optimizer step ``self.step`` (0-based) and advance; returns its metrics (read synchronously)."""
+        self._enqueue_step()
+        return self.fetch_metrics()[-1]
+
+    def fetch_metrics(self) -> list[StepMetrics]:
+        """Read every step whose loss and grad norm are still on the device (one host sync), oldest first."""
+        return self.fetcher.fetch()
+
+    def _enqueue_step(self) -> None:
+        """Run optimizer step ``self.step`` and advance, leaving its loss and grad norm on the device."""
         start = time.perf_counter()
-        inputs, labels = (t.to(self.device, non_blocking=True) for t in self.batches.batch(self.step))
+        inputs, labels = self.prefetcher.get(self.step)
         lr = self.lr_at(self.step)
         for opt in self.built.optimizers:
             opt.zero_grad(set_to_none=True)
@@ -214,16 +233,15 @@ class Trainer:
         for opt in self.built.optimizers:
             opt.step()
         loss = self._global_loss(local)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start  # host time; on a GPU the fetcher replaces it by the window's
         tokens = self.cfg.train.global_batch * self.cfg.train.seq_len
         self.step += 1
         self.tokens_total += tokens
         peak = self.cfg.train.peak_flops or peak_flops(self._device_name, self.precision)
         mfu = tokens / elapsed * self._flops_per_token / (peak * self.dims.world_size) if peak else None
-        return StepMetrics(step=self.step, loss=loss, grad_norm=float(norm), lr=lr, tokens=tokens,
-                           tokens_per_s=tokens / elapsed, step_time_s=elapsed, precision=self.precision, mfu=mfu)
+        metrics = StepMetrics(step=self.step, loss=math.nan, grad_norm=math.nan, lr=lr, tokens=tokens,
+                              tokens_per_s=tokens / elapsed, step_time_s=elapsed, precision=self.precision, mfu=mfu)
+        self.fetcher.push(metrics, loss, norm, start)
 
     # ---- checkpoints --------------------------------------------------------
     def save_checkpoint(self) -> None:
@@ -287,16 +305,21 @@ class Trainer:
             self.resume()
         try:
             while self.step < total:
-                metrics = self.train_step()
-                history.append(metrics)
-                if writer is not None:
-                    writer.write(metrics)
-                if self.on_step is not None:
-                    self.on_step(metrics)
-                stop = self._boundary(metrics)
+                self._enqueue_step()
+                due = self.step % interval == 0 or self.step == total
+                # A hook decides on each step's loss; without one, values are read every fetch_every steps.
+                if not (self.hook is not None or due or self.fetcher.due()):
+                    continue
+                stop = False
+                for metrics in self.fetch_metrics():
+                    history.append(metrics)
+                    if writer is not None:
+                        writer.write(metrics)
+                    if self.on_step is not None:
+                        self.on_step(metrics)
+                    stop = self._boundary(metrics) or stop
                 if watch_signals:
                     stop = self._stop_agreed() or stop
-                due = self.step % interval == 0 or self.step == total
                 if self.checkpointer is not None and (due or stop) and self._saved_step != self.step:
                     self.save_checkpoint()
                 if stop:

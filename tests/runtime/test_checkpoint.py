@@ -129,3 +129,42 @@ def test_resume_restores_every_rng_stream(tmp_path: Path) -> None:
     random.seed(1), np.random.seed(1), torch.manual_seed(1)  # a new process starts elsewhere
     assert Trainer(cfg).resume() == 2
     assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expected
+
+
+def test_non_tensor_items_tagged_cpu_0_still_load(tmp_path: Path) -> None:
+    """A non-tensor item pickled with the location tag "cpu:0" (what a torch 2.11 GPU host left after an
+    async HSDP save) fails DCP's default load; the Checkpointer's load planner maps it to the CPU."""
+    import types
+    import warnings
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+    import torch.serialization as ser
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from greentrain.runtime.checkpoint import _HostLoadPlanner
+
+    def tag_cpu_0(obj):
+        return "cpu:0" if obj.device.type == "cpu" else None
+
+    entry = (0, tag_cpu_0, lambda obj, location: None)
+    ser._package_registry.insert(0, entry)  # first tagger wins: every CPU storage is written as "cpu:0"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dcp.save({"w": torch.arange(4.0), "extra": types.SimpleNamespace(t=torch.ones(2))},
+                     checkpoint_id=str(tmp_path))
+    finally:
+        ser._package_registry.remove(entry)
+
+    def target():
+        return {"w": torch.zeros(4), "extra": types.SimpleNamespace(t=torch.zeros(2))}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CheckpointException, match="tagged with cpu:0"):  # DCP wraps the rank's error
+            dcp.load(target(), checkpoint_id=str(tmp_path))
+        state = target()
+        dcp.load(state, checkpoint_id=str(tmp_path), planner=_HostLoadPlanner())
+    assert torch.equal(state["w"], torch.arange(4.0))
+    assert torch.equal(state["extra"].t, torch.ones(2))
