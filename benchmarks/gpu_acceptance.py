@@ -101,6 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=300, help="Calls per NVML function timed.")
     parser.add_argument("--rounds", type=int, default=8, help="Interleaved rounds (session, runtime).")
     parser.add_argument("--steps", type=int, default=30, help="Steps per block / per precision.")
+    parser.add_argument("--min-block-s", type=float, default=5.0,
+                        help="Shortest energy block per precision, s: the counter refreshes every 100 ms.")
     parser.add_argument("--dim", type=int, default=768, help="Model width (the H100 reference: 768).")
     parser.add_argument("--layers", type=int, default=12, help="Model depth.")
     parser.add_argument("--heads", type=int, default=12, help="Attention heads.")

@@ -243,7 +243,7 @@ def session_overhead(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def energy_by_precision(gpu: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """J/step from the NVML counter over ``steps`` steps per precision (counter read at the ends only)."""
+    """J/step from the NVML counter over at least ``steps`` steps and ``min_block_s`` per precision."""
     import torch
 
     _model_, _opt, step = _model(args)
@@ -255,12 +255,16 @@ def energy_by_precision(gpu: Any, args: argparse.Namespace) -> dict[str, Any]:
             step(dtype)
         _sync(args)
         e0, t0 = gpu.total_energy_j(), time.perf_counter()
-        for _ in range(args.steps):
+        steps = 0
+        while steps < args.steps or time.perf_counter() - t0 < args.min_block_s:  # many counter refreshes
             step(dtype)
+            steps += 1
+            if steps % 10 == 0:
+                _sync(args)
         _sync(args)
         e1, t1 = gpu.total_energy_j(), time.perf_counter()
-        rows.append({"precision": name, "j_per_step": (e1 - e0) / args.steps,
-                     "ms_per_step": (t1 - t0) / args.steps * 1e3, "mean_w": (e1 - e0) / (t1 - t0),
+        rows.append({"precision": name, "steps": steps, "j_per_step": (e1 - e0) / steps,
+                     "ms_per_step": (t1 - t0) / steps * 1e3, "mean_w": (e1 - e0) / (t1 - t0),
                      "block_s": t1 - t0})
     torch.backends.cuda.matmul.allow_tf32 = False
     return {"steps": args.steps, "rows": rows,

@@ -22,16 +22,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
-from greentrain.errors import DeadlineError
+from greentrain.errors import ConfigError, DeadlineError
 from greentrain.events import EventLog
 from greentrain.jobstats import JobState, JobStats
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
+from greentrain.policies.loader import load_policy
 from greentrain.timing import adopt, decider
 from greentrain.timing.broadcast import Broadcast, LocalBroadcast
 from greentrain.timing.deadlinewatch import DeadlineVerdict, DeadlineWatch
 from greentrain.timing.decider import RUN
 from greentrain.timing.guard import latest_safe_resume
-from greentrain.timing.jobsummary import summary_fields
+from greentrain.timing.jobsummary import step_fields, summary_fields
 from greentrain.timing.ledger import CarbonLedger
 from greentrain.timing.signalview import SignalView
 from greentrain.timing.stats import StepTimes
@@ -42,7 +43,6 @@ from greentrain.timing.waiting import WaitingPower
 __all__ = ["Engine", "RUN"]
 
 log = logging.getLogger("greentrain.engine")
-
 
 
 class Engine:
@@ -56,14 +56,12 @@ class Engine:
         clock: the job clock (``SystemClock`` by default; ``ReplayClock`` for demos and tests).
         deadline: aware datetime by which the job must finish, or None.
         steps_total: total steps of the job; or give ``work_total_s`` for jobs without steps.
-        job_stats / event_log / actuators: shared state for exporters, the JSONL log, hardware actions.
-        broadcast: shares rank 0's decisions (``greentrain.timing.TorchBroadcast``); None = one process.
-        steps_done: steps already done (resume from a checkpoint).
-        work_total_s: running time the whole job needs at full speed, seconds (``greentrain run``).
+        job_stats / event_log / actuators / broadcast: shared state for exporters, the JSONL log, hardware
+            actions, rank 0's decisions (``greentrain.timing.TorchBroadcast``; None = one process).
+        steps_done / work_total_s: steps already done (resume); or the run time the job needs (``run``).
         step_time_s: expected step time before any is measured (lets ``begin`` plan a delayed start).
         resume_overhead_s / deadline_policy: override the policy's settings ('strict' or 'best-effort').
-        decide_interval_s: re-plan at least this often (job-clock seconds) while running.
-        progress: show a rich countdown while waiting.
+        decide_interval_s / progress: re-plan at least this often (job-clock s); a countdown while waiting.
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
         waiting_power_w / hardware_released: what a pause costs (``greentrain.timing.waiting``): the user's
             figure, else 0 when paused jobs release their hardware, else the held devices' measured idle draw.
@@ -96,13 +94,13 @@ class Engine:
         hardware_released: bool = False,
         budget: Budget | None = None,
     ) -> None:
-        self.policy = _resolve_policy(policy)
+        self.policy = load_policy(policy)
         self.operating_points = tuple(operating_points)
         settings = getattr(self.policy, "settings", None)
         self.clock = clock or SystemClock()
         self.deadline = ensure_aware_utc(deadline, "deadline") if deadline is not None else None
         if steps_total is not None and steps_total < 0:
-            raise _config("steps_total", f"must be >= 0, got {steps_total}")
+            raise ConfigError(f"steps_total: must be >= 0, got {steps_total}")
         self.steps_total = steps_total
         self.steps_done = int(steps_done)
         self.work_total_s = work_total_s
@@ -116,9 +114,9 @@ class Engine:
         )
         self.deadline_policy = deadline_policy or getattr(settings, "deadline_policy", None) or "strict"
         if self.deadline_policy not in ("strict", "best-effort"):
-            raise _config("deadline_policy", f"{self.deadline_policy!r} is not 'strict' or 'best-effort'")
+            raise ConfigError(f"deadline_policy: {self.deadline_policy!r} is not 'strict' or 'best-effort'")
         if decide_interval_s <= 0:
-            raise _config("decide_interval_s", f"must be > 0, got {decide_interval_s}")
+            raise ConfigError(f"decide_interval_s: must be > 0, got {decide_interval_s}")
         self.decide_interval_s = float(decide_interval_s)
         self.times = StepTimes(prior_s=step_time_s)
         self.rate_probe: Any = None
@@ -126,9 +124,7 @@ class Engine:
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
         self.waiter = Waiter(self, progress=progress)
-        self.budget = budget if budget is not None and budget.active else Budget(
-            max_emissions_g=getattr(settings, "max_emissions_g", None),
-            max_energy_j=getattr(settings, "max_energy_j", None), on_budget=getattr(settings, "on_budget", "stop"))
+        self.budget = Budget.resolve(budget, settings)
         if waiting_power_w is None:
             waiting_power_w = getattr(settings, "waiting_power_w", None)
         self.waiting = WaitingPower(user_w=waiting_power_w, released=hardware_released, on_note=self._note,
@@ -248,11 +244,7 @@ class Engine:
             self.ledger.observe_many(points)
 
     def wait_until(self, when: datetime | None, reason: str = "") -> bool:
-        """Block until ``when`` (rank 0 may wake earlier: forecast change or deadline guard); all ranks.
-
-        Shows a countdown, re-plans on APScheduler ticks, and returns True if
-        interrupted (``interrupt()``), False when it is time to run.
-        """
+        """Block until ``when`` on all ranks (rank 0 re-plans and may wake earlier); True if ``interrupt()``ed."""
         return self.waiter.wait(when, reason)
 
     def interrupt(self) -> None:
@@ -404,31 +396,5 @@ class Engine:
 
     def _log_step(self, now: datetime, duration_s: float, entry: Any, tokens: int, loss: Any,
                   source: Any = None) -> None:
-        if self.event_log is None:
-            return
-        fields: dict[str, Any] = {"step": self.steps_done, "duration_s": duration_s, "energy_j": entry.energy_j,
-                                  "emissions_g": entry.emissions_g, "tokens": int(tokens)}
-        if not entry.priced:
-            fields["emissions_unknown"] = self.job_stats.emissions_unknown_reason
-        if source is not None:
-            fields["source"] = str(source)
-        if loss is not None:
-            try:
-                fields["loss"] = float(loss)
-            except (TypeError, ValueError):
-                pass
-        self.event_log.write("step", now, **fields)
-
-
-def _resolve_policy(policy: Policy | str) -> Policy:
-    if isinstance(policy, Policy):
-        return policy
-    from greentrain.policies import load_policy  # lazy: the policy package loads TOML presets
-
-    return load_policy(policy)
-
-
-def _config(name: str, reason: str) -> Exception:
-    from greentrain.errors import ConfigError
-
-    return ConfigError(f"{name}: {reason}")
+        if self.event_log is not None:
+            self.event_log.write("step", now, **step_fields(self, duration_s, entry, tokens, loss, source))

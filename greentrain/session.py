@@ -20,7 +20,6 @@ requeue (``"exit"``), or just returns (``"none"``; the next Session resumes).
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
-from greentrain.timing.broadcast import Broadcast, make_broadcast
+from greentrain.timing.broadcast import make_broadcast
 from greentrain.timing.budget import BUDGET_EXIT_CODE, Budget
 from greentrain.timing.jobcheckpoint import JobCheckpoint
 from greentrain.timing.hardware import Hardware, PowerSwitch, build_hardware, discover_devices
@@ -50,14 +49,11 @@ from greentrain.timing.options import (
 )
 from greentrain.timing.pausemode import auto_mode
 from greentrain.timing.process import reexec
-from greentrain.timing.resources import open_session_resources
+from greentrain.timing.resources import close_all, open_session_resources
 from greentrain.timing.rngstate import RNGState
 from greentrain.timing.state import load_state, restore_into, save_state, state_of
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
-
-
-log = logging.getLogger("greentrain.session")
 
 
 class Session:
@@ -78,18 +74,15 @@ class Session:
             exit status ``BUDGET_EXIT_CODE`` (4) when spent (``greentrain.timing.budget``).
         clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
         job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
-        dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
-        actuators: your own ``ActuatorSet`` for power/clock decisions (default: built when power is on).
-        monitor: a started ``Monitor`` to use instead of building one over ``devices``.
+        dist: a torch.distributed group (auto when initialised) or a ``Broadcast``. actuators / monitor: your own
+            ``ActuatorSet`` (default: built when power is on) / started ``Monitor`` (default: over ``devices``).
         step_time_s: expected step time before one is measured (plans a delayed start before step 0).
-        rate_probe: ``() -> seconds per step`` on the job clock, called at re-plans while the job waits (a
-            delayed start, a pause): a machine that got busier then moves the latest safe resume up.
+        rate_probe: ``() -> s per step`` (job clock) asked at re-plans while waiting: a busier machine resumes sooner.
         deadline_policy: 'strict' (default: an impossible deadline is refused at the start; a miss is said on
             stderr and ``deadline_exit_code`` is 3) or 'best-effort' (said, then run on; exit code 0).
         relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
             ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
-        state_path: where the job's deadline and totals survive a relaunch (default:
-            ``checkpoint_dir/greentrain-state.json``, or ``$GREENTRAIN_STATE_FILE``).
+        state_path: the job's deadline and totals across relaunches (``checkpoint_dir/greentrain-state.json``).
         power: profile power limits in the first steps for the policy: True, False, or 'auto' (when the policy
             uses power and a GPU has power-limit control; with ``monitor=`` alone only True looks for GPUs).
             Limits are journaled and restored on every exit; without the privilege: timing-only, one note.
@@ -97,9 +90,8 @@ class Session:
             use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop.
         profile_cache_dir: where measured operating points are cached per GPU model and workload (None: the
             default cache dir; False: no cache). state_dir: the actuators' journal directory.
-        actuation: 'apply' (default) or 'advise': compute, log, export and report every power-limit, clock and
-            precision decision without applying any (no setter call, no journal). ``GREENTRAIN_ADVISE_ONLY=1``
-            forces 'advise'. See docs/power.md.
+        actuation: 'apply' or 'advise' (``GREENTRAIN_ADVISE_ONLY=1``): report every power, clock and precision
+            decision, apply none (no setter call, no journal; docs/power.md).
     """
 
     def __init__(
@@ -150,14 +142,14 @@ class Session:
             raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
         self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,
                                          checkpoint_dir=checkpoint_dir)
-        self._args = dict(zone=zone, provider=provider, deadline=deadline, model=model, optimizer=optimizer,
-                          checkpoint_dir=checkpoint_dir, metrics_port=metrics_port, metrics_addr=metrics_addr,
-                          metrics_allow_public=metrics_allow_public,
-                          jsonl=jsonl, devices=devices, dist=dist, actuators=actuators, monitor=monitor,
-                          step_time_s=step_time_s,
-                          deadline_policy=deadline_policy, decide_interval_s=decide_interval_s, progress=progress,
-                          power=power, precision=precision, profile_cache_dir=profile_cache_dir,
-                          state_dir=state_dir, rate_probe=rate_probe, waiting_power_w=waiting_power_w)
+        self._args = dict(
+            zone=zone, provider=provider, deadline=deadline, model=model, optimizer=optimizer,
+            checkpoint_dir=checkpoint_dir, metrics_port=metrics_port, metrics_addr=metrics_addr,
+            metrics_allow_public=metrics_allow_public, jsonl=jsonl, devices=devices, dist=dist, actuators=actuators,
+            monitor=monitor, step_time_s=step_time_s, deadline_policy=deadline_policy,
+            decide_interval_s=decide_interval_s, progress=progress, power=power, precision=precision,
+            profile_cache_dir=profile_cache_dir, state_dir=state_dir, rate_probe=rate_probe,
+            waiting_power_w=waiting_power_w)
         self._budget = Budget(max_emissions_g=max_emissions_g, max_energy_j=max_energy_j)
         self.policy_spec = policy
         self.steps_total = steps_total
@@ -327,7 +319,7 @@ class Session:
         deadline = resolve_deadline(args["deadline"], prior, self.clock.now())
         self._checkpoint.setup(broadcast)
         self.start_step, rng = self._checkpoint.load_with_rng(rng_at_enter)
-        event_log, monitor, signals = self._open_resources(broadcast)
+        event_log, monitor, signals = open_session_resources(self, broadcast)  # each closed at exit
         self._open_hardware(policy, monitor)
         self.engine = Engine(
             policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
@@ -367,10 +359,6 @@ class Session:
         )
         self._closers.append(self.hardware.close)
 
-    def _open_resources(self, broadcast: Broadcast) -> tuple[Any, Any, Any]:
-        """Event log, monitor, carbon signal (rank 0) and metrics endpoint, each closed at exit."""
-        return open_session_resources(self, broadcast)
-
     def _begin(self) -> None:
         engine = self._require_engine()
         decision = engine.begin()
@@ -405,13 +393,4 @@ class Session:
 
     def _close_all(self, raise_errors: bool = True) -> None:
         closers, self._closers = self._closers, []
-        errors: list[BaseException] = []
-        for close in closers:
-            try:
-                close()
-            except Exception as e:  # close everything even if one part fails
-                errors.append(e)
-        for error in errors:
-            log.warning("greentrain: closing the session: %s: %s", type(error).__name__, error)
-        if errors and raise_errors:
-            raise errors[0]
+        close_all(closers, raise_errors=raise_errors)

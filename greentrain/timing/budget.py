@@ -64,6 +64,15 @@ class Budget:
     def active(self) -> bool:
         return self.max_emissions_g is not None or self.max_energy_j is not None
 
+    @classmethod
+    def resolve(cls, given: Budget | None, settings: Any) -> Budget:
+        """``given`` if it sets a limit, else the limits of the policy's settings (none by default)."""
+        if given is not None and given.active:
+            return given
+        return cls(max_emissions_g=getattr(settings, "max_emissions_g", None),
+                   max_energy_j=getattr(settings, "max_energy_j", None),
+                   on_budget=getattr(settings, "on_budget", "stop"))
+
     def project(self, engine: Engine, snapshot: Snapshot | None, now: datetime) -> tuple[float, float]:
         """(grams, joules) the whole job is projected to cost: spent + remaining work at the measured rate."""
         spent_g, spent_j = engine.ledger.emissions_g, engine.ledger.energy_j

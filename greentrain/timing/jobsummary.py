@@ -94,3 +94,19 @@ def plan_line(*, policy: str, zone: str | None, provider: str | None, work_s: fl
     work = f"~{format_duration_s(work_s)} of work" if work_s else "work length unknown (runs now)"
     by = f" by {format_time(deadline, simulated=simulated)}" if deadline else ", no deadline"
     return f"greentrain: plan: policy {policy}, {carbon}, {work}{by}, pauses by {pause_mode}"
+
+
+def step_fields(engine: Any, duration_s: float, entry: Any, tokens: int, loss: Any, source: Any) -> dict[str, Any]:
+    """The engine's ``step`` event: duration, energy and its source, emissions (or why unknown), loss."""
+    fields: dict[str, Any] = {"step": engine.steps_done, "duration_s": duration_s, "energy_j": entry.energy_j,
+                              "emissions_g": entry.emissions_g, "tokens": int(tokens)}
+    if not entry.priced:
+        fields["emissions_unknown"] = engine.job_stats.emissions_unknown_reason
+    if source is not None:
+        fields["source"] = str(source)
+    if loss is not None:
+        try:
+            fields["loss"] = float(loss)
+        except (TypeError, ValueError):
+            pass
+    return fields

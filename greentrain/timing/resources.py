@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from greentrain.clock import Clock
@@ -129,3 +130,17 @@ def open_session_resources(session: Any, broadcast: Any) -> tuple[Any, Any, Any]
                                         allow_public=args["metrics_allow_public"], **extra)
         session._closers.insert(0, session.metrics.stop)
     return event_log, monitor, signals
+
+
+def close_all(closers: Iterable[Callable[[], Any]], *, raise_errors: bool = True) -> None:
+    """Call every closer even if some fail; log each failure, then re-raise the first if asked."""
+    errors: list[BaseException] = []
+    for close in closers:
+        try:
+            close()
+        except Exception as e:  # close everything even if one part fails
+            errors.append(e)
+    for error in errors:
+        log.warning("greentrain: closing the session: %s: %s", type(error).__name__, error)
+    if errors and raise_errors:
+        raise errors[0]

@@ -147,7 +147,8 @@ def test_model_sections_run_end_to_end_on_cpu(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GREENTRAIN_STATE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "gt-acc-state"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     args = acceptance.parse_args(["--advise-only", "--dim", "32", "--layers", "1", "--heads", "2", "--batch", "2",
-                                  "--seq-len", "16", "--steps", "2", "--rounds", "3", "--device", "cpu"])
+                                  "--seq-len", "16", "--steps", "2", "--rounds", "3", "--device", "cpu",
+                                  "--min-block-s", "0.5"])
     result = sections.session_overhead(args)
     assert len(result["blocks"]["session"]) == 3 and result["ratio_median"] > 0 and result["aa_ratio_median"] > 0
     fake, gpu = _fake_gpu()

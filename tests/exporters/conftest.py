@@ -80,7 +80,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str]
     now = datetime.now(UTC)
     stats0 = JobStats(job=JOB, state=JobState.RUNNING, precision="bf16", power_limit_w=250.0,
                       deadline=now + timedelta(hours=2), projected_finish=now + timedelta(hours=3),
-                      settings_unrestored=1, budget_remaining_g=120.0, budget_projected_g=95.0)
+                      settings_unrestored=1, budget_remaining_g=120.0, budget_projected_g=95.0,
+                      # what advisory mode reports (the stack checks that every metric is scraped)
+                      advised_power_limit_w=200.0, advised_sm_clock_mhz=1410, advised_precision="bf16",
+                      advised_energy_change=-0.08, advised_time_change=0.03)
     stats1 = JobStats(job=JOB, state=JobState.RUNNING)
     signals = TraceSignals(carbon_trace("GB_2022_hourly.csv"), clock, stale=True, age_s=9000.0)
     rank_dir = tmp / "ranks"
