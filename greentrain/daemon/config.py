@@ -170,41 +170,46 @@ def _node_policy(raw: dict[str, Any], where: str) -> NodePolicyConfig:
 
 
 def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonConfig:
-    """Validate a parsed TOML document; ConfigError naming the key."""
+    """Validate a parsed TOML document; one ConfigError listing every problem, one line each."""
+    errors: list[str] = []
+
+    def check(parse: Any, *args: Any, default: Any = None) -> Any:
+        try:
+            return parse(*args)
+        except ConfigError as e:
+            errors.append(str(e))
+            return default
+
     unknown = set(raw) - {"daemon", "limits", "gpu", "node_policy", "gpu_access"}
     if unknown:
-        raise ConfigError(f"{where}: unknown table(s) {sorted(unknown)}; "
-                          "valid: daemon, limits, gpu, node_policy, gpu_access")
-    daemon = _table(raw, "daemon", where)
+        errors.append(f"{where}: unknown table(s) {sorted(unknown)}; valid: daemon, limits, gpu, node_policy, gpu_access")
+    daemon = check(_table, raw, "daemon", where, default={})
     bad = set(daemon) - {"socket", "group", "socket_mode", "allowed_uids", "state_dir", "admin_uids",
                          "max_connections", "max_connections_per_uid", "idle_timeout_s"}
     if bad:
-        raise ConfigError(f"{where}: [daemon] unknown key(s) {sorted(bad)}")
-    mode = daemon.get("socket_mode", "0660")
-    try:
-        socket_mode = int(str(mode), 8)
-    except ValueError:
-        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} is not octal like '0660'") from None
-    if socket_mode & 0o007:
-        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} gives access to every user; use 0660 or 0600")
-    uids = daemon.get("allowed_uids", [])
-    if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in uids):
-        raise ConfigError(f"{where}: daemon.allowed_uids must be a list of integers")
-    gpus = _table(raw, "gpu", where)
-    admins = daemon.get("admin_uids", [0])
-    if not isinstance(admins, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in admins):
-        raise ConfigError(f"{where}: daemon.admin_uids must be a list of integers")
+        errors.append(f"{where}: [daemon] unknown key(s) {sorted(bad)}")
+    socket_mode = check(_socket_mode, daemon.get("socket_mode", "0660"), where, default=0o660)
+    uids = check(_uid_list, daemon, "allowed_uids", [], where, default=())
+    admins = check(_uid_list, daemon, "admin_uids", [0], where, default=(0,))
     caps = {}
     for key, default, low in (("max_connections", 1024, 1), ("max_connections_per_uid", 256, 1),
                               ("idle_timeout_s", 600.0, 1)):
         value = daemon.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= 1_000_000:
-            raise ConfigError(f"{where}: daemon.{key} must be a number in [{low}, 1000000], got {value!r}")
+            errors.append(f"{where}: daemon.{key} must be a number in [{low}, 1000000], got {value!r}")
+            value = default
         caps[key] = value if key == "idle_timeout_s" else int(value)
-    access = _table(raw, "gpu_access", where)
+    access = check(_table, raw, "gpu_access", where, default={})
     for user, allowed in access.items():
         if not isinstance(allowed, list) or not all(isinstance(g, str) and g.isprintable() for g in allowed):
-            raise ConfigError(f"{where}: gpu_access.{user} must be a list of GPU indices or UUIDs as strings")
+            errors.append(f"{where}: gpu_access.{user} must be a list of GPU indices or UUIDs as strings")
+    gpus = check(_table, raw, "gpu", where, default={})
+    limits = check(lambda: _limits(_table(raw, "limits", where), f"{where}: [limits]"))
+    gpu_limits = {k: check(lambda k=k: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]")) for k in gpus}
+    node_policy = (check(_node_policy, raw["node_policy"], f"{where}: [node_policy]")
+                   if "node_policy" in raw else None)
+    if errors:
+        raise ConfigError("\n".join(errors))
     return DaemonConfig(
         admin_uids=tuple(admins),
         gpu_access={str(user): tuple(allowed) for user, allowed in access.items()},
@@ -216,10 +221,27 @@ def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonCon
         socket_mode=socket_mode,
         allowed_uids=tuple(uids),
         state_dir=Path(daemon.get("state_dir", "/var/lib/greentrain")),
-        limits=_limits(_table(raw, "limits", where), f"{where}: [limits]"),
-        gpu_limits={k: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]") for k in gpus},
-        node_policy=_node_policy(raw["node_policy"], f"{where}: [node_policy]") if "node_policy" in raw else None,
+        limits=limits,
+        gpu_limits=gpu_limits,
+        node_policy=node_policy,
     )
+
+
+def _socket_mode(mode: Any, where: str) -> int:
+    try:
+        socket_mode = int(str(mode), 8)
+    except ValueError:
+        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} is not octal like '0660'") from None
+    if socket_mode & 0o007:
+        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} gives access to every user; use 0660 or 0600")
+    return socket_mode
+
+
+def _uid_list(daemon: dict[str, Any], key: str, default: list[int], where: str) -> tuple[int, ...]:
+    uids = daemon.get(key, default)
+    if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in uids):
+        raise ConfigError(f"{where}: daemon.{key} must be a list of integers")
+    return tuple(uids)
 
 
 def load_config(path: str | Path) -> DaemonConfig:

@@ -288,3 +288,13 @@ def test_broken_daemon_config(fault: str, tmp_path: Path, capsys: pytest.Capture
         path.write_bytes(content)
     code, err = cli(capsys, "daemon", "--config", str(path))
     assert_one_clean_error(code, err, str(path), needle)
+
+
+def test_daemon_config_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "daemon.toml"
+    path.write_text('[daemon]\nsocket_mode = "0777"\nallowed_uids = "x"\nmax_connections = -1\n\n'
+                    '[limits]\nbogus = 1\n', encoding="utf-8")
+    code, err = cli(capsys, "daemon", "--config", str(path))
+    assert_one_clean_error(code, err, "daemon.socket_mode", "daemon.allowed_uids", "daemon.max_connections",
+                           "[limits]", lines=4)
+    assert err.count(str(path)) == 4
