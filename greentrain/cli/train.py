@@ -197,7 +197,8 @@ def _train_here(cfg) -> None:
             from greentrain.runtime.checkpoint import latest_step
 
             last = latest_step(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
-            resumed = f", resuming from the checkpoint at step {last}" if last else ""
+            # Said before the load: a damaged newest checkpoint falls back to an older one, with its own line.
+            resumed = f", resuming from the newest complete checkpoint (newest on disk: step {last})" if last else ""
             click.echo(f"training on {trainer.dims.describe()} ({trainer.device.type}){resumed}")
 
     try:
