@@ -92,7 +92,7 @@ def test_guard_refuses_and_counts_every_setter_and_leaves_getters() -> None:
 
 
 def test_the_readonly_shim_is_recognised_when_first_on_pythonpath(tmp_path: Path) -> None:
-    """A sitecustomize that replaces pynvml's setters (as ../shared/tools/nvml-readonly does) is detected."""
+    """A sitecustomize that replaces pynvml's setters (as the project's nvml-readonly shim does) is detected."""
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(
