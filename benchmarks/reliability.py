@@ -181,6 +181,29 @@ def secret_canary() -> dict:
     return {"cases": cases, "texts_checked": texts, "secret_fragments_found": leaks}
 
 
+def _connect_at_once(socket_path: Path, clients: int) -> list[bool]:
+    """``clients`` threads connect together (a barrier) and ask ``status``; True for each one served."""
+    from greentrain.daemon.client import DaemonClient
+
+    served: list[bool] = []
+    barrier = threading.Barrier(clients)
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            with DaemonClient(socket_path, job="bench") as client:
+                served.append(bool(client.status()["ok"]))
+        except Exception:  # noqa: BLE001 - counted as not served
+            served.append(False)
+
+    threads = [threading.Thread(target=one) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return served
+
+
 def _daemon(tmp: Path, **config):
     from greentrain.daemon.config import DaemonConfig
     from greentrain.daemon.server import DaemonServer
@@ -212,7 +235,6 @@ def _flood(server, idle: int) -> dict:
 
 
 def daemon(fuzz: int, idle: int) -> dict:
-    from greentrain.daemon.client import DaemonClient
     from tests.daemon.gt_hostile_lines import HOSTILE_LINES, mutations
 
     result: dict = {}
@@ -233,23 +255,7 @@ def daemon(fuzz: int, idle: int) -> dict:
                 oks += reply["ok"] is True
         result["malformed"] = {"requests": len(lines), "seed": seed, "error_replies": errors, "accepted_valid": oks,
                                "loop_thread_alive": bool(server._thread and server._thread.is_alive())}
-        served = []
-
-        def one(barrier: threading.Barrier) -> None:
-            barrier.wait()
-            try:
-                with DaemonClient(server.config.socket, job="bench") as client:
-                    served.append(bool(client.status()["ok"]))
-            except Exception:  # noqa: BLE001 - counted as not served
-                served.append(False)
-
-        for _ in range(3):
-            barrier = threading.Barrier(256)
-            threads = [threading.Thread(target=one, args=(barrier,)) for _ in range(256)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
+        served = [ok for _ in range(3) for ok in _connect_at_once(server.config.socket, 256)]
         result["simultaneous_256"] = {"rounds": 3, "served": sum(served), "attempted": len(served)}
         server.shutdown()
 
@@ -281,7 +287,6 @@ def daemon(fuzz: int, idle: int) -> dict:
 
 def daemon_public(idle: int) -> dict:
     """The same daemon checks through public API only, so they also run on the code before this change."""
-    from greentrain.daemon.client import DaemonClient
     from tests.daemon.gt_hostile_lines import HOSTILE_LINES
 
     result: dict = {}
@@ -303,22 +308,7 @@ def daemon_public(idle: int) -> dict:
                     alive = False
                 deaths += not alive
         result["hostile_lines"] = {"lines": len(HOSTILE_LINES), "connections_killed": deaths}
-        served = []
-
-        def one(barrier: threading.Barrier) -> None:
-            barrier.wait()
-            try:
-                with DaemonClient(server.config.socket, job="bench") as client:
-                    served.append(bool(client.status()["ok"]))
-            except Exception:  # noqa: BLE001 - counted as not served
-                served.append(False)
-
-        barrier = threading.Barrier(256)
-        threads = [threading.Thread(target=one, args=(barrier,)) for _ in range(256)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        served = _connect_at_once(server.config.socket, 256)
         result["simultaneous_256"] = {"served": sum(served), "attempted": len(served)}
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 2 * idle + 1000)), hard))

@@ -140,12 +140,12 @@ class GreentrainCollector(Collector):
         yield _sample(n.EMISSIONS, s.emissions_g if s.emissions_known else None, job)
         yield _sample(n.EMISSIONS_AVOIDED, s.emissions_avoided_g if s.emissions_known else None, job)
         yield _sample(n.EMISSIONS_UNPRICED_ENERGY, s.unpriced_energy_j, job)
-        yield _sample(n.WAITING_ENERGY, getattr(s, "waiting_energy_j", 0.0), job)
-        yield _sample(n.WAITING_POWER, getattr(s, "waiting_power_w", 0.0), job)
-        yield _sample(n.BUDGET_REMAINING, getattr(s, "budget_remaining_g", None), job)
-        yield _sample(n.BUDGET_PROJECTED, getattr(s, "budget_projected_g", None), job)
+        yield _sample(n.WAITING_ENERGY, s.waiting_energy_j, job)
+        yield _sample(n.WAITING_POWER, s.waiting_power_w, job)
+        yield _sample(n.BUDGET_REMAINING, s.budget_remaining_g, job)
+        yield _sample(n.BUDGET_PROJECTED, s.budget_projected_g, job)
         yield _sample(n.JOB_ENERGY, s.energy_j, job)
-        if getattr(s, "last_step_source", None):
+        if s.last_step_source:
             yield _sample(n.JOB_STEP_ENERGY, s.last_step_energy_j, job, s.last_step_source)
         yield _sample(n.TRAINING_STEPS, s.steps_total, job)
         yield _sample(n.TRAINING_TOKENS, s.tokens_total, job)
@@ -158,21 +158,21 @@ class GreentrainCollector(Collector):
             yield _sample(n.JOB_PRECISION, 1, job, s.precision)
         yield _sample(n.JOB_DEADLINE, _timestamp(s.deadline), job)
         yield _sample(n.JOB_PROJECTED_FINISH, _timestamp(s.projected_finish), job)
-        yield _sample(n.SETTINGS_UNRESTORED, getattr(s, "settings_unrestored", 0), job)
-        yield _sample(n.POWER_CAP_REFUSED, getattr(s, "power_cap_refused_total", 0), job)
+        yield _sample(n.SETTINGS_UNRESTORED, s.settings_unrestored, job)
+        yield _sample(n.POWER_CAP_REFUSED, s.power_cap_refused_total, job)
         yield _sample(n.JOB_FINISHED, self.finished_at_s, job)
         yield from self._advice_samples(s, job)
 
     @staticmethod
     def _advice_samples(s: Any, job: str) -> Iterator[Sample | None]:
         """Advisory mode's decisions (absent outside it: every field stays None)."""
-        yield _sample(n.JOB_ADVISED_POWER_LIMIT, getattr(s, "advised_power_limit_w", None), job)
-        clock_mhz = getattr(s, "advised_sm_clock_mhz", None)
+        yield _sample(n.JOB_ADVISED_POWER_LIMIT, s.advised_power_limit_w, job)
+        clock_mhz = s.advised_sm_clock_mhz
         yield _sample(n.JOB_ADVISED_SM_CLOCK, clock_mhz * 1e6 if clock_mhz is not None else None, job)
-        if getattr(s, "advised_precision", None):
+        if s.advised_precision:
             yield _sample(n.JOB_ADVISED_PRECISION, 1, job, s.advised_precision)
-        yield _sample(n.JOB_ADVISED_ENERGY_CHANGE, getattr(s, "advised_energy_change", None), job)
-        yield _sample(n.JOB_ADVISED_TIME_CHANGE, getattr(s, "advised_time_change", None), job)
+        yield _sample(n.JOB_ADVISED_ENERGY_CHANGE, s.advised_energy_change, job)
+        yield _sample(n.JOB_ADVISED_TIME_CHANGE, s.advised_time_change, job)
 
 
 def _timestamp(value: datetime | None) -> float | None:

@@ -3,7 +3,6 @@ that does not pay for it, and the margin for forecast error holds back marginal 
 
 from __future__ import annotations
 
-import itertools
 import random
 from datetime import timedelta
 
@@ -14,8 +13,8 @@ from greentrain.jobstats import JobState
 from greentrain.policies import OperatingPoint, Snapshot, load_policy
 from greentrain.policies.base import Action
 from greentrain.policies.optimal import ForecastOptimalConfig, ForecastOptimalPolicy
-from greentrain.policies.planner import J_PER_KWH, Mode, Slot, StartState, plan_schedule
-from tests.policies.helpers import HOUR, T0, points
+from greentrain.policies.planner import Mode, Slot, plan_schedule
+from tests.policies.helpers import HOUR, T0, brute_force, points
 from greentrain.signals.base import Kind
 
 pytestmark = pytest.mark.timeout(60)
@@ -59,28 +58,6 @@ def test_negative_waiting_power_is_refused():
         plan_schedule(slots([1, 1]), 3600, [KW], waiting_power_w=-1.0)
 
 
-def _brute_force(values, work_s, modes, overhead_s, waiting_w):
-    best = None
-    for choice in itertools.product([None, *modes], repeat=len(values)):
-        remaining, state, grams = work_s, StartState.FRESH, 0.0
-        for value, mode in zip(values, choice):
-            if remaining <= 1e-9:
-                break
-            if mode is None:
-                if state != StartState.FRESH:
-                    grams += waiting_w * 3600.0 * value / J_PER_KWH
-                    state = StartState.PAUSED
-                continue
-            over = overhead_s if state == StartState.PAUSED else 0.0
-            run = min(3600.0, over + remaining / mode.speed)
-            grams += (1000.0 * over + mode.power_w * (run - over)) * value / J_PER_KWH
-            remaining -= mode.speed * (run - over)
-            state = StartState.RUNNING
-        if remaining <= 1e-9 and (best is None or grams < best):
-            best = grams
-    return best
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_dp_with_waiting_matches_brute_force(seed):
     rng = random.Random(100 + seed)
@@ -91,7 +68,7 @@ def test_dp_with_waiting_matches_brute_force(seed):
     waiting_w = rng.choice([0.0, 120.0, 400.0])
     plan = plan_schedule(slots(values), work_s, modes, overhead_s=overhead_s, max_bins=4000,
                          waiting_power_w=waiting_w)
-    expected = _brute_force(values, work_s, modes, overhead_s, waiting_w)
+    expected = brute_force(values, work_s, modes, overhead_s, waiting_w)
     assert plan is not None and expected is not None
     assert plan.emissions_g == pytest.approx(expected, rel=1e-6)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import pytest
 
-from greentrain.policies.planner import J_PER_KWH, Mode, Slot, StartState, plan_schedule
-from tests.policies.helpers import HOUR, T0
+from greentrain.policies.planner import Mode, Slot, StartState, plan_schedule
+from tests.policies.helpers import HOUR, T0, brute_force
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,26 +70,6 @@ def test_power_modes_by_hand():
     assert [m.power_limit_w if m else None for m in plan.modes] == [300.0, 150.0, 150.0]
 
 
-def _brute_force(values, work_s, modes, overhead_s):
-    best = None
-    for choice in itertools.product([None, *modes], repeat=len(values)):
-        remaining, state, grams = work_s, StartState.FRESH, 0.0
-        for value, mode in zip(values, choice):
-            if remaining <= 1e-9:
-                break
-            if mode is None:
-                state = StartState.PAUSED if state == StartState.RUNNING else state
-                continue
-            over = overhead_s if state == StartState.PAUSED else 0.0
-            run = min(3600.0, over + remaining / mode.speed)
-            grams += (1000.0 * over + mode.power_w * (run - over)) * value / J_PER_KWH
-            remaining -= mode.speed * (run - over)
-            state = StartState.RUNNING
-        if remaining <= 1e-9 and (best is None or grams < best):
-            best = grams
-    return best
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_dp_matches_brute_force(seed):
     rng = random.Random(seed)
@@ -99,6 +78,6 @@ def test_dp_matches_brute_force(seed):
     work_s = rng.choice([1, 2, 3]) * 3600.0 + rng.choice([0, 900, 1800])
     overhead_s = rng.choice([0.0, 300.0, 1200.0])
     plan = plan_schedule(slots(values), work_s, modes, overhead_s=overhead_s, max_bins=4000)
-    expected = _brute_force(values, work_s, modes, overhead_s)
+    expected = brute_force(values, work_s, modes, overhead_s)
     assert plan is not None and expected is not None
     assert plan.emissions_g == pytest.approx(expected, rel=1e-6)
