@@ -122,13 +122,13 @@ class Engine:
         self.rate_probe: Any = None
         """Optional ``() -> seconds per step`` (job clock) called at re-plans during waits; see ``StepTimes``."""
         self.ledger = CarbonLedger()
-        self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self._note, on_event=self._event)
+        self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self.note, on_event=self.event)
         self.waiter = Waiter(self, progress=progress)
         self.budget = Budget.resolve(budget, settings)
         if waiting_power_w is None:
             waiting_power_w = getattr(settings, "waiting_power_w", None)
-        self.waiting = WaitingPower(user_w=waiting_power_w, released=hardware_released, on_note=self._note,
-                                    on_event=self._event)
+        self.waiting = WaitingPower(user_w=waiting_power_w, released=hardware_released, on_note=self.note,
+                                    on_event=self.event)
         self.notes: list[str] = []
         self.state = JobState.WAITING
         self.decision: Decision = RUN
@@ -143,9 +143,9 @@ class Engine:
         """Set once the deadline guard cut a pause short: from then on the job runs to the end
         (the schedule is tight; more pauses would only chop the remaining run into slivers)."""
         self._step_started: datetime | None = None
-        self._next_decide_at: datetime | None = None
+        self.next_decide_at: datetime | None = None
         self._closed = False
-        self._logged: tuple[Action, str] = (Action.RUN, "")
+        self.last_logged: tuple[Action, str] = (Action.RUN, "")
         self._shared_version = 0
         self.last_step_s: float | None = None
         """Job-clock duration of the last step (seconds)."""
@@ -174,7 +174,7 @@ class Engine:
         if self.submitted_at is None:
             self.submitted_at = now
         if self.first_start is None and self.is_leader:
-            self.waiting.observe_start(self._held_power_w())  # what pauses cost until one is measured
+            self.waiting.observe_start(self.held_power_w())  # what pauses cost until one is measured
         payload: tuple[Decision, str | None, Any] | None = None
         if self.is_leader:
             error = self._check_deadline(now)
@@ -186,9 +186,9 @@ class Engine:
             raise DeadlineError(error)
         if decision.action == Action.PAUSE:  # before the first step a pause is a delayed start
             decision = replace(decision, action=Action.DELAY_START)
-        self._adopt(decision, now)
+        self.adopt(decision, now)
         if decision.action == Action.RUN:
-            self._set_state(JobState.RUNNING, now)
+            self.set_state(JobState.RUNNING, now)
         return adopt.acted_on(self, decision)
 
     def step_begin(self) -> None:
@@ -197,9 +197,9 @@ class Engine:
         if self.first_start is None:
             self.first_start = self._step_started
         if self.state != JobState.RUNNING:
-            self._set_state(JobState.RUNNING, self._step_started)
+            self.set_state(JobState.RUNNING, self._step_started)
         if self.monitor is not None:
-            self._guarded("monitor.step_begin", self.monitor.step_begin)
+            self.guarded("monitor.step_begin", self.monitor.step_begin)
 
     def step_end(self, tokens: int = 0, loss: Any = None) -> Decision:
         """Close the step: account it, maybe re-plan (rank 0), broadcast; returns the Decision to act on."""
@@ -209,7 +209,7 @@ class Engine:
         duration_s = max(0.0, (now - started).total_seconds())
         energy_j, source = 0.0, None
         if self.monitor is not None:
-            step_energy = self._guarded("monitor.step_end", self.monitor.step_end)
+            step_energy = self.guarded("monitor.step_end", self.monitor.step_end)
             energy_j = float(getattr(step_energy, "energy_j", 0.0) or 0.0)
             source = getattr(step_energy, "source", None)  # 'interpolated' for a step under 0.2 s
         self.times.add(duration_s)
@@ -222,14 +222,14 @@ class Engine:
         entry = self.ledger.record(energy_j, started + (now - started) / 2, counterfactual_at)
         self.job_stats.add(steps=1, tokens=int(tokens), energy_j=entry.energy_j,
                            emissions_g=entry.emissions_g, emissions_avoided_g=entry.avoided_g)
-        self._mark_unpriced(entry)
+        self.mark_unpriced(entry)
         if source is not None:
             self.job_stats.update(last_step_energy_j=entry.energy_j, last_step_source=str(source))
         self._log_step(now, duration_s, entry, tokens, loss, source)
         payload = (self._maybe_decide(now), self._point_to_share()) if self.is_leader else None
         decision, point = self.broadcast.share(payload)
         self._observe_shared(point)
-        self._adopt(decision, now)
+        self.adopt(decision, now)
         return adopt.acted_on(self, decision)
 
     def _point_to_share(self) -> Any:
@@ -263,7 +263,7 @@ class Engine:
         self._closed = True
         self.waiter.shutdown()
         if self.actuators is not None:
-            self._guarded("actuators.restore_all", self.actuators.restore_all)
+            self.guarded("actuators.restore_all", self.actuators.restore_all)
         finished = bool(summary.get("finished", self.finished))
         finished_at = summary.pop("finished_at", None) or self.finished_at
         self.deadline_verdict = self.deadline_watch.verdict(finished_at if finished else None)
@@ -330,15 +330,17 @@ class Engine:
 
     # ---- applying ---------------------------------------------------------------------------------
 
-    def _adopt(self, decision: Decision, now: datetime) -> None:
+    def adopt(self, decision: Decision, now: datetime) -> None:
+        """Act on a (broadcast) decision: state, wait plan, hardware actions."""
         adopt.adopt(self, decision, now)
 
     def set_operating_points(self, points: tuple[OperatingPoint, ...]) -> None:
         """Measured profile (from the profiler after warm-up): policies may then choose power limits."""
         self.operating_points = tuple(points)
-        self._next_decide_at = None  # re-plan at the next step with the new options
+        self.next_decide_at = None  # re-plan at the next step with the new options
 
-    def _set_state(self, state: JobState, now: datetime, until: datetime | None = None) -> None:
+    def set_state(self, state: JobState, now: datetime, until: datetime | None = None) -> None:
+        """Enter ``state`` (job stats and a ``state`` event; ``until`` = the planned end of a wait)."""
         if state == self.state and until is None:
             return
         self.state = state
@@ -350,32 +352,34 @@ class Engine:
     def mark_running(self, now: datetime) -> None:
         """After a wait: the next step is a warm-up (not counted in step statistics)."""
         self.times.restart()
-        self._next_decide_at = None
-        self._set_state(JobState.RUNNING, now)
+        self.next_decide_at = None
+        self.set_state(JobState.RUNNING, now)
 
     # ---- helpers ----------------------------------------------------------------------------------
 
-    def _power_w(self) -> float | None:
+    def power_w(self) -> float | None:
+        """The monitor's current draw (W), None without one or when it fails."""
         if self.monitor is None:
             return None
-        value = self._guarded("monitor.power_w", self.monitor.power_w)
+        value = self.guarded("monitor.power_w", self.monitor.power_w)
         return float(value) if isinstance(value, (int, float)) else None
 
-    def _held_power_w(self) -> float | None:
+    def held_power_w(self) -> float | None:
         """Draw of the devices a pause would hold (the monitor's GPUs); the whole draw for simpler monitors."""
         read = getattr(self.monitor, "held_power_w", None) or getattr(self.monitor, "power_w", None)
-        value = self._guarded("monitor.held_power_w", read) if read is not None else None
+        value = self.guarded("monitor.held_power_w", read) if read is not None else None
         return float(value) if isinstance(value, (int, float)) else None
 
-    def _guarded(self, what: str, fn: Any, *args: Any) -> Any:
+    def guarded(self, what: str, fn: Any, *args: Any) -> Any:
         """Call a collaborator; on any failure note it once and carry on (training must not crash)."""
         try:
             return fn(*args)
         except Exception as e:
-            self._note(f"{what} failed ({type(e).__name__}: {e}); continuing without it")
+            self.note(f"{what} failed ({type(e).__name__}: {e}); continuing without it")
             return None
 
-    def _note(self, message: str) -> None:
+    def note(self, message: str) -> None:
+        """Say once why something degraded: log warning, ``notes`` and a ``note`` event."""
         if message in self.notes:
             return
         self.notes.append(message)
@@ -383,16 +387,17 @@ class Engine:
         if self.event_log is not None:
             self.event_log.write("note", self.clock.now(), message=message)
 
-    def _event(self, event: str, **fields: Any) -> None:
+    def event(self, event: str, **fields: Any) -> None:
+        """Write one event to the run log at the job clock's now (no-op without a log)."""
         if self.event_log is not None:
             self.event_log.write(event, self.clock.now(), **fields)
 
-    def _mark_unpriced(self, entry: Any) -> None:
+    def mark_unpriced(self, entry: Any) -> None:
         """Record once why emissions are unknown (the job stats carry it to metrics and the summary)."""
         if not entry.priced and self.job_stats.emissions_unknown_reason is None:
             reason = self.signals.unknown_reason()
             self.job_stats.update(emissions_unknown_reason=reason)
-            self._note(f"emissions unknown: {reason}")
+            self.note(f"emissions unknown: {reason}")
 
     def _log_step(self, now: datetime, duration_s: float, entry: Any, tokens: int, loss: Any,
                   source: Any = None) -> None:

@@ -335,7 +335,7 @@ class Session:
         self._closers.insert(0, self._finish_engine)
         recover = getattr(self.hardware.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
-            self.engine._guarded("actuators.recover", recover)
+            self.engine.guarded("actuators.recover", recover)
         if prior is not None:
             restore_into(self.engine, prior)
             if self.engine.submitted_at is not None and broadcast.is_leader:

@@ -150,7 +150,7 @@ class StepDriver:
         )
         recover = getattr(self.engine.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
-            self.engine._guarded("actuators.recover", recover)
+            self.engine.guarded("actuators.recover", recover)
         if prior is not None:
             restore_into(self.engine, prior)
 

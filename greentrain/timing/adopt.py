@@ -25,7 +25,7 @@ def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
     """All ranks: record ``decision``, apply hardware settings, log and count it."""
     boundary = getattr(engine.actuators, "at_step_boundary", None)
     if callable(boundary):  # the safe point where an exit signal's restore runs (never in the handler)
-        engine._guarded("actuators.at_step_boundary", boundary)
+        engine.guarded("actuators.at_step_boundary", boundary)
     if decision == RUN:
         return
     engine.decision = decision
@@ -36,7 +36,7 @@ def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
     if advisory and wants_hardware:
         advise(engine, decision)  # logged, counted and exported; nothing applied
     elif engine.actuators is not None and wants_hardware:
-        applied = list(engine._guarded("actuators.apply", engine.actuators.apply, decision) or [])
+        applied = list(engine.guarded("actuators.apply", engine.actuators.apply, decision) or [])
     changes: dict[str, Any] = {}
     if decision.power_limit_w is not None and (engine.actuators is None or "power_limit" in applied):
         changes["power_limit_w"] = decision.power_limit_w
@@ -51,10 +51,10 @@ def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
     if decision.action != Action.RUN:
         engine.job_stats.count_action(decision.action.value)
         state = JobState.WAITING if decision.action == Action.DELAY_START else JobState.PAUSED
-        engine._set_state(state, now, until=decision.until)
+        engine.set_state(state, now, until=decision.until)
     logged = (decision.action, decision.reason)
-    if engine.event_log is not None and (decision.action != Action.RUN or applied or logged != engine._logged):
-        engine._logged = logged  # repeated identical RUN decisions would only add noise to the log
+    if engine.event_log is not None and (decision.action != Action.RUN or applied or logged != engine.last_logged):
+        engine.last_logged = logged  # repeated identical RUN decisions would only add noise to the log
         engine.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
                                until=decision.until, power_limit_w=decision.power_limit_w,
                                precision=decision.precision, applied=applied,
@@ -81,7 +81,7 @@ def sync_actuator_stats(engine: Engine) -> None:
     if refused is not None:
         changes["power_cap_refused_total"] = int(sum(dict(refused).values()))
     if callable(unrestored):
-        count = engine._guarded("actuators.unrestored_count", unrestored)
+        count = engine.guarded("actuators.unrestored_count", unrestored)
         if isinstance(count, int):
             changes["settings_unrestored"] = count
     if changes:

@@ -30,7 +30,7 @@ def is_advisory(engine: Engine) -> bool:
 def advise(engine: Engine, decision: Decision) -> None:
     """Record ``decision``'s knobs as advice: event (when it changed), JobStats gauges; applies nothing."""
     before = len(getattr(engine.actuators, "history", ()))
-    advice: dict[str, Any] = engine._guarded("actuators.advise", engine.actuators.advise, decision) or {}
+    advice: dict[str, Any] = engine.guarded("actuators.advise", engine.actuators.advise, decision) or {}
     if not advice:
         return
     changes: dict[str, Any] = {}
@@ -48,7 +48,7 @@ def advise(engine: Engine, decision: Decision) -> None:
     engine.job_stats.update(**changes)
     if len(getattr(engine.actuators, "history", ())) > before:  # a new advice, not a repeat
         engine.job_stats.count_action("advised")
-        engine._event("advice", **advice)
+        engine.event("advice", **advice)
 
 
 def _power_estimate(engine: Engine, advice: dict[str, Any]) -> dict[str, Any] | None:

@@ -94,7 +94,7 @@ class Budget:
         over = self._over(self.projected_g, self.projected_j)
         if over and not self.warned:
             self.warned = True
-            engine._note(f"budget: projected {over}; "
+            engine.note(f"budget: projected {over}; "
                          + ("stopping at a checkpoint when it is spent" if self.on_budget == "stop" else "warning only"))
         spent = self.spent(engine)
         if spent and self.on_budget == "stop":

@@ -49,7 +49,7 @@ def check_deadline(engine: Engine, now: datetime) -> str | None:
         engine.best_effort = True
         engine.deadline_watch.warned = True  # the note below is the warning; say it once
         problem = str(e).split("; give a later")[0]  # drop the fix: best-effort is the user's choice
-        engine._note(f"{problem}; best-effort: running now")
+        engine.note(f"{problem}; best-effort: running now")
     return None
 
 
@@ -58,21 +58,21 @@ def watch_deadline(engine: Engine, now: datetime) -> None:
     step_s = engine.times.mean_s if engine.steps_total is not None else None  # `run` polls; it has no steps
     message = engine.deadline_watch.check(now, engine.work_remaining_s(), step_time_s=step_s)
     if message is not None:
-        engine._event("deadline_risk", message=message, deadline=engine.deadline,
+        engine.event("deadline_risk", message=message, deadline=engine.deadline,
                       projected_finish=engine.deadline_watch.projected_finish)
 
 
 def maybe_decide(engine: Engine, now: datetime) -> Decision:
     if engine.budget.active and engine.budget.spent(engine):  # checked every step: stop at the right one
         return decide(engine, now, JobState.RUNNING)
-    if engine._next_decide_at is not None and now < engine._next_decide_at and engine.steps_done > 1:
+    if engine.next_decide_at is not None and now < engine.next_decide_at and engine.steps_done > 1:
         return _run("")
     return decide(engine, now, JobState.RUNNING)
 
 
 def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     """Leader only: ask the policy (or degrade) and apply the deadline guard."""
-    engine._next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
+    engine.next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
     carbon_now = engine.signals.latest(now, engine.ledger)  # always: steps are priced with it
     if state != JobState.WAITING:  # before the first step check_deadline speaks (error or best-effort note)
         watch_deadline(engine, now)
@@ -89,7 +89,7 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
         return _power_only(engine, now, "no carbon signal: running now")
     snapshot = Snapshot(
         steps_done=engine.steps_done, steps_total=engine.steps_total, work_remaining_s=work_s,
-        step_time_s=engine.times.mean_s, step_time_std_s=engine.times.std_s, power_w=engine._power_w(),
+        step_time_s=engine.times.mean_s, step_time_std_s=engine.times.std_s, power_w=engine.power_w(),
         carbon_now=carbon_now, forecast=engine.signals.forecast(now, engine.ledger), deadline=engine.deadline,
         resume_overhead_s=engine.resume_overhead_s, state=state, started_at=engine.first_start,
         current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
@@ -99,7 +99,7 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     try:
         decision = engine.policy.decide(snapshot, now)
     except Exception as e:  # a policy bug must not stop training
-        engine._note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
+        engine.note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
         decision = _run("policy error: running now")
     return engine.budget.check(engine, guard(engine, decision, now), snapshot, now)  # a spent budget wins
 
@@ -115,7 +115,7 @@ def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
         return _run(reason)
     snapshot = Snapshot(
         steps_done=engine.steps_done, steps_total=engine.steps_total, work_remaining_s=0.0,
-        step_time_s=engine.times.mean_s, step_time_std_s=engine.times.std_s, power_w=engine._power_w(),
+        step_time_s=engine.times.mean_s, step_time_std_s=engine.times.std_s, power_w=engine.power_w(),
         deadline=engine.deadline, state=JobState.RUNNING, started_at=engine.first_start,
         current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
         operating_points=engine.operating_points,
@@ -123,7 +123,7 @@ def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
     try:
         chosen = policy.decide(snapshot, now)
     except Exception as e:  # a policy bug must not stop training
-        engine._note(f"policy {type(policy).__name__} failed ({type(e).__name__}: {e}); power unchanged")
+        engine.note(f"policy {type(policy).__name__} failed ({type(e).__name__}: {e}); power unchanged")
         return _run(reason)
     return Decision(action=Action.RUN, power_limit_w=chosen.power_limit_w, sm_clocks_mhz=chosen.sm_clocks_mhz,
                     reason=f"{reason}; {chosen.reason}" if chosen.reason else reason)
@@ -135,7 +135,7 @@ def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:
         if decision.to_the_end and engine.deadline is not None:
             engine.guard_engaged = True  # 'no slack; running flat out' stays true: no pause after it
         if decision.until is not None and decision.until > now:
-            engine._next_decide_at = min(engine._next_decide_at or decision.until, decision.until)
+            engine.next_decide_at = min(engine.next_decide_at or decision.until, decision.until)
         return decision
     latest = engine.latest_safe_resume()
     until = decision.until or (now + timedelta(seconds=engine.decide_interval_s))
@@ -178,7 +178,7 @@ def _probe_rate(engine: Engine) -> None:
     probe = engine.rate_probe
     if probe is None:
         return
-    step_s = engine._guarded("rate_probe", probe)
+    step_s = engine.guarded("rate_probe", probe)
     if isinstance(step_s, (int, float)):
         engine.times.note_probe(float(step_s))
 

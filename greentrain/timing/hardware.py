@@ -70,7 +70,7 @@ class Hardware:
     def start(self, engine: Any) -> None:
         """At ``__enter__`` after the first ``step_begin``: bracket the first step."""
         for note in self.notes:
-            engine._note(note)
+            engine.note(note)
         if self.advisory_points is not None:
             self._publish_advisory(engine)
         self._before_step(engine)
@@ -83,14 +83,14 @@ class Hardware:
         if loss is None:
             if not self._loss_noted:
                 self._loss_noted = True
-                engine._note("precision: pass loss= to session.step() so precisions can be trialled and guarded")
+                engine.note("precision: pass loss= to session.step() so precisions can be trialled and guarded")
             return
         energy_j = engine.last_step_energy_j
-        switched = engine._guarded("precision.on_step_end", self.precision.on_step_end, loss,
+        switched = engine.guarded("precision.on_step_end", self.precision.on_step_end, loss,
                                    energy_j if energy_j else None, engine.last_step_s or 0.0)
         if switched is not None:
             engine.job_stats.update(precision=switched)
-            engine._event("precision", precision=switched, step=engine.steps_done)
+            engine.event("precision", precision=switched, step=engine.steps_done)
 
     def step_begin(self, engine: Any) -> None:
         """Right after ``engine.step_begin``: the next step is bracketed by the profiler."""
@@ -116,7 +116,7 @@ class Hardware:
             getattr(self.profiler, method)()
         except Exception as e:  # a profiler fault must not stop training: give up profiling, once
             self._points_sent = True
-            engine._note(f"power control off: profiler.{method} failed ({type(e).__name__}: {e}); "
+            engine.note(f"power control off: profiler.{method} failed ({type(e).__name__}: {e}); "
                          "the job goes on timing-only at current settings")
             return
         self._publish(engine)
@@ -124,10 +124,10 @@ class Hardware:
     def _publish_advisory(self, engine: Any) -> None:
         found = self.advisory_points
         if not found.points:
-            engine._note(f"advisory mode: no operating points ({found.note}); power-limit advice needs them")
+            engine.note(f"advisory mode: no operating points ({found.note}); power-limit advice needs them")
             return
         self.actuators.points_source = found.source
-        engine._event("operating_points", source=found.source, note=found.note,
+        engine.event("operating_points", source=found.source, note=found.note,
                       points=[{"power_limit_w": p.power_limit_w, "relative_speed": p.relative_speed,
                                "power_w": p.power_w} for p in found.points])
         engine.set_operating_points(found.points)
@@ -139,10 +139,10 @@ class Hardware:
         points = self.profiler.result()
         if not points:
             reason = self.profiler.aborted_reason or "no points measured"
-            engine._note(f"power control off: {reason}; the job goes on timing-only at current settings")
+            engine.note(f"power control off: {reason}; the job goes on timing-only at current settings")
             return
         source = "cache" if self.profiler.from_cache else "measured"
-        engine._event("operating_points", source=source,
+        engine.event("operating_points", source=source,
                       points=[{"power_limit_w": p.power_limit_w, "sm_clocks_mhz": p.sm_clocks_mhz,
                                "relative_speed": p.relative_speed, "power_w": p.power_w} for p in points])
         engine.set_operating_points(points)

@@ -53,7 +53,7 @@ def auto_mode(engine: Any, decision: Any, *, can_release: bool) -> str:
     """Choose and record the mode of the pause ``decision`` asks for; 'checkpoint' or 'suspend'."""
     now = engine.clock.now()
     choice = choose_pause(pause_s=((decision.until or now) - now).total_seconds(),
-                          waiting_power_w=engine.waiting.held_w, running_power_w=engine._power_w(),
+                          waiting_power_w=engine.waiting.held_w, running_power_w=engine.power_w(),
                           restart_s=engine.resume_overhead_s, can_release=can_release)
     record_choice(engine, choice, now)
     return choice.mode
@@ -62,6 +62,6 @@ def auto_mode(engine: Any, decision: Any, *, can_release: bool) -> str:
 def record_choice(engine: Any, choice: PauseChoice, now: datetime) -> None:
     """Tell the engine (its waiting draw is 0 while released), the run log and the metrics."""
     engine.waiting.set_released(choice.released)
-    engine._event("pause_mode", mode=choice.mode, released=choice.released, reason=choice.reason)
+    engine.event("pause_mode", mode=choice.mode, released=choice.released, reason=choice.reason)
     engine.job_stats.count_action("release" if choice.released else "hold")
     log.info("greentrain: pause mode auto: %s", choice.reason)

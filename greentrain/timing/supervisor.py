@@ -87,7 +87,7 @@ class Supervisor:
         self.child.send(self.checkpoint_signal)
         rc = self.child.wait(self.checkpoint_timeout_s)
         if rc is None:  # it did not save and exit in time: do not wait forever, but do not lose it either
-            self.engine._note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint "
+            self.engine.note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint "
                               "signal; it keeps running")
             return None
         if not (rc in RESUMABLE_EXIT_CODES or rc == -self.checkpoint_signal):
@@ -100,7 +100,7 @@ class Supervisor:
     def _stop_for_budget(self, decision: Any) -> int:
         """A budget is spent: ask the command to save and exit (checkpoint modes) or end it (suspend);
         greentrain's status is ``BUDGET_EXIT_CODE`` either way."""
-        self.engine._note(f"{decision.reason}; stopping the command")
+        self.engine.note(f"{decision.reason}; stopping the command")
         self.child.send(self.checkpoint_signal if self.pause_mode != "suspend" else signal.SIGTERM)
         if self.child.wait(self.checkpoint_timeout_s) is None:
             self.child.send(signal.SIGKILL)

@@ -190,7 +190,7 @@ class Waiter:
             try:
                 new_target = engine.replan_paused(now, force=at_wake)
             except Exception as e:  # never let the scheduler thread die silently
-                engine._note(f"re-plan failed ({type(e).__name__}: {e}); keeping the current plan")
+                engine.note(f"re-plan failed ({type(e).__name__}: {e}); keeping the current plan")
                 return
             if new_target is None:  # same data as the last decision: keep the plan
                 new_target = self.target
@@ -208,7 +208,7 @@ class Waiter:
                 self._target = new_target
         if not at_wake or new_target > now:
             self.replans += 1
-            engine._event("action", action="replan", reason="re-planned during the pause", until=new_target,
+            engine.event("action", action="replan", reason="re-planned during the pause", until=new_target,
                           previous_until=old)
         self._schedule_wake()
         if new_target < old:
@@ -255,7 +255,7 @@ class Waiter:
         entry = engine.ledger.record(idle_j, started + (now - started) / 2, None)
         engine.job_stats.add(energy_j=entry.energy_j, emissions_g=entry.emissions_g,
                              emissions_avoided_g=entry.avoided_g)
-        engine._mark_unpriced(entry)
+        engine.mark_unpriced(entry)
         engine.job_stats.update(waiting_energy_j=engine.job_stats.waiting_energy_j + entry.energy_j,
                                 waiting_power_w=engine.waiting.value_w)
 

@@ -79,7 +79,7 @@ def test_advisory_mode_replaces_the_given_actuators_and_writes_nothing(
         d = driver(actuators=actuators, **({"actuation": "advise"} if how == "option" else {}))
         d.open(steps_total=10, steps_done=0)
         assert isinstance(d.engine.actuators, AdvisoryActuators) and d.engine.actuators.gpus == [gpu]
-        d.engine._adopt(Decision(power_limit_w=200.0), NOW)
+        d.engine.adopt(Decision(power_limit_w=200.0), NOW)
         assert d.job_stats.snapshot().advised_power_limit_w == 200.0
         d.close()
     assert gpu.set_calls == [] and gpu.power_limit_w() == limit_w
