@@ -35,8 +35,8 @@ from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
-from greentrain.timing.broadcast import make_broadcast
-from greentrain.timing.budget import BUDGET_EXIT_CODE, Budget
+from greentrain.engine.broadcast import make_broadcast
+from greentrain.engine.budget import BUDGET_EXIT_CODE, Budget
 from greentrain.timing.jobcheckpoint import JobCheckpoint
 from greentrain.timing.hardware import Hardware, PowerSwitch, build_hardware, discover_devices
 from greentrain.timing.options import (
@@ -47,7 +47,7 @@ from greentrain.timing.options import (
     resolve_deadline,
     resolve_pause_mode,
 )
-from greentrain.timing.pausemode import auto_mode
+from greentrain.engine.pausemode import auto_mode
 from greentrain.timing.process import reexec
 from greentrain.timing.resources import close_all, open_session_resources
 from greentrain.timing.rngstate import RNGState
@@ -68,10 +68,10 @@ class Session:
         save / load: your checkpoint functions (``save(next_step)``, ``load() -> next_step | None``);
             or ``model`` + ``optimizer`` + ``checkpoint_dir`` for the default checkpoint.
         pause_mode: 'checkpoint', 'suspend' or 'auto' (per pause: release when relaunch='exit' can and holding
-            costs more; ``greentrain.timing.pausemode``); default: the policy's, else checkpoint if available.
+            costs more; ``greentrain.engine.pausemode``); default: the policy's, else checkpoint if available.
         waiting_power_w: draw while paused, W, instead of the held devices' measured idle (0 when released).
         max_emissions_g / max_energy_j: budgets; projected and warned once, then a checkpoint and (exec/exit)
-            exit status ``BUDGET_EXIT_CODE`` (4) when spent (``greentrain.timing.budget``).
+            exit status ``BUDGET_EXIT_CODE`` (4) when spent (``greentrain.engine.budget``).
         clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
         job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
         dist: a torch.distributed group (auto when initialised) or a ``Broadcast``. actuators / monitor: your own

@@ -28,8 +28,8 @@ import click
 
 from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
-from greentrain.timing.guard import check_deadline
-from greentrain.timing.jobsummary import job_figures, plan_line, summary_line
+from greentrain.engine.guard import check_deadline
+from greentrain.engine.jobsummary import job_figures, plan_line, summary_line
 
 __all__ = ["run"]
 
@@ -181,7 +181,7 @@ def _load_policy(spec: str) -> Any:
 
 def _make_engine(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, res: _Resources) -> Any:
     from greentrain.engine import Engine
-    from greentrain.timing.budget import Budget
+    from greentrain.engine.budget import Budget
 
     work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
     return Engine(policy, signals=res.signals, monitor=res.monitor, clock=clock, deadline=deadline,

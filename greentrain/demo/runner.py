@@ -323,7 +323,7 @@ class DemoRunner:
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume
         reason = getattr(session.last_decision, "reason", "") or "dirty window"
-        from greentrain.timing.decider import planned_resume
+        from greentrain.engine.decider import planned_resume
 
         resume = planned_resume(session.last_decision, self.clock.now()) or session.resume_at
         self.say(f"paused after step {trainer.step}, checkpoint saved; resume planned for {_fmt(resume)} ({reason})")

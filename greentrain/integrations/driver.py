@@ -89,7 +89,7 @@ class StepDriver:
         self.stopped_by_signal = False
         """The last stop came from one of ``stop_signals`` (no resume time: relaunch when the scheduler does)."""
         self.budget_spent = False
-        """The last stop came from a spent budget (``greentrain.timing.budget``): do not relaunch."""
+        """The last stop came from a spent budget (``greentrain.engine.budget``): do not relaunch."""
         self._closers: list[Any] = []
         self._stop_requested = False
         self._previous_handlers: dict[int, Any] = {}
@@ -121,8 +121,8 @@ class StepDriver:
         from greentrain.engine import Engine
         from greentrain.events import EventLog
         from greentrain.policies import load_policy
-        from greentrain.timing.broadcast import auto_broadcast
-        from greentrain.timing.budget import Budget
+        from greentrain.engine.broadcast import auto_broadcast
+        from greentrain.engine.budget import Budget
         from greentrain.timing.resources import build_monitor, build_signals, start_metrics
         from greentrain.timing.state import restore_into
 

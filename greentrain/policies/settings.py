@@ -32,7 +32,7 @@ class PolicySettings:
     waiting_power_w: float | None = None
     """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""
     max_emissions_g: float | None = None
-    """Carbon budget of the job, grams CO2eq (``greentrain.timing.budget``)."""
+    """Carbon budget of the job, grams CO2eq (``greentrain.engine.budget``)."""
     max_energy_j: float | None = None
     """Energy budget of the job, joules."""
     on_budget: str = "stop"

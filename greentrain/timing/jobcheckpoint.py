@@ -8,7 +8,7 @@ from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.timing.rngstate import RNGState
-from greentrain.timing.broadcast import Broadcast, barrier_for
+from greentrain.engine.broadcast import Broadcast, barrier_for
 from greentrain.timing.checkpoint import ModelCheckpoint
 
 __all__ = ["JobCheckpoint"]

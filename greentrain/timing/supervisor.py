@@ -19,8 +19,8 @@ from typing import Any
 from greentrain.engine import Engine
 from greentrain.exitcodes import RESUME_EXIT_CODE
 from greentrain.policies.base import Action
-from greentrain.timing.budget import BUDGET_EXIT_CODE
-from greentrain.timing.pausemode import auto_mode
+from greentrain.engine.budget import BUDGET_EXIT_CODE
+from greentrain.engine.pausemode import auto_mode
 from greentrain.timing.process import ChildProcess, exit_status
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]

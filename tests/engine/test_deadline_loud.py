@@ -17,7 +17,7 @@ from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
 from greentrain.policies.base import Action, Decision, Policy, Snapshot
-from greentrain.timing.deadlinewatch import DeadlineWatch
+from greentrain.engine.deadlinewatch import DeadlineWatch
 
 T0 = datetime(2022, 3, 1, 1, tzinfo=UTC)
 pytestmark = pytest.mark.timeout(60)

@@ -16,7 +16,7 @@ from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.exporters.collector import GreentrainCollector
 from greentrain.policies.base import Action
-from greentrain.timing.ledger import CarbonLedger
+from greentrain.engine.ledger import CarbonLedger
 
 T0 = datetime(2022, 3, 1, 1, tzinfo=UTC)
 

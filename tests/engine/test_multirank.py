@@ -36,7 +36,7 @@ def _rank_main(rank: int, port: int, out: mp.Queue) -> None:
         from greentrain.clock import FrozenClock
         from greentrain.engine import Engine
         from greentrain.policies.base import Action
-        from greentrain.timing.broadcast import TorchBroadcast
+        from greentrain.engine.broadcast import TorchBroadcast
 
         torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,

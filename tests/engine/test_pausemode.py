@@ -15,7 +15,7 @@ from greentrain.clock import FrozenClock
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.policies.base import Action, Decision
-from greentrain.timing.pausemode import auto_mode, choose_pause
+from greentrain.engine.pausemode import auto_mode, choose_pause
 
 T0 = datetime(2022, 3, 1, 1, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly  # noqa: E40
 
 from greentrain.clock import FrozenClock
 from greentrain.engine import Engine
-from greentrain.timing.background import BackgroundFetch
+from greentrain.engine.background import BackgroundFetch
 
 T0 = datetime(2026, 11, 23, 0, tzinfo=UTC)
 

@@ -1,5 +1,5 @@
 """The engine's waiting draw: fed to the policy, measured during pauses, priced net, and robust
-to a failing reading (``greentrain.timing.waiting``)."""
+to a failing reading (``greentrain.engine.waiting``)."""
 
 from __future__ import annotations
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from greentrain.timing.advice import advice_summary
+from greentrain.engine.advice import advice_summary
 from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
+
+if TYPE_CHECKING:
+    from greentrain.engine.core import EngineCore
 
 __all__ = ["JobFigures", "job_figures", "summary_fields", "summary_line", "plan_line"]
 
@@ -32,7 +35,7 @@ class JobFigures:
     simulated: bool
 
 
-def job_figures(engine: Any) -> JobFigures:
+def job_figures(engine: EngineCore) -> JobFigures:
     """Totals of ``engine`` after ``close`` (the verdict is set there)."""
     priced = engine.signals.signals is not None and engine.signals.last is not None
     verdict = engine.deadline_verdict
@@ -46,7 +49,7 @@ def job_figures(engine: Any) -> JobFigures:
     )
 
 
-def summary_fields(engine: Any, finished_at: datetime | None) -> dict[str, Any]:
+def summary_fields(engine: EngineCore, finished_at: datetime | None) -> dict[str, Any]:
     """The engine's ``summary`` event: totals, the deadline verdict and which clock the times are on."""
     stats = engine.job_stats.snapshot()
     verdict = engine.deadline_verdict
@@ -96,7 +99,7 @@ def plan_line(*, policy: str, zone: str | None, provider: str | None, work_s: fl
     return f"greentrain: plan: policy {policy}, {carbon}, {work}{by}, pauses by {pause_mode}"
 
 
-def step_fields(engine: Any, duration_s: float, entry: Any, tokens: int, loss: Any, source: Any) -> dict[str, Any]:
+def step_fields(engine: EngineCore, duration_s: float, entry: Any, tokens: int, loss: Any, source: Any) -> dict[str, Any]:
     """The engine's ``step`` event: duration, energy and its source, emissions (or why unknown), loss."""
     fields: dict[str, Any] = {"step": engine.steps_done, "duration_s": duration_s, "energy_j": entry.energy_j,
                               "emissions_g": entry.emissions_g, "tokens": int(tokens)}

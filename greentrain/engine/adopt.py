@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision
-from greentrain.timing.advice import advise, is_advisory
-from greentrain.timing.decider import RUN
+from greentrain.engine.advice import advise, is_advisory
+from greentrain.engine.decider import RUN
 
 if TYPE_CHECKING:
-    from greentrain.engine import Engine
+    from greentrain.engine.core import EngineCore
 
 __all__ = ["adopt", "acted_on", "sync_actuator_stats"]
 
 
-def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
+def adopt(engine: EngineCore, decision: Decision, now: datetime) -> None:
     """All ranks: record ``decision``, apply hardware settings, log and count it."""
     boundary = getattr(engine.actuators, "at_step_boundary", None)
     if callable(boundary):  # the safe point where an exit signal's restore runs (never in the handler)
@@ -64,7 +64,7 @@ def adopt(engine: Engine, decision: Decision, now: datetime) -> None:
         engine.job_stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
 
 
-def acted_on(engine: Engine, decision: Decision) -> Decision:
+def acted_on(engine: EngineCore, decision: Decision) -> Decision:
     """What the caller acts on: in advisory mode the timing only (no precision switch in the loop)."""
     if not is_advisory(engine):
         return decision
@@ -73,7 +73,7 @@ def acted_on(engine: Engine, decision: Decision) -> Decision:
     return without_knobs(decision)
 
 
-def sync_actuator_stats(engine: Engine) -> None:
+def sync_actuator_stats(engine: EngineCore) -> None:
     """Mirror refusals and unrestored settings into JobStats for the exporter's alerts."""
     refused = getattr(engine.actuators, "refused_total", None)
     unrestored = getattr(engine.actuators, "unrestored_count", None)

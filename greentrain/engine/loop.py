@@ -27,18 +27,18 @@ from greentrain.events import EventLog
 from greentrain.jobstats import JobState, JobStats
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
 from greentrain.policies.loader import load_policy
-from greentrain.timing import adopt, decider
-from greentrain.timing.broadcast import Broadcast, LocalBroadcast
-from greentrain.timing.deadlinewatch import DeadlineVerdict, DeadlineWatch
-from greentrain.timing.decider import RUN
-from greentrain.timing.guard import latest_safe_resume
-from greentrain.timing.jobsummary import step_fields, summary_fields
-from greentrain.timing.ledger import CarbonLedger
-from greentrain.timing.signalview import SignalView
-from greentrain.timing.stats import StepTimes
-from greentrain.timing.waiter import Waiter
-from greentrain.timing.budget import Budget
-from greentrain.timing.waiting import WaitingPower
+from greentrain.engine import adopt, decider
+from greentrain.engine.broadcast import Broadcast, LocalBroadcast
+from greentrain.engine.deadlinewatch import DeadlineVerdict, DeadlineWatch
+from greentrain.engine.decider import RUN
+from greentrain.engine.guard import latest_safe_resume
+from greentrain.engine.jobsummary import step_fields, summary_fields
+from greentrain.engine.ledger import CarbonLedger
+from greentrain.engine.signalview import SignalView
+from greentrain.engine.stats import StepTimes
+from greentrain.engine.waiter import Waiter
+from greentrain.engine.budget import Budget
+from greentrain.engine.waiting import WaitingPower
 
 __all__ = ["Engine", "RUN"]
 
@@ -57,15 +57,15 @@ class Engine:
         deadline: aware datetime by which the job must finish, or None.
         steps_total: total steps of the job; or give ``work_total_s`` for jobs without steps.
         job_stats / event_log / actuators / broadcast: shared state for exporters, the JSONL log, hardware
-            actions, rank 0's decisions (``greentrain.timing.TorchBroadcast``; None = one process).
+            actions, rank 0's decisions (``greentrain.engine.TorchBroadcast``; None = one process).
         steps_done / work_total_s: steps already done (resume); or the run time the job needs (``run``).
         step_time_s: expected step time before any is measured (lets ``begin`` plan a delayed start).
         resume_overhead_s / deadline_policy: override the policy's settings ('strict' or 'best-effort').
         decide_interval_s / progress: re-plan at least this often (job-clock s); a countdown while waiting.
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
-        waiting_power_w / hardware_released: what a pause costs (``greentrain.timing.waiting``): the user's
+        waiting_power_w / hardware_released: what a pause costs (``greentrain.engine.waiting``): the user's
             figure, else 0 when paused jobs release their hardware, else the held devices' measured idle draw.
-        budget: carbon/energy limits (``greentrain.timing.budget``): warn once, stop at a checkpoint when spent.
+        budget: carbon/energy limits (``greentrain.engine.budget``): warn once, stop at a checkpoint when spent.
     """
 
     def __init__(
@@ -312,7 +312,7 @@ class Engine:
         margin_s = self.times.pessimistic_s or 0.0
         return latest_safe_resume(self.deadline, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s)
 
-    # ---- deciding (greentrain.timing.decider) -------------------------------------------------------
+    # ---- deciding (greentrain.engine.decider) -------------------------------------------------------
 
     def _check_deadline(self, now: datetime) -> str | None:
         return decider.check_deadline(self, now)

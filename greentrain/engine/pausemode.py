@@ -15,7 +15,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from greentrain.engine.core import EngineCore
 
 __all__ = ["PauseChoice", "auto_mode", "choose_pause", "record_choice"]
 
@@ -49,7 +52,7 @@ def choose_pause(*, pause_s: float, waiting_power_w: float, running_power_w: flo
     return PauseChoice("suspend", f"hold: {figures}")
 
 
-def auto_mode(engine: Any, decision: Any, *, can_release: bool) -> str:
+def auto_mode(engine: EngineCore, decision: Any, *, can_release: bool) -> str:
     """Choose and record the mode of the pause ``decision`` asks for; 'checkpoint' or 'suspend'."""
     now = engine.clock.now()
     choice = choose_pause(pause_s=((decision.until or now) - now).total_seconds(),
@@ -59,7 +62,7 @@ def auto_mode(engine: Any, decision: Any, *, can_release: bool) -> str:
     return choice.mode
 
 
-def record_choice(engine: Any, choice: PauseChoice, now: datetime) -> None:
+def record_choice(engine: EngineCore, choice: PauseChoice, now: datetime) -> None:
     """Tell the engine (its waiting draw is 0 while released), the run log and the metrics."""
     engine.waiting.set_released(choice.released)
     engine.event("pause_mode", mode=choice.mode, released=choice.released, reason=choice.reason)

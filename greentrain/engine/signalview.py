@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from greentrain.signals.base import IntensityPoint
-from greentrain.timing.background import PENDING, BackgroundFetch, Outcome
+from greentrain.engine.background import PENDING, BackgroundFetch, Outcome
 
 __all__ = ["SignalView", "FETCH_BUDGET_S"]
 

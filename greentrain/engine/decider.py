@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from greentrain.errors import DeadlineError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
-from greentrain.timing.guard import check_deadline as _check
-from greentrain.timing.guard import must_run_now
+from greentrain.engine.guard import check_deadline as _check
+from greentrain.engine.guard import must_run_now
 
 if TYPE_CHECKING:
-    from greentrain.engine import Engine
+    from greentrain.engine.core import EngineCore
 
 __all__ = ["RUN", "check_deadline", "maybe_decide", "decide", "guard", "replan_paused", "planned_resume"]
 
@@ -38,7 +38,7 @@ def _iso(value: datetime | None) -> str:
     return value.isoformat().replace("+00:00", "Z") if value is not None else "-"
 
 
-def check_deadline(engine: Engine, now: datetime) -> str | None:
+def check_deadline(engine: EngineCore, now: datetime) -> str | None:
     if engine.deadline is None:
         return None
     try:
@@ -53,7 +53,7 @@ def check_deadline(engine: Engine, now: datetime) -> str | None:
     return None
 
 
-def watch_deadline(engine: Engine, now: datetime) -> None:
+def watch_deadline(engine: EngineCore, now: datetime) -> None:
     """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed."""
     step_s = engine.times.mean_s if engine.steps_total is not None else None  # `run` polls; it has no steps
     message = engine.deadline_watch.check(now, engine.work_remaining_s(), step_time_s=step_s)
@@ -62,7 +62,7 @@ def watch_deadline(engine: Engine, now: datetime) -> None:
                       projected_finish=engine.deadline_watch.projected_finish)
 
 
-def maybe_decide(engine: Engine, now: datetime) -> Decision:
+def maybe_decide(engine: EngineCore, now: datetime) -> Decision:
     if engine.budget.active and engine.budget.spent(engine):  # checked every step: stop at the right one
         return decide(engine, now, JobState.RUNNING)
     if engine.next_decide_at is not None and now < engine.next_decide_at and engine.steps_done > 1:
@@ -70,7 +70,7 @@ def maybe_decide(engine: Engine, now: datetime) -> Decision:
     return decide(engine, now, JobState.RUNNING)
 
 
-def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
+def decide(engine: EngineCore, now: datetime, state: JobState) -> Decision:
     """Leader only: ask the policy (or degrade) and apply the deadline guard."""
     engine.next_decide_at = now + timedelta(seconds=engine.decide_interval_s)
     carbon_now = engine.signals.latest(now, engine.ledger)  # always: steps are priced with it
@@ -104,7 +104,7 @@ def decide(engine: Engine, now: datetime, state: JobState) -> Decision:
     return engine.budget.check(engine, guard(engine, decision, now), snapshot, now)  # a spent budget wins
 
 
-def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
+def _power_only(engine: EngineCore, now: datetime, reason: str) -> Decision:
     """Timing cannot be planned, but a measured profile lets a power policy still pick its operating point."""
     if not engine.operating_points:
         return _run(reason)
@@ -129,7 +129,7 @@ def _power_only(engine: Engine, now: datetime, reason: str) -> Decision:
                     reason=f"{reason}; {chosen.reason}" if chosen.reason else reason)
 
 
-def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:
+def guard(engine: EngineCore, decision: Decision, now: datetime) -> Decision:
     """Clamp pauses to the latest safe resume; refuse a pause the deadline cannot afford."""
     if decision.action == Action.RUN:
         if decision.to_the_end and engine.deadline is not None:
@@ -150,7 +150,7 @@ def guard(engine: Engine, decision: Decision, now: datetime) -> Decision:
     return replace(decision, until=until)
 
 
-def replan_paused(engine: Engine, now: datetime, force: bool = True) -> datetime | None:
+def replan_paused(engine: EngineCore, now: datetime, force: bool = True) -> datetime | None:
     """Leader, during a wait: re-decide with fresh signals; the new resume time (``now`` = run now).
 
     Without ``force`` (a periodic tick) the policy is asked only if the carbon data changed since the
@@ -172,7 +172,7 @@ def replan_paused(engine: Engine, now: datetime, force: bool = True) -> datetime
     return decision.until
 
 
-def _probe_rate(engine: Engine) -> None:
+def _probe_rate(engine: EngineCore) -> None:
     """While waiting nothing is measured: ask the job's probe (if any) how long a step takes now, so a
     machine that got busier moves the deadline guard's latest safe resume up before the wait ends."""
     probe = engine.rate_probe

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from greentrain.policies.base import Decision
 
 if TYPE_CHECKING:
-    from greentrain.engine import Engine
+    from greentrain.engine.core import EngineCore
 
 __all__ = ["advise", "advice_summary", "is_advisory"]
 
@@ -22,12 +22,12 @@ PRECISION_NOT_ESTIMATED = ("not estimated: energy per step at another precision 
                            "and a trial switches precision, which advisory mode does not")
 
 
-def is_advisory(engine: Engine) -> bool:
+def is_advisory(engine: EngineCore) -> bool:
     """Whether the engine's actuators only advise."""
     return bool(getattr(engine.actuators, "advisory", False))
 
 
-def advise(engine: Engine, decision: Decision) -> None:
+def advise(engine: EngineCore, decision: Decision) -> None:
     """Record ``decision``'s knobs as advice: event (when it changed), JobStats gauges; applies nothing."""
     before = len(getattr(engine.actuators, "history", ()))
     advice: dict[str, Any] = engine.guarded("actuators.advise", engine.actuators.advise, decision) or {}
@@ -51,7 +51,7 @@ def advise(engine: Engine, decision: Decision) -> None:
         engine.event("advice", **advice)
 
 
-def _power_estimate(engine: Engine, advice: dict[str, Any]) -> dict[str, Any] | None:
+def _power_estimate(engine: EngineCore, advice: dict[str, Any]) -> dict[str, Any] | None:
     from greentrain.profiler.estimate import estimated_effect
 
     effect = estimated_effect(engine.operating_points, advice["power_limit_w"], advice.get("current_power_limit_w"))
@@ -61,7 +61,7 @@ def _power_estimate(engine: Engine, advice: dict[str, Any]) -> dict[str, Any] | 
     return {**effect, "source": "estimated", "points": source}
 
 
-def advice_summary(engine: Engine) -> dict[str, Any] | None:
+def advice_summary(engine: EngineCore) -> dict[str, Any] | None:
     """The job's last advice per knob for the summary event (None outside advisory mode)."""
     if not is_advisory(engine):
         return None

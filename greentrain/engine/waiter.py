@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from greentrain.jobstats import JobState
 
 if TYPE_CHECKING:
-    from greentrain.engine import Engine
+    from greentrain.engine.core import EngineCore
 
 __all__ = ["Waiter"]
 
@@ -33,9 +33,9 @@ _MIN_REPLAN_REAL_S = 0.05
 
 
 class Waiter:
-    """Waits on behalf of an Engine; one instance per engine, one wait at a time."""
+    """Waits on behalf of an EngineCore; one instance per engine, one wait at a time."""
 
-    def __init__(self, engine: Engine, *, progress: bool = True, sync_real_s: float = 30.0,
+    def __init__(self, engine: EngineCore, *, progress: bool = True, sync_real_s: float = 30.0,
                  tick_real_s: float = 0.25) -> None:
         self.engine = engine
         self.progress = progress
@@ -261,7 +261,7 @@ class Waiter:
 
     def planned_resume(self) -> datetime | None:
         """The one time people are told: the plan's resume (not the policy's next look), guard-clamped."""
-        from greentrain.timing.decider import planned_resume
+        from greentrain.engine.decider import planned_resume
 
         engine, target = self.engine, self.target
         if target is None:

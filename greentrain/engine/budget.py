@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import BUDGET_SPENT_EXIT_CODE
 from greentrain.policies.base import Action, Decision, Snapshot
-from greentrain.timing.ledger import J_PER_KWH
+from greentrain.engine.ledger import J_PER_KWH
 
 if TYPE_CHECKING:
-    from greentrain.engine import Engine
+    from greentrain.engine.core import EngineCore
 
 __all__ = ["BUDGET_EXIT_CODE", "Budget", "ON_BUDGET"]
 
@@ -73,7 +73,7 @@ class Budget:
                    max_energy_j=getattr(settings, "max_energy_j", None),
                    on_budget=getattr(settings, "on_budget", "stop"))
 
-    def project(self, engine: Engine, snapshot: Snapshot | None, now: datetime) -> tuple[float, float]:
+    def project(self, engine: EngineCore, snapshot: Snapshot | None, now: datetime) -> tuple[float, float]:
         """(grams, joules) the whole job is projected to cost: spent + remaining work at the measured rate."""
         spent_g, spent_j = engine.ledger.emissions_g, engine.ledger.energy_j
         work_s = engine.work_remaining_s() or 0.0
@@ -82,7 +82,7 @@ class Budget:
         left_j = rate_w * work_s
         return spent_g + left_j / J_PER_KWH * _mean_intensity(engine, snapshot, now, work_s), spent_j + left_j
 
-    def check(self, engine: Engine, decision: Decision, snapshot: Snapshot | None, now: datetime) -> Decision:
+    def check(self, engine: EngineCore, decision: Decision, snapshot: Snapshot | None, now: datetime) -> Decision:
         """Update the projection and metrics; warn once; STOP when a budget is spent (``on_budget='stop'``)."""
         if not self.active:
             return decision
@@ -101,7 +101,7 @@ class Budget:
             return replace(decision, action=Action.STOP, until=None, reason=f"budget spent: {spent}")
         return decision
 
-    def spent(self, engine: Engine) -> str:
+    def spent(self, engine: EngineCore) -> str:
         """Why a budget is spent ('' while none is)."""
         return self._over(engine.ledger.emissions_g, engine.ledger.energy_j, spent=True)
 
@@ -117,7 +117,7 @@ class Budget:
         return ""
 
 
-def _mean_intensity(engine: Engine, snapshot: Snapshot | None, now: datetime, work_s: float) -> float:
+def _mean_intensity(engine: EngineCore, snapshot: Snapshot | None, now: datetime, work_s: float) -> float:
     """Mean intensity over the next ``work_s`` (known and forecast points), else the current value."""
     points = []
     if snapshot is not None:
