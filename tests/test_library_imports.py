@@ -50,3 +50,23 @@ def test_parse_deadline_names_the_parameter() -> None:
                         ("2026-01-02T00:00", "no timezone")):
         with pytest.raises(ConfigError, match=r"^deadline: .*" + reason.replace("+", r"\+")):
             parse_deadline(bad, now, param="deadline")
+
+
+# Developer tools with a command line of their own (``python -m ...``); nothing in the library imports them.
+_OWN_COMMAND_LINE = {"demo/scenario.py", "exporters/dashboards/preview.py"}
+
+
+def test_no_library_module_imports_the_cli_even_inside_a_function() -> None:
+    import ast
+
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "cli" or rel.name == "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [f"{rel}:{node.lineno} {n}" for n in names if n.startswith("greentrain.cli")
+                          or (n == "click" and str(rel) not in _OWN_COMMAND_LINE)]
+    assert offenders == []

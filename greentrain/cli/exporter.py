@@ -14,7 +14,7 @@ from types import FrameType
 
 import click
 
-from greentrain.exporters.options import metrics_options
+from greentrain.cli.metricsflags import metrics_options
 
 __all__ = ["DEFAULT_PORT", "exporter"]
 

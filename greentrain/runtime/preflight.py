@@ -128,11 +128,9 @@ def _check_zone(zone: str, provider: str | None) -> None:
 
 
 def _check_deadline(text: str) -> None:
-    import click
-
-    from greentrain.cli.common import parse_deadline
+    from greentrain.clock import parse_deadline
 
     try:  # a past deadline is the engine's call (a relaunch may resume past it under best-effort)
         parse_deadline(text, datetime.now(UTC), param="")
-    except click.BadParameter as e:
-        raise ConfigError(e.message) from None
+    except ConfigError as e:
+        raise ConfigError(str(e).removeprefix(": ")) from None
