@@ -125,18 +125,24 @@ def _pct(value: float, reference: float) -> float | None:
 
 # -- NVML call costs -------------------------------------------------------------------------------------------
 
-def nvml_call_costs(gpu: Any, calls: int) -> dict[str, Any]:
-    """CPU (this thread) and wall time per call of the getters the monitor uses, and of one sampling pass."""
+def nvml_call_costs(gpu: Any, calls: int, nvml: Any = None) -> dict[str, Any]:
+    """CPU (this thread) and wall time per call of the getters the monitor uses, and of one sampling pass.
+
+    The getters are called on pynvml itself (``nvml``: the module, loaded when None), on the GPU's own handle:
+    only getters, nothing is set.
+    """
+    from greentrain.device.nvml import load_pynvml
     from greentrain.monitor import Monitor
 
-    nvml = gpu._nvml  # the greentrain NVMLGPU's pynvml (guarded): only getters are called here
+    nvml = nvml or load_pynvml()
+    handle = nvml.nvmlDeviceGetHandleByIndex(gpu.index)
     getters: list[tuple[str, Callable[[], Any]]] = [
-        ("nvmlDeviceGetTotalEnergyConsumption", lambda: gpu._call("nvmlDeviceGetTotalEnergyConsumption")),
+        ("nvmlDeviceGetTotalEnergyConsumption", lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle)),
         ("nvmlDeviceGetFieldValues(POWER_INSTANT)",
-         lambda: gpu._call("nvmlDeviceGetFieldValues", [nvml.NVML_FI_DEV_POWER_INSTANT])),
-        ("nvmlDeviceGetPowerUsage", lambda: gpu._call("nvmlDeviceGetPowerUsage")),
-        ("nvmlDeviceGetEnforcedPowerLimit", lambda: gpu._call("nvmlDeviceGetEnforcedPowerLimit")),
-        ("nvmlDeviceGetClockInfo(SM)", lambda: gpu._call("nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM)),
+         lambda: nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_POWER_INSTANT])),
+        ("nvmlDeviceGetPowerUsage", lambda: nvml.nvmlDeviceGetPowerUsage(handle)),
+        ("nvmlDeviceGetEnforcedPowerLimit", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle)),
+        ("nvmlDeviceGetClockInfo(SM)", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
     ]
     rows = [_timed_calls(name, fn, calls) for name, fn in getters]
     with Monitor([gpu], [], interval_s=3600.0) as monitor:  # the thread sleeps: we time the pass ourselves

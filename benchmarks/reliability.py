@@ -254,7 +254,7 @@ def daemon(fuzz: int, idle: int) -> dict:
                 errors += reply["ok"] is False
                 oks += reply["ok"] is True
         result["malformed"] = {"requests": len(lines), "seed": seed, "error_replies": errors, "accepted_valid": oks,
-                               "loop_thread_alive": bool(server._thread and server._thread.is_alive())}
+                               "loop_thread_alive": server.serving}
         served = [ok for _ in range(3) for ok in _connect_at_once(server.config.socket, 256)]
         result["simultaneous_256"] = {"rounds": 3, "served": sum(served), "attempted": len(served)}
         server.shutdown()

@@ -127,8 +127,7 @@ def _hf_llama(cfg: JobConfig, device: torch.device) -> torch.nn.Module | None:
                          num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads,
                          num_key_value_heads=m.kv_heads, max_position_embeddings=m.max_seq_len,
                          rms_norm_eps=m.norm_eps, rope_theta=m.rope_theta, tie_word_embeddings=False,
-                         attention_bias=False, mlp_bias=False)
-    hf_cfg._attn_implementation = "sdpa"
+                         attention_bias=False, mlp_bias=False, attn_implementation="sdpa")
     return LlamaForCausalLM(hf_cfg).to(device)
 
 

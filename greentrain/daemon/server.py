@@ -197,6 +197,11 @@ class DaemonServer:
         with self._lock:
             return any(s.owner == client.conn_id for s in self._gpus.values())
 
+    @property
+    def serving(self) -> bool:
+        """Whether the event-loop thread is alive (a malformed request must never stop it)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def is_admin(self, client: _Client) -> bool:
         """Admins (``daemon.admin_uids``) see every job in ``status``."""
         return client.cred.uid in self.config.admin_uids

@@ -131,7 +131,7 @@ def test_energy_section_compares_three_figures_and_writes_nothing() -> None:
 
 def test_call_cost_section_times_only_getters() -> None:
     fake, gpu = _fake_gpu()
-    result = sections.nvml_call_costs(gpu, calls=20)
+    result = sections.nvml_call_costs(gpu, calls=20, nvml=fake)
     names = [r["call"] for r in result["rows"]]
     assert names[0] == "nvmlDeviceGetTotalEnergyConsumption" and names[-1].startswith("greentrain Monitor")
     assert all(r["wall_us"] > 0 and r["cpu_us"] >= 0 for r in result["rows"])
