@@ -107,9 +107,24 @@ def step_fields(engine: EngineCore, duration_s: float, entry: Any, tokens: int, 
         fields["emissions_unknown"] = engine.job_stats.emissions_unknown_reason
     if source is not None:
         fields["source"] = str(source)
-    if loss is not None:
-        try:
-            fields["loss"] = float(loss)
-        except (TypeError, ValueError):
-            pass
+    value = _loggable_loss(loss, engine.steps_done)
+    if value is not None:
+        fields["loss"] = value
     return fields
+
+
+LOSS_LOG_EVERY_STEPS = 10
+"""A loss still on an accelerator is logged at every 10th step only: reading it waits for the device, and a
+wait at every step boundary would cost throughput (numbers and CPU tensors are logged at every step)."""
+
+
+def _loggable_loss(loss: Any, step: int) -> float | None:
+    if loss is None:
+        return None
+    device = getattr(loss, "device", None)
+    if device is not None and getattr(device, "type", "cpu") != "cpu" and step % LOSS_LOG_EVERY_STEPS:
+        return None
+    try:
+        return float(loss)
+    except (TypeError, ValueError, RuntimeError):
+        return None

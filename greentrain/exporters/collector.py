@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from greentrain.clock import Clock, SystemClock
-from greentrain.exporters import names as n
+import greentrain.exporters.names as n
 from greentrain.exporters.signalview import SignalView
 from greentrain.jobstats import JobState
 

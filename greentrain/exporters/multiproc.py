@@ -30,7 +30,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from greentrain.errors import ConfigError
-from greentrain.exporters import names as n
+import greentrain.exporters.names as n
 from greentrain.exporters.collector import Sample, families
 
 __all__ = ["NodeCollector", "RankFiles", "RankWriter", "merge"]

@@ -97,7 +97,8 @@ class PrecisionController:
         self._reference_loss: float | None = None
         self._steps_here = 0
         self._trial: list[float] = []  # energy (or time) of measured steps of the running trial
-        self._window: list[float] = []
+        self._window: list[Any] = []
+        """This window's losses as given (device tensors stay on the device until the window's check)."""
         self._pending: str | None = None
         self._scalers: dict[bool, Any] = {}
 
@@ -160,7 +161,7 @@ class PrecisionController:
     def on_step_end(self, loss: Any, step_energy_j: float | None, step_time_s: float) -> str | None:
         """Record one step; returns the precision to use from the next step when it changes, else None."""
         self._steps_here += 1
-        self._window.append(_to_float(loss))
+        self._window.append(_detached(loss))
         if self.phase is Phase.TRIAL and self._steps_here > self.config.warmup_steps:
             self._trial.append(step_energy_j if step_energy_j is not None else step_time_s)
         at_window = self._steps_here % self.config.guard_window == 0
@@ -211,7 +212,7 @@ class PrecisionController:
 
     def _guard_diverged(self) -> bool:
         """Whether the last window's loss left the healthy range; updates the reference level otherwise."""
-        window, self._window = self._window, []
+        window, self._window = _host_values(self._window), []
         mean = sum(window) / len(window)
         finite = all(math.isfinite(v) for v in window)
         if self._fallback in (None, self.current) or self._reference_loss is None:
@@ -233,7 +234,17 @@ class PrecisionController:
         self._steps_here, self._window, self._trial = 0, [], []
 
 
-def _to_float(loss: Any) -> float:
-    if hasattr(loss, "detach"):
-        return float(loss.detach().float().item())
-    return float(loss)
+def _detached(loss: Any) -> Any:
+    """The loss without its graph, left where it is: reading it on the host would wait for the device."""
+    return loss.detach() if hasattr(loss, "detach") else float(loss)
+
+
+def _host_values(window: list[Any]) -> list[float]:
+    """A window's losses as floats, with one device-to-host copy for all of them (one sync per window)."""
+    tensors = [v for v in window if hasattr(v, "detach")]
+    if not tensors:
+        return [float(v) for v in window]
+    import torch
+
+    values = iter(torch.stack([t.float().reshape(()) for t in tensors]).tolist())
+    return [next(values) if hasattr(v, "detach") else float(v) for v in window]

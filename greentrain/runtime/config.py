@@ -274,8 +274,8 @@ class MetricsConfig:
     log_every: int = 1
     """Print a progress line every N steps (rank 0)."""
     fetch_every: int | None = None
-    """Read loss and grad norm from the device every N steps (one host sync per N steps; a step hook such
-    as a greentrain session still reads every step). Default: 10 on a GPU, 1 on the CPU."""
+    """Read loss and grad norm from the device every N steps (one host sync per N steps; a greentrain
+    session reads the loss once per precision-guard window). Default: 10 on a GPU, 1 on the CPU."""
 
     def __post_init__(self) -> None:
         c = Checks("metrics", self)

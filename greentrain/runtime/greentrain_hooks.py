@@ -37,7 +37,7 @@ class SessionHook:
     def should_stop(self) -> bool:
         return bool(self.session.should_stop)
 
-    def on_step_end(self, step: int, tokens: int, loss: float) -> Any:
+    def on_step_end(self, step: int, tokens: int, loss: Any) -> Any:
         return self.session.step(tokens=tokens, loss=loss)
 
 

@@ -10,8 +10,9 @@ after a checkpoint (pause) — a relaunch continues with no lost step.
 
 Per step nothing waits for the device: batches come prefetched
 (``Prefetcher``), and loss and gradient norm stay on the device until the
-``MetricsFetcher`` reads them, every ``metrics.fetch_every`` steps, at
-checkpoint steps, or every step when a hook needs the loss.
+``MetricsFetcher`` reads them, every ``metrics.fetch_every`` steps and at
+checkpoint steps. The hook gets each step's loss as a device tensor and reads
+it only when it needs a value (the session: once per precision-guard window).
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ class StepHook(Protocol):
 
     should_stop: bool
 
-    def on_step_end(self, step: int, tokens: int, loss: float) -> Any | None:
-        """Return a Decision (or None); may set ``should_stop``."""
+    def on_step_end(self, step: int, tokens: int, loss: torch.Tensor | float) -> Any | None:
+        """Return a Decision (or None); may set ``should_stop``. ``loss`` may still be on the device:
+        reading it waits for the step to finish there."""
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -218,8 +220,9 @@ class Trainer:
         """Read every step whose loss and grad norm are still on the device (one host sync), oldest first."""
         return self.fetcher.fetch()
 
-    def _enqueue_step(self) -> None:
-        """Run optimizer step ``self.step`` and advance, leaving its loss and grad norm on the device."""
+    def _enqueue_step(self) -> torch.Tensor:
+        """Run optimizer step ``self.step`` and advance, leaving its loss and grad norm on the device;
+        returns the loss (on the device)."""
         start = time.perf_counter()
         inputs, labels = self.prefetcher.get(self.step)
         lr = self.lr_at(self.step)
@@ -242,6 +245,7 @@ class Trainer:
         metrics = StepMetrics(step=self.step, loss=math.nan, grad_norm=math.nan, lr=lr, tokens=tokens,
                               tokens_per_s=tokens / elapsed, step_time_s=elapsed, precision=self.precision, mfu=mfu)
         self.fetcher.push(metrics, loss, norm, start)
+        return loss
 
     # ---- checkpoints --------------------------------------------------------
     def save_checkpoint(self) -> None:
@@ -305,19 +309,17 @@ class Trainer:
             self.resume()
         try:
             while self.step < total:
-                self._enqueue_step()
+                loss = self._enqueue_step()
+                stop = self._boundary(loss)  # the hook gets the device loss: no host sync here
                 due = self.step % interval == 0 or self.step == total
-                # A hook decides on each step's loss; without one, values are read every fetch_every steps.
-                if not (self.hook is not None or due or self.fetcher.due()):
+                if not (due or stop or self.fetcher.due()):
                     continue
-                stop = False
                 for metrics in self.fetch_metrics():
                     history.append(metrics)
                     if writer is not None:
                         writer.write(metrics)
                     if self.on_step is not None:
                         self.on_step(metrics)
-                    stop = self._boundary(metrics) or stop
                 if watch_signals:
                     stop = self._stop_agreed() or stop
                 if self.checkpointer is not None and (due or stop) and self._saved_step != self.step:
@@ -331,11 +333,12 @@ class Trainer:
                 self.checkpointer.close()
         return history
 
-    def _boundary(self, metrics: StepMetrics) -> bool:
-        """Give the step to the hook; apply its decision; True when the run should stop."""
+    def _boundary(self, loss: torch.Tensor) -> bool:
+        """Give the step just enqueued to the hook; apply its decision; True when the run should stop."""
         if self.hook is None:
             return False
-        decision = self.hook.on_step_end(metrics.step, metrics.tokens, metrics.loss)
+        tokens = self.cfg.train.global_batch * self.cfg.train.seq_len
+        decision = self.hook.on_step_end(self.step, tokens, loss)
         precision = getattr(decision, "precision", None)
         if precision and precision != self.precision:
             self.set_precision(precision)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from greentrain.policies.base import Policy
-from greentrain.sim import baselines
+import greentrain.sim.baselines as baselines
 from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger

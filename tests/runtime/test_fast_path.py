@@ -103,3 +103,27 @@ def test_samples_are_contiguous_for_pipeline_stages(batches: StepBatches) -> Non
     x, y = batches.batch(3)
     assert x.is_contiguous() and y.is_contiguous()  # torch 2.11 pipeline stages reject (T+1, 1) strides
     assert x.stride() == (16, 1)
+
+
+class _Recorder:
+    """A step hook like the greentrain session's: it keeps the losses it is given and never stops."""
+
+    should_stop = False
+
+    def __init__(self) -> None:
+        self.losses: list[object] = []
+
+    def on_step_end(self, step: int, tokens: int, loss: object) -> None:
+        self.losses.append(loss)
+
+
+def test_a_step_hook_gets_the_device_loss_and_adds_no_host_read() -> None:
+    cfg = tiny_config(parallel={"dp_shard": 1}, train={"steps": 7}, metrics={"fetch_every": 3})
+    plain = Trainer(cfg)
+    expected = [m.loss for m in plain.fit()]
+    hooked = Trainer(cfg)
+    hooked.hook = hook = _Recorder()
+    got = hooked.fit()
+    assert hooked.fetcher.fetches == 3, "a hook must not turn the deferred reads into one read per step"
+    assert all(isinstance(loss, torch.Tensor) for loss in hook.losses) and len(hook.losses) == 7
+    assert [float(loss) for loss in hook.losses] == expected == [m.loss for m in got]

@@ -7,7 +7,7 @@ serving ``$job``).
 
 from __future__ import annotations
 
-from greentrain.exporters import names as n
+import greentrain.exporters.names as n
 from greentrain.exporters.dashboards.builder import (
     DATASOURCE,
     Json,

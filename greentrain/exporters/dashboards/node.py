@@ -6,7 +6,7 @@ join the two exporters ``on (UUID)``.
 
 from __future__ import annotations
 
-from greentrain.exporters import names as n
+import greentrain.exporters.names as n
 from greentrain.exporters.dashboards.builder import (
     Json,
     Layout,
