@@ -2,9 +2,11 @@
 
 ``ActuatorSet`` is what the engine calls at a step boundary. Each change goes
 through a journaled, locked ``KnobController``; a change this process may not
-make is sent to ``greentrain daemon`` when a socket is configured; otherwise
-it is refused with the exact fix, logged once, counted in ``refused_total``,
-and the job goes on measuring. Nothing here raises into the training step.
+make goes to the GPU as the privileged route wraps it (``greentrain daemon``,
+a GPU backend: ``greentrain.daemon.gpu``) when a socket is configured;
+otherwise it is refused with the exact fix, logged once, counted in
+``refused_total``, and the job goes on measuring. Nothing here raises into
+the training step.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from greentrain.actuators.controller import KnobController
 from greentrain.actuators.exithooks import ExitHooks
 from greentrain.actuators.journal import default_state_dir
 from greentrain.actuators.lock import DeviceBusyError
-from greentrain.device.base import GPU
+from greentrain.device.base import GPU, PrivilegedRoute
+from greentrain.device.discovery import privileged_route
 from greentrain.errors import (
     ActuationError,
+    DaemonUnavailableError,
     DeviceLostError,
     GreentrainError,
     PrivilegeError,
@@ -88,7 +92,8 @@ class ActuatorSet:
         self._routes = {g.uuid: _Route.DIRECT for g in self.gpus}
         self._restore_errors: list[str] = []
         self._logged: set[tuple[str, str]] = set()
-        self._client: Any = None
+        self._route: PrivilegedRoute | None = None
+        self._routed: dict[str, GPU] = {}
         self._lock = threading.RLock()
         self._signal_restored = False
         self._hooks = ExitHooks(self.restore_all)
@@ -191,8 +196,6 @@ class ActuatorSet:
             self._routes[gpu.uuid] = _Route.UNPRIVILEGED
             self._refuse(action, gpu, error, PRIVILEGE_FIX)
             return False
-        from greentrain.daemon.client import DaemonUnavailableError
-
         self._routes[gpu.uuid] = _Route.DAEMON
         log.info("GPU %s: no privilege here, using greentrain daemon at %s", gpu.uuid, self.daemon_socket)
         try:
@@ -212,14 +215,16 @@ class ActuatorSet:
             return False
 
     def _via_daemon(self, action: str, gpu: GPU, value: Any) -> bool:
-        if self._client is None:
-            from greentrain.daemon.client import DaemonClient
-
-            self._client = DaemonClient(self.daemon_socket, job=str(self.job))
+        # The daemon journals and restores what it sets, so no local KnobController here.
+        if self._route is None:
+            self._route = privileged_route(self.daemon_socket, job=str(self.job))
+        routed = self._routed.get(gpu.uuid)
+        if routed is None:
+            routed = self._routed[gpu.uuid] = self._route.wrap(gpu)
         if action == "power_limit":
-            self._client.set_power_limit_w(gpu.uuid, float(value))
+            routed.set_power_limit_w(float(value))
         else:
-            self._client.lock_sm_clocks_mhz(gpu.uuid, int(value[0]), int(value[1]))
+            routed.lock_sm_clocks_mhz(int(value[0]), int(value[1]))
         return True
 
     def _apply_precision(self, precision: str) -> bool:
@@ -252,9 +257,9 @@ class ActuatorSet:
             for controller in self._controllers.values():
                 if controller.lock.held:
                     errors.extend(controller.restore())
-            if self._client is not None:
+            if self._route is not None:
                 try:
-                    self._client.reset()
+                    self._route.reset()
                 except GreentrainError as e:  # the daemon also resets when our connection closes
                     errors.append(f"greentrain daemon reset failed: {e}")
             for message in errors:
@@ -273,9 +278,9 @@ class ActuatorSet:
             self.restore_all()
             for controller in self._controllers.values():
                 controller.release()  # what failed to restore stays journaled for the next holder
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            if self._route is not None:
+                self._route.close()
+                self._route, self._routed = None, {}
             self._hooks.uninstall()
 
     def __enter__(self) -> ActuatorSet:
