@@ -91,7 +91,7 @@ def load(family: str, name: str) -> Any:
     except ImportError as e:
         raise ConfigError(
             f"{family} plugin {name!r} needs a package that is not installed ({e.name}); "
-            f"install it, e.g. pip install 'greentrain[{name}]'"
+            "install the package that provides it"
         ) from e
     obj: Any = module
     for part in filter(None, attr.split(".")):
