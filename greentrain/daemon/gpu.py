@@ -52,6 +52,8 @@ class DaemonGPU(GPU):
         self.index, self.uuid, self.name, self.architecture = gpu.index, gpu.uuid, gpu.name, gpu.architecture
 
     def __getattr__(self, name: str) -> Any:  # vendor extras of the wrapped GPU (e.g. NVML's ``label``)
+        if name == "gpu":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.gpu, name)
 
     @property

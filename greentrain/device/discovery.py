@@ -20,7 +20,7 @@ from typing import Any
 from greentrain import plugins
 from greentrain.device.base import GPU, CPUDomain, GPUBackend, PrivilegedRoute
 from greentrain.device.nvml_backend import NVMLBackend
-from greentrain.errors import ActuationError, ConfigError
+from greentrain.errors import ActuationError, ConfigError, DeviceError, NotSupportedError
 
 __all__ = ["DeviceSet", "discover", "gpu_backends", "privileged_route", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
 
@@ -109,7 +109,14 @@ def _gpus(backends: Sequence[GPUBackend], visible: str | None, notes: list[str])
     gpus: list[GPU] = []
     owner: dict[str, str] = {}
     for backend in backends:
-        for gpu in backend.discover(visible, notes):
+        try:
+            found = backend.discover(visible, notes)
+        except NotSupportedError:
+            raise  # an explicit request it cannot honour (a selected MIG slice)
+        except (DeviceError, OSError) as e:  # a backend's fault must not hide the other backends' GPUs
+            notes.append(f"GPU backend {backend.name!r} failed: {e}")
+            continue
+        for gpu in found:
             if gpu.uuid in owner:
                 notes.append(f"GPU {gpu.uuid} is also reported by the {backend.name} backend: "
                              f"the {owner[gpu.uuid]} backend's is used")

@@ -109,3 +109,17 @@ def test_bad_fake_gpus_is_one_line_naming_the_variable(monkeypatch: pytest.Monke
     with pytest.raises(ConfigError) as error:
         discover(None, nvml=FakeNVML([]), rapl_root=None, estimate_cpu=False)
     assert str(error.value) == message
+
+
+def test_a_failing_backend_is_a_note_and_the_others_still_count() -> None:
+    from greentrain.errors import DeviceError
+
+    class Broken(FakeBackend):
+        name = "broken"
+
+        def discover(self, visible, notes):  # type: ignore[no-untyped-def]
+            raise DeviceError("vendor library crashed")
+
+    with discover(None, backends=[Broken([]), FakeBackend(["v100"])], rapl_root=None, estimate_cpu=False) as found:
+        assert [g.name for g in found.gpus] == ["Tesla V100-PCIE-32GB"]
+        assert "GPU backend 'broken' failed: vendor library crashed" in found.notes
