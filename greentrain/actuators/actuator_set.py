@@ -52,6 +52,22 @@ class PrecisionTarget(Protocol):
     def request(self, precision: str) -> bool: ...
 
 
+class _Unjournaled:
+    """A change through a routed GPU (``PrivilegedRoute.wrap``): the helper behind the route journals
+    and restores it, so this process journals nothing. Same calls as ``KnobController``."""
+
+    def __init__(self, gpu: GPU) -> None:
+        self.gpu = gpu
+
+    def set_power_limit_w(self, power_limit_w: float) -> bool:
+        self.gpu.set_power_limit_w(power_limit_w)
+        return True
+
+    def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> bool:
+        self.gpu.lock_sm_clocks_mhz(int(min_mhz), int(max_mhz))
+        return True
+
+
 class _Route:
     """How one GPU's knobs are reached."""
 
@@ -93,7 +109,8 @@ class ActuatorSet:
         self._restore_errors: list[str] = []
         self._logged: set[tuple[str, str]] = set()
         self._route: PrivilegedRoute | None = None
-        self._routed: dict[str, GPU] = {}
+        self._targets: dict[str, KnobController | _Unjournaled] = dict(self._controllers)
+        """What a change to each GPU goes through: its journaled controller, or the routed GPU."""
         self._lock = threading.RLock()
         self._signal_restored = False
         self._hooks = ExitHooks(self.restore_all)
@@ -169,10 +186,7 @@ class ActuatorSet:
                 self.refused_total[action] += 1
                 continue
             try:
-                if route == _Route.DAEMON:
-                    changed |= self._via_daemon(action, gpu, value)
-                else:
-                    changed |= self._direct(action, gpu, value)
+                changed |= self._change(self._targets[gpu.uuid], action, value)
             except PrivilegeError as e:
                 changed |= self._on_privilege_error(action, gpu, value, e)
             except DeviceBusyError as e:
@@ -184,12 +198,12 @@ class ActuatorSet:
                 self._refuse(action, gpu, e)
         return changed
 
-    def _direct(self, action: str, gpu: GPU, value: Any) -> bool:
-        controller = self._controllers[gpu.uuid]
+    @staticmethod
+    def _change(target: KnobController | _Unjournaled, action: str, value: Any) -> bool:
         if action == "power_limit":
-            return controller.set_power_limit_w(float(value))
+            return target.set_power_limit_w(float(value))
         low, high = value
-        return controller.lock_sm_clocks_mhz(low, high)
+        return target.lock_sm_clocks_mhz(low, high)
 
     def _on_privilege_error(self, action: str, gpu: GPU, value: Any, error: PrivilegeError) -> bool:
         if self.daemon_socket is None:
@@ -199,7 +213,10 @@ class ActuatorSet:
         self._routes[gpu.uuid] = _Route.DAEMON
         log.info("GPU %s: no privilege here, using greentrain daemon at %s", gpu.uuid, self.daemon_socket)
         try:
-            return self._via_daemon(action, gpu, value)
+            if self._route is None:
+                self._route = privileged_route(self.daemon_socket, job=str(self.job))
+            self._targets[gpu.uuid] = _Unjournaled(self._route.wrap(gpu))
+            return self._change(self._targets[gpu.uuid], action, value)
         except DeviceBusyError as e:  # another job holds this GPU at the daemon; it may let go later
             self._refuse(action, gpu, e)
             return False
@@ -213,19 +230,6 @@ class ActuatorSet:
         except GreentrainError as e:  # this request only (e.g. above the daemon's configured limit)
             self._refuse(action, gpu, e)
             return False
-
-    def _via_daemon(self, action: str, gpu: GPU, value: Any) -> bool:
-        # The daemon journals and restores what it sets, so no local KnobController here.
-        if self._route is None:
-            self._route = privileged_route(self.daemon_socket, job=str(self.job))
-        routed = self._routed.get(gpu.uuid)
-        if routed is None:
-            routed = self._routed[gpu.uuid] = self._route.wrap(gpu)
-        if action == "power_limit":
-            routed.set_power_limit_w(float(value))
-        else:
-            routed.lock_sm_clocks_mhz(int(value[0]), int(value[1]))
-        return True
 
     def _apply_precision(self, precision: str) -> bool:
         if self.precision is None:
@@ -280,7 +284,7 @@ class ActuatorSet:
                 controller.release()  # what failed to restore stays journaled for the next holder
             if self._route is not None:
                 self._route.close()
-                self._route, self._routed = None, {}
+                self._route = None
             self._hooks.uninstall()
 
     def __enter__(self) -> ActuatorSet:
