@@ -19,6 +19,7 @@ __all__ = [
     "AuthError",
     "RateLimitedError",
     "ActuationError",
+    "DaemonUnavailableError",
     "DeadlineError",
 ]
 
@@ -73,3 +74,7 @@ class RateLimitedError(SignalError):
 
 class ActuationError(GreentrainError, RuntimeError):
     """A hardware or job action could not be applied or restored."""
+
+
+class DaemonUnavailableError(ActuationError):
+    """No ``greentrain daemon`` answers on the socket (may be transient: the next request tries again)."""

@@ -2,9 +2,11 @@
 
 ``ActuatorSet`` is what the engine calls at a step boundary. Each change goes
 through a journaled, locked ``KnobController``; a change this process may not
-make is sent to ``greentrain daemon`` when a socket is configured; otherwise
-it is refused with the exact fix, logged once, counted in ``refused_total``,
-and the job goes on measuring. Nothing here raises into the training step.
+make goes to the GPU as the privileged route wraps it (``greentrain daemon``,
+a GPU backend: ``greentrain.daemon.gpu``) when a socket is configured;
+otherwise it is refused with the exact fix, logged once, counted in
+``refused_total``, and the job goes on measuring. Nothing here raises into
+the training step.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from greentrain.actuators.controller import KnobController
 from greentrain.actuators.exithooks import ExitHooks
 from greentrain.actuators.journal import default_state_dir
 from greentrain.actuators.lock import DeviceBusyError
-from greentrain.device.base import GPU
+from greentrain.device.base import GPU, PrivilegedRoute
+from greentrain.device.discovery import privileged_route
 from greentrain.errors import (
     ActuationError,
+    DaemonUnavailableError,
     DeviceLostError,
     GreentrainError,
     PrivilegeError,
@@ -46,6 +50,22 @@ class PrecisionTarget(Protocol):
     """What ``ActuatorSet`` needs from a precision controller."""
 
     def request(self, precision: str) -> bool: ...
+
+
+class _Unjournaled:
+    """A change through a routed GPU (``PrivilegedRoute.wrap``): the helper behind the route journals
+    and restores it, so this process journals nothing. Same calls as ``KnobController``."""
+
+    def __init__(self, gpu: GPU) -> None:
+        self.gpu = gpu
+
+    def set_power_limit_w(self, power_limit_w: float) -> bool:
+        self.gpu.set_power_limit_w(power_limit_w)
+        return True
+
+    def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> bool:
+        self.gpu.lock_sm_clocks_mhz(int(min_mhz), int(max_mhz))
+        return True
 
 
 class _Route:
@@ -88,7 +108,9 @@ class ActuatorSet:
         self._routes = {g.uuid: _Route.DIRECT for g in self.gpus}
         self._restore_errors: list[str] = []
         self._logged: set[tuple[str, str]] = set()
-        self._client: Any = None
+        self._route: PrivilegedRoute | None = None
+        self._targets: dict[str, KnobController | _Unjournaled] = dict(self._controllers)
+        """What a change to each GPU goes through: its journaled controller, or the routed GPU."""
         self._lock = threading.RLock()
         self._signal_restored = False
         self._hooks = ExitHooks(self.restore_all)
@@ -164,10 +186,7 @@ class ActuatorSet:
                 self.refused_total[action] += 1
                 continue
             try:
-                if route == _Route.DAEMON:
-                    changed |= self._via_daemon(action, gpu, value)
-                else:
-                    changed |= self._direct(action, gpu, value)
+                changed |= self._change(self._targets[gpu.uuid], action, value)
             except PrivilegeError as e:
                 changed |= self._on_privilege_error(action, gpu, value, e)
             except DeviceBusyError as e:
@@ -179,24 +198,25 @@ class ActuatorSet:
                 self._refuse(action, gpu, e)
         return changed
 
-    def _direct(self, action: str, gpu: GPU, value: Any) -> bool:
-        controller = self._controllers[gpu.uuid]
+    @staticmethod
+    def _change(target: KnobController | _Unjournaled, action: str, value: Any) -> bool:
         if action == "power_limit":
-            return controller.set_power_limit_w(float(value))
+            return target.set_power_limit_w(float(value))
         low, high = value
-        return controller.lock_sm_clocks_mhz(low, high)
+        return target.lock_sm_clocks_mhz(low, high)
 
     def _on_privilege_error(self, action: str, gpu: GPU, value: Any, error: PrivilegeError) -> bool:
         if self.daemon_socket is None:
             self._routes[gpu.uuid] = _Route.UNPRIVILEGED
             self._refuse(action, gpu, error, PRIVILEGE_FIX)
             return False
-        from greentrain.daemon.client import DaemonUnavailableError
-
         self._routes[gpu.uuid] = _Route.DAEMON
         log.info("GPU %s: no privilege here, using greentrain daemon at %s", gpu.uuid, self.daemon_socket)
         try:
-            return self._via_daemon(action, gpu, value)
+            if self._route is None:
+                self._route = privileged_route(self.daemon_socket, job=str(self.job))
+            self._targets[gpu.uuid] = _Unjournaled(self._route.wrap(gpu))
+            return self._change(self._targets[gpu.uuid], action, value)
         except DeviceBusyError as e:  # another job holds this GPU at the daemon; it may let go later
             self._refuse(action, gpu, e)
             return False
@@ -210,17 +230,6 @@ class ActuatorSet:
         except GreentrainError as e:  # this request only (e.g. above the daemon's configured limit)
             self._refuse(action, gpu, e)
             return False
-
-    def _via_daemon(self, action: str, gpu: GPU, value: Any) -> bool:
-        if self._client is None:
-            from greentrain.daemon.client import DaemonClient
-
-            self._client = DaemonClient(self.daemon_socket, job=str(self.job))
-        if action == "power_limit":
-            self._client.set_power_limit_w(gpu.uuid, float(value))
-        else:
-            self._client.lock_sm_clocks_mhz(gpu.uuid, int(value[0]), int(value[1]))
-        return True
 
     def _apply_precision(self, precision: str) -> bool:
         if self.precision is None:
@@ -252,9 +261,9 @@ class ActuatorSet:
             for controller in self._controllers.values():
                 if controller.lock.held:
                     errors.extend(controller.restore())
-            if self._client is not None:
+            if self._route is not None:
                 try:
-                    self._client.reset()
+                    self._route.reset()
                 except GreentrainError as e:  # the daemon also resets when our connection closes
                     errors.append(f"greentrain daemon reset failed: {e}")
             for message in errors:
@@ -273,9 +282,9 @@ class ActuatorSet:
             self.restore_all()
             for controller in self._controllers.values():
                 controller.release()  # what failed to restore stays journaled for the next holder
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            if self._route is not None:
+                self._route.close()
+                self._route = None
             self._hooks.uninstall()
 
     def __enter__(self) -> ActuatorSet:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from greentrain.actuators.limits import validate_power_limit, validate_sm_clocks
 from greentrain.device.base import GPU
 from greentrain.errors import ActuationError, ConfigError, GreentrainError
 
@@ -164,8 +165,6 @@ class AdvisoryActuators:
 
     def _check(self, knob: str, value: Any) -> dict[str, str]:
         """Why the advice could not be applied as is on some GPU (constraints read, not written)."""
-        from greentrain.actuators.controller import validate_power_limit, validate_sm_clocks
-
         problems: list[str] = []
         for gpu in self.gpus:
             try:

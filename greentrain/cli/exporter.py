@@ -58,8 +58,11 @@ def _wait_for_signal() -> None:
 def exporter(metrics_port: int | None, metrics_addr: str, metrics_allow_public: bool, pushgateway: str | None,
              job: str, interval_s: float, fake_gpus: tuple[str, ...]) -> None:
     """Serve Prometheus metrics for every GPU and CPU energy domain of this node until SIGINT/SIGTERM."""
-    from greentrain.exporters import MetricsServer, PushgatewayConfig
+    from greentrain import plugins
     from greentrain.monitor import Monitor
+
+    MetricsServer = plugins.load("exporters", "prometheus")  # noqa: N806 - the exporters plugin family's entries
+    PushgatewayConfig = plugins.load("exporters", "pushgateway")  # noqa: N806
 
     logging.basicConfig(level=logging.WARNING, format="greentrain: %(levelname)s: %(message)s")
     devices = _devices(fake_gpus)

@@ -147,10 +147,12 @@ def _port(value: str | None) -> int | None:
 def _start_metrics(port: int | None, addr: str, mon: Any, job: str, allow_public: bool = False) -> Any:
     if port is None:
         return None
+    from greentrain import plugins
+
     try:
-        from greentrain.exporters import MetricsServer
-    except ImportError as e:
-        raise ConfigError(f"--metrics-port: the Prometheus exporter is not available ({e})") from None
+        MetricsServer = plugins.load("exporters", "prometheus")  # noqa: N806 - a class from the plugin family
+    except ConfigError as e:
+        raise ConfigError(f"--metrics-port: {e}") from None
     server = MetricsServer(job=job, monitor=mon, addr=addr, port=port, allow_public=allow_public)
     try:
         server.start()

@@ -1,4 +1,4 @@
-"""Client side of ``greentrain daemon``, used by ``ActuatorSet`` when it lacks the privilege.
+"""Client side of ``greentrain daemon``, used by the daemon-routed GPU (``greentrain.daemon.gpu``).
 
 The connection stays open for the whole job: the daemon restores this job's
 settings when it closes, so a crashed or killed job cannot leak a setting.
@@ -29,6 +29,7 @@ from greentrain.daemon.protocol import ErrorCode, encode
 from greentrain.errors import (
     ActuationError,
     ConfigError,
+    DaemonUnavailableError,
     DeviceError,
     NotSupportedError,
     PrivilegeError,
@@ -48,10 +49,6 @@ _ERRORS: dict[str, type[Exception]] = {
     ErrorCode.DEVICE_ERROR: DeviceError,
 }
 _TRANSIENT_CONNECT = (BlockingIOError, ConnectionRefusedError, FileNotFoundError, InterruptedError, TimeoutError)
-
-
-class DaemonUnavailableError(ActuationError):
-    """No daemon answers on the socket (may be transient: the next request tries again)."""
 
 
 class _Retry(Exception):

@@ -1,7 +1,9 @@
 """Device families: one ABC each, one method per vendor call, units in names.
 
-A ``GPU`` is one physical NVIDIA-class accelerator; a ``CPUDomain`` is one
-energy domain of the host (a RAPL package or DRAM zone, or an estimate).
+A ``GPU`` is one physical accelerator of any vendor; a ``GPUBackend`` finds
+GPUs (NVML, the ``greentrain daemon`` route, the test doubles, or a plugin);
+a ``CPUDomain`` is one energy domain of the host (a RAPL package or DRAM
+zone, or an estimate).
 Capability flags say up front what a device can do, so callers branch on
 flags instead of catching failures at run time. Vendor errors are translated
 into ``greentrain.errors`` (``NotSupportedError``, ``PrivilegeError``,
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
 from greentrain.provenance import Source
 
-__all__ = ["GPUCapabilities", "PowerLimitConstraints", "GPU", "CPUDomain"]
+__all__ = ["GPUCapabilities", "PowerLimitConstraints", "GPU", "GPUBackend", "PrivilegedRoute", "CPUDomain"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,7 +50,8 @@ class PowerLimitConstraints:
 
 
 class GPU(ABC):
-    """One physical GPU. Implementations: NVML (``nvml.py``) and the testing fakes."""
+    """One physical GPU. Implementations: NVML (``nvml.py``), the daemon-routed GPU
+    (``greentrain.daemon.gpu``), the testing fakes, and those of GPU-backend plugins."""
 
     index: int
     """Index as the vendor library numbers it (not the CUDA_VISIBLE_DEVICES position)."""
@@ -113,6 +118,58 @@ class GPU(ABC):
     def reset_power_limit(self) -> None:
         """Restore the default power limit."""
         self.set_power_limit_w(self.power_limit_constraints().default_w)
+
+
+class GPUBackend(ABC):
+    """One way of finding GPUs: a vendor library, a privileged helper, or the test doubles.
+
+    Backends are the ``greentrain.gpu_backends`` plugin family; ``discover()``
+    builds each registered one with no arguments and asks it in turn. A new
+    vendor is one module (its ``GPU`` and its backend) plus one entry-point line.
+    """
+
+    name: ClassVar[str]
+    """Short label used in notes, e.g. 'nvml'."""
+
+    @abstractmethod
+    def discover(self, visible: str | None, notes: list[str]) -> list[GPU]:
+        """The GPUs visible to this process, in CUDA order.
+
+        ``visible`` is ``CUDA_VISIBLE_DEVICES`` (None: all GPUs). A missing library,
+        driver or permission is a line in ``notes`` and no GPUs, never an exception;
+        only an explicit request that cannot be honoured raises (``NotSupportedError``).
+        """
+
+    def close(self) -> None:
+        """Release the library (idempotent); the GPUs it returned are unusable after."""
+
+
+class PrivilegedRoute(GPUBackend):
+    """A backend that finds no GPU of its own: it reaches GPUs another backend found through
+    a helper that has the privilege this process lacks (``greentrain daemon``).
+
+    Setting a knob through the route is the same call as setting it directly
+    (``wrap(gpu).set_power_limit_w(w)``), so callers switch routes without branching on how.
+    """
+
+    def __init__(self, socket_path: str | Path | None = None, *, job: str = "") -> None:
+        self.socket_path = socket_path
+        self.job = job
+
+    def discover(self, visible: str | None, notes: list[str]) -> list[GPU]:
+        return []
+
+    @abstractmethod
+    def wrap(self, gpu: GPU) -> GPU:
+        """``gpu`` with its setters sent through the helper; reads stay local."""
+
+    @abstractmethod
+    def managed(self, timeout_s: float = 2.0) -> tuple[set[str], str] | None:
+        """UUIDs the helper manages and where it listens, read only; None where none is reachable."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Restore every setting made through this route (nothing to do when none was)."""
 
 
 class CPUDomain(ABC):

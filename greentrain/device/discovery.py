@@ -1,5 +1,8 @@
-"""Find what this machine can measure: NVIDIA GPUs visible to this process, RAPL zones, else an estimate.
+"""Find what this machine can measure: the GPUs visible to this process, RAPL zones, else an estimate.
 
+GPUs come from the GPU backends, the ``greentrain.gpu_backends`` plugin family
+(NVML, the test doubles, the ``greentrain daemon`` route, and any vendor's
+plugin), asked in turn; the first backend to report a GPU's UUID keeps it.
 ``discover`` never raises for missing hardware, drivers or permissions: it
 returns what exists and a ``notes`` line for each thing that does not (so the
 ``doctor`` command and the monitor can say why). The one refusal is an
@@ -9,19 +12,17 @@ explicit request it cannot honour: a MIG slice in ``CUDA_VISIBLE_DEVICES``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from greentrain.device.base import GPU, CPUDomain
-from greentrain.device.nvml_errors import translate_nvml_error
-from greentrain.device.visible import MIG_REFUSAL, resolve_visible_devices
-from greentrain.errors import DeviceError, NotSupportedError
+from greentrain import plugins
+from greentrain.device.base import GPU, CPUDomain, GPUBackend, PrivilegedRoute
+from greentrain.device.nvml_backend import NVMLBackend
+from greentrain.errors import ActuationError, ConfigError, DeviceError, NotSupportedError
 
-if TYPE_CHECKING:
-    from greentrain.device.nvml import NVMLGPU
-
-__all__ = ["DeviceSet", "discover", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
+__all__ = ["DeviceSet", "discover", "gpu_backends", "privileged_route", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
 
 DEFAULT_RAPL_ROOT = "/sys/class/powercap"
 
@@ -43,20 +44,24 @@ class DeviceSet:
     cpus: list[CPUDomain] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     nvml: Any = None
-    """The initialised pynvml-like module (None without GPUs); ``close`` shuts it down."""
+    """The initialised pynvml-like module (None without NVIDIA GPUs): driver versions for ``doctor``."""
+    backends: list[GPUBackend] = field(default_factory=list)
+    """The backends asked; ``close`` releases them."""
 
     def measurable(self) -> bool:
         """Whether any figure will be measured or integrated rather than estimated."""
         return bool(self.gpus) or any(c.source.value == "measured" for c in self.cpus)
 
     def close(self) -> None:
-        """Release NVML (idempotent)."""
-        if self.nvml is not None:
+        """Release every backend (idempotent)."""
+        for backend in self.backends:
+            backend.close()
+        if self.nvml is not None and not self.backends:  # a DeviceSet built by hand around an NVML module
             try:
                 self.nvml.nvmlShutdown()
             except Exception:
                 pass
-            self.nvml = None
+        self.backends, self.nvml = [], None
 
     def __enter__(self) -> DeviceSet:
         return self
@@ -65,71 +70,60 @@ class DeviceSet:
         self.close()
 
 
-def _init_nvml(nvml: Any | None, notes: list[str]) -> Any | None:
-    """Import (if needed) and initialise NVML; None with a note when there is no usable driver."""
-    if nvml is None:
+def gpu_backends(nvml: Any = None, notes: list[str] | None = None) -> list[GPUBackend]:
+    """One instance of each registered GPU backend, in declaration order.
+
+    ``nvml`` (a pynvml-like module) replaces the library of the NVML backend. A
+    backend whose package is missing is left out with a line in ``notes``.
+    """
+    backends: list[GPUBackend] = []
+    for name in plugins.available("gpu_backends"):
         try:
-            from greentrain.device.nvml import load_pynvml
-
-            nvml = load_pynvml()
-        except ImportError as e:
-            notes.append(f"{e}: no NVIDIA GPUs measured")
-            return None
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as e:
-        missing = {getattr(nvml, n, None) for n in ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")}
-        if getattr(e, "value", None) in missing:
-            notes.append("no NVIDIA driver found (libnvidia-ml not loadable): no NVIDIA GPUs")
-        else:
-            notes.append(f"no NVIDIA GPUs: {translate_nvml_error(nvml, e, 'NVML', 'nvmlInit')}")
-        return None
-    return nvml
-
-
-def _open_gpu(nvml: Any, index: int, notes: list[str]) -> NVMLGPU | None:
-    from greentrain.device.nvml import NVMLGPU
-
-    try:
-        return NVMLGPU(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index)
-    except nvml.NVMLError as e:
-        notes.append(f"GPU {index} skipped: {translate_nvml_error(nvml, e, f'GPU {index}', 'opening the device')}")
-    except DeviceError as e:
-        notes.append(f"GPU {index} skipped: {e}")
-    return None
-
-
-def _nvml_gpus(nvml: Any, cuda_visible_devices: str | None, notes: list[str]) -> list[GPU]:
-    try:
-        count = int(nvml.nvmlDeviceGetCount())
-    except nvml.NVMLError as e:
-        notes.append(f"no NVIDIA GPUs: {translate_nvml_error(nvml, e, 'NVML', 'counting GPUs')}")
-        return []
-    if count == 0:
-        notes.append("NVIDIA driver loaded but it reports no GPUs")
-    gpus = [_open_gpu(nvml, i, notes) for i in range(count)]
-    positions, visible_notes = resolve_visible_devices(cuda_visible_devices, [g.uuid if g else "" for g in gpus])
-    notes.extend(visible_notes)
-    by_index = cuda_visible_devices is not None and any(e.strip().isdigit() for e in cuda_visible_devices.split(","))
-    if by_index and len({g.name for g in gpus if g}) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
-        notes.append("mixed GPU models: set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA indices match NVML indices")
-    selected: list[GPU] = []
-    for position in positions:
-        gpu = gpus[position]
-        if gpu is None:
+            cls = plugins.load("gpu_backends", name)
+        except ConfigError as e:
+            if notes is not None:
+                notes.append(f"GPU backend {name!r} unavailable: {e}")
             continue
+        if not (isinstance(cls, type) and issubclass(cls, GPUBackend)):
+            raise ConfigError(f"gpu_backends entry {name!r} does not name a GPUBackend class")
+        backends.append(NVMLBackend(nvml) if nvml is not None and issubclass(cls, NVMLBackend) else cls())
+    return backends
+
+
+def privileged_route(socket_path: str | Path | None, *, job: str = "") -> PrivilegedRoute:
+    """The registered route to GPUs through a privileged helper (``greentrain daemon``) at ``socket_path``.
+
+    Raises ``ActuationError`` where no such backend is installed.
+    """
+    for name in plugins.available("gpu_backends"):
         try:
-            mig = gpu.mig_enabled()
-        except DeviceError as e:
-            notes.append(f"{gpu.label} skipped: {e}")
+            cls = plugins.load("gpu_backends", name)
+        except ConfigError:
             continue
-        if mig:
-            if cuda_visible_devices is not None:
-                raise NotSupportedError(f"{gpu.label} is in MIG mode: {MIG_REFUSAL}")
-            notes.append(f"{gpu.label} is in MIG mode and was skipped: {MIG_REFUSAL}")
+        if isinstance(cls, type) and issubclass(cls, PrivilegedRoute):
+            return cls(socket_path, job=job)
+    raise ActuationError("no privileged GPU route (the greentrain daemon backend) is installed")
+
+
+def _gpus(backends: Sequence[GPUBackend], visible: str | None, notes: list[str]) -> list[GPU]:
+    gpus: list[GPU] = []
+    owner: dict[str, str] = {}
+    for backend in backends:
+        try:
+            found = backend.discover(visible, notes)
+        except NotSupportedError:
+            raise  # an explicit request it cannot honour (a selected MIG slice)
+        except (DeviceError, OSError) as e:  # a backend's fault must not hide the other backends' GPUs
+            notes.append(f"GPU backend {backend.name!r} failed: {e}")
             continue
-        selected.append(gpu)
-    return selected
+        for gpu in found:
+            if gpu.uuid in owner:
+                notes.append(f"GPU {gpu.uuid} is also reported by the {backend.name} backend: "
+                             f"the {owner[gpu.uuid]} backend's is used")
+                continue
+            owner[gpu.uuid] = backend.name
+            gpus.append(gpu)
+    return gpus
 
 
 def _cpu_domains(rapl_root: str | Path | None, estimate_cpu: bool, notes: list[str]) -> list[CPUDomain]:
@@ -158,14 +152,16 @@ def discover(
     cuda_visible_devices: str | None = FROM_ENV,
     *,
     nvml: Any = None,
+    backends: Sequence[GPUBackend] | None = None,
     rapl_root: str | Path | None = "/sys/class/powercap",
     estimate_cpu: bool = True,
 ) -> DeviceSet:
     """Find the GPUs visible to this process (CUDA order) and the host's CPU energy domains.
 
     ``cuda_visible_devices`` defaults to the environment's value (None: all
-    GPUs). ``nvml`` injects a pynvml-like module (e.g.
-    ``greentrain.testing.fake_nvml.FakeNVML``); ``rapl_root=None`` skips RAPL, and
+    GPUs). GPUs come from ``backends`` (default: every registered GPU backend);
+    ``nvml`` injects a pynvml-like module into the NVML backend (e.g.
+    ``greentrain.testing.fake_nvml.FakeNVML``). ``rapl_root=None`` skips RAPL, and
     ``$GREENTRAIN_RAPL_ROOT`` replaces the default ``/sys/class/powercap``;
     ``estimate_cpu`` adds a ``CPUEstimate`` when no RAPL zone is readable.
     Raises ``NotSupportedError`` only for an explicitly selected MIG device.
@@ -181,12 +177,12 @@ def discover(
     if cuda_visible_devices is not None and not cuda_visible_devices.strip():
         notes.append("CUDA_VISIBLE_DEVICES is set but empty: no GPUs are visible to this process")
     else:
-        devices.nvml = _init_nvml(nvml, notes)
-        if devices.nvml is not None:
-            try:
-                devices.gpus = _nvml_gpus(devices.nvml, cuda_visible_devices, notes)
-            except BaseException:
-                devices.close()
-                raise
+        devices.backends = list(backends) if backends is not None else gpu_backends(nvml, notes)
+        try:
+            devices.gpus = _gpus(devices.backends, cuda_visible_devices, notes)
+        except BaseException:
+            devices.close()
+            raise
+        devices.nvml = next((b.module for b in devices.backends if isinstance(b, NVMLBackend)), None)
     devices.cpus = _cpu_domains(rapl_root, estimate_cpu, notes)
     return devices

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.device.base import GPU, GPUCapabilities
-from greentrain.device.discovery import DeviceSet
-from greentrain.device.privilege import Privilege, daemon_gpus, local_privilege
-from greentrain.errors import DeviceError
+from greentrain.device.discovery import DeviceSet, privileged_route
+from greentrain.device.privilege import Privilege, local_privilege
+from greentrain.errors import ActuationError, DeviceError
 
 __all__ = ["machine_report", "LIBRARIES"]
 
@@ -66,6 +66,18 @@ def _gpu_entry(gpu: GPU, own: Privilege, daemon: tuple[set[str], str] | None, pr
         "permitted_verified": privilege.verified,
         "sm_clock_range_mhz": [min(clocks), max(clocks)] if clocks else None,
     }
+
+
+def daemon_gpus(socket_path: str | Path | None) -> tuple[set[str], str] | None:
+    """UUIDs the privileged route (``greentrain daemon``) manages and where, read only; None where none answers."""
+    try:
+        route = privileged_route(socket_path)
+    except ActuationError:
+        return None
+    try:
+        return route.managed()
+    finally:
+        route.close()
 
 
 def _judge(gpu: GPU, caps: GPUCapabilities, own: Privilege, daemon: tuple[set[str], str] | None,

@@ -5,7 +5,8 @@ write is still a write: on a shared node a diagnostic must not make one. So
 ``greentrain doctor`` judges from what can be read: the effective uid, the
 effective capability set (``CapEff`` in ``/proc/self/status``; CAP_SYS_ADMIN is
 what NVML's setters check besides root) and a reachable ``greentrain daemon``
-that manages the GPU. The answer is marked *unverified*; ``doctor
+that manages the GPU (asked through the privileged route's ``managed()``,
+``greentrain.daemon.gpu``). The answer is marked *unverified*; ``doctor
 --probe-write`` settles it with the explicit same-value write.
 """
 
@@ -15,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CAP_SYS_ADMIN", "Privilege", "effective_capabilities", "local_privilege", "daemon_gpus"]
+__all__ = ["CAP_SYS_ADMIN", "Privilege", "effective_capabilities", "local_privilege"]
 
 CAP_SYS_ADMIN = 21
 """Bit number of CAP_SYS_ADMIN in the capability sets (linux/capability.h)."""
@@ -59,23 +60,3 @@ def local_privilege(status_path: str | Path = "/proc/self/status") -> Privilege:
         return Privilege(None, "no effective uid on this platform")
     reason = f"euid {geteuid()}, no CAP_SYS_ADMIN" if caps is not None else f"euid {geteuid()}"
     return Privilege(False, reason)
-
-
-def daemon_gpus(socket_path: str | Path | None, timeout_s: float = 2.0) -> tuple[set[str], str] | None:
-    """UUIDs a reachable ``greentrain daemon`` manages and its socket, via its read-only ``status``; None if none.
-
-    ``socket_path`` None uses ``$GREENTRAIN_DAEMON_SOCKET`` or the default socket; a missing socket file
-    is simply no daemon (nothing is connected to).
-    """
-    from greentrain.daemon.client import DEFAULT_SOCKET_ENV, DaemonClient
-    from greentrain.errors import GreentrainError
-
-    path = Path(socket_path or os.environ.get(DEFAULT_SOCKET_ENV) or "/run/greentrain/daemon.sock")
-    if not path.exists():
-        return None
-    try:
-        with DaemonClient(path, timeout_s=timeout_s) as client:
-            reply = client.status()
-    except (GreentrainError, OSError):
-        return None
-    return {str(g.get("uuid")) for g in reply.get("gpus", []) if isinstance(g, dict)}, str(path)

@@ -2,15 +2,16 @@
 
 Built-in kinds: ``run-now``, ``threshold``, ``best-window``, ``forecast-optimal``,
 ``carbon-aware`` (timing × power), ``energy-optimal``, ``max-slowdown``.
+Kinds are the ``greentrain.policies`` plugin family (``policy_kinds()``).
 ``load_policy(spec)`` takes a preset name (``PRESETS``), a TOML path or a Policy.
 """
 
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy, Snapshot
 from greentrain.policies.loader import (
-    BUILTIN_KINDS,
     PRESETS,
     load_policy,
     policy_from_mapping,
+    policy_kinds,
 )
 from greentrain.policies.optimal import CarbonAwarePolicy, ForecastOptimalPolicy
 from greentrain.policies.power import (
@@ -22,7 +23,6 @@ from greentrain.policies.settings import PolicySettings
 from greentrain.policies.timing import BestWindowPolicy, RunNowPolicy, ThresholdPolicy
 
 __all__ = [
-    "BUILTIN_KINDS",
     "PRESETS",
     "Action",
     "BestWindowPolicy",
@@ -40,4 +40,5 @@ __all__ = [
     "ThresholdPolicy",
     "load_policy",
     "policy_from_mapping",
+    "policy_kinds",
 ]

@@ -13,14 +13,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.settings import PolicySettings
 from greentrain.signals.base import IntensityPoint
 
-__all__ = ["Action", "Decision", "OperatingPoint", "Policy", "Snapshot"]
+__all__ = ["Action", "Decision", "OperatingPoint", "Policy", "PowerUse", "Snapshot"]
+
+PowerUse = Literal["none", "power", "timing+power"]
+"""How a policy uses the GPU's operating points (``Policy.power_use``)."""
 
 
 class Action(StrEnum):
@@ -101,6 +104,12 @@ class Policy(ABC):
     """Decides timing (and optionally power/precision) from a Snapshot."""
 
     name: ClassVar[str]
+    power_use: ClassVar[PowerUse] = "none"
+    """The one declaration of power use, read by the loader and the job builder:
+    "none" decides timing only; "power" picks the operating point only (it may fill a
+    policy file's ``[power]`` table); "timing+power" plans timing and the operating point
+    together (it refuses a ``[power]`` table). Anything but "none" makes ``power="auto"``
+    measure operating points."""
     settings: PolicySettings = PolicySettings()
     """Engine-facing config (pause mode, resume overhead, deadline policy); set by ``load_policy``."""
 

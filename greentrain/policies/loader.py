@@ -35,24 +35,19 @@ from greentrain.policies.power import CompositePolicy
 from greentrain.policies.settings import PolicySettings
 from greentrain.userfile import Problems, parse_toml, read_text
 
-__all__ = ["BUILTIN_KINDS", "PRESETS", "load_policy", "policy_from_mapping", "preset_text"]
+__all__ = ["PRESETS", "policy_kinds", "load_policy", "policy_from_mapping", "preset_text"]
 
-BUILTIN_KINDS: dict[str, str] = {
-    "run-now": "greentrain.policies.timing:RunNowPolicy",
-    "threshold": "greentrain.policies.timing:ThresholdPolicy",
-    "best-window": "greentrain.policies.timing:BestWindowPolicy",
-    "forecast-optimal": "greentrain.policies.optimal:ForecastOptimalPolicy",
-    "carbon-aware": "greentrain.policies.optimal:CarbonAwarePolicy",
-    "energy-optimal": "greentrain.policies.power:EnergyOptimalPolicy",
-    "max-slowdown": "greentrain.policies.power:MaxSlowdownPolicy",
-}
-_POWER_KINDS = ("energy-optimal", "max-slowdown")
 _TOP_LEVEL = ("policy", "power", "settings")
 
 PRESETS: tuple[str, ...] = tuple(
     sorted(f.name.removesuffix(".toml") for f in resources.files("greentrain.policies").joinpath("presets").iterdir()
            if f.name.endswith(".toml"))
 )
+
+
+def policy_kinds() -> list[str]:
+    """Every policy kind: the built-ins (declared in pyproject.toml) and installed plugins."""
+    return sorted(plugins.available("policies"))
 
 
 def preset_text(name: str) -> str:
@@ -102,11 +97,24 @@ def policy_from_mapping(data: dict[str, Any], source: str = "<policy>") -> Polic
     assert timing is not None and settings is not None
     if power is None:
         return timing
-    if timing.name == "carbon-aware" or timing.name in _POWER_KINDS:
+    if timing.power_use != "none":
         raise ConfigError(f"{source}: power: {timing.name!r} already chooses the power limit; remove [power]")
-    if power.name not in _POWER_KINDS and not getattr(type(power), "chooses_power", False):
-        raise ConfigError(f"{source}: power.kind: {power.name!r} is not a power policy ({', '.join(_POWER_KINDS)})")
+    if power.power_use != "power":
+        raise ConfigError(f"{source}: power.kind: {power.name!r} is not a power policy ({', '.join(_power_kinds())})")
     return CompositePolicy(timing, power, settings=settings)
+
+
+def _power_kinds() -> list[str]:
+    """The kinds whose ``power_use`` is "power" (those a [power] table may name)."""
+    kinds = []
+    for kind in policy_kinds():
+        try:
+            cls = plugins.load("policies", kind)
+        except ConfigError:
+            continue  # a plugin whose dependency is missing is not offered
+        if getattr(cls, "power_use", "none") == "power":
+            kinds.append(kind)
+    return kinds
 
 
 def _collect(problems: Problems, build: Any) -> Any:
@@ -132,12 +140,12 @@ def _table(data: dict[str, Any], key: str, source: str, required: bool = False) 
 def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: PolicySettings) -> Policy:
     kind = table.get("kind")
     if not isinstance(kind, str) or not kind:
-        raise ConfigError(f"{source}: {prefix}.kind: required, a policy name ({', '.join(sorted(BUILTIN_KINDS))})")
-    known = {**BUILTIN_KINDS, **plugins.available("policies")}
+        raise ConfigError(f"{source}: {prefix}.kind: required, a policy name ({', '.join(policy_kinds())})")
+    known = policy_kinds()
     if kind not in known:
-        raise ConfigError(f"{source}: {prefix}.kind: unknown policy {kind!r}; valid: {', '.join(sorted(known))}")
+        raise ConfigError(f"{source}: {prefix}.kind: unknown policy {kind!r}; valid: {', '.join(known)}")
     try:
-        cls = plugins.load("policies", kind, builtins=BUILTIN_KINDS)
+        cls = plugins.load("policies", kind)
     except ConfigError as e:
         raise ConfigError(f"{source}: {prefix}.kind: {e}") from None
     if not (isinstance(cls, type) and issubclass(cls, Policy)):

@@ -72,11 +72,10 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
 
     name = "forecast-optimal"
     Config = ForecastOptimalConfig
-    use_power = False
 
     def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
         now = ensure_aware_utc(now, "now")
-        modes = modes_of(snapshot, power=self.use_power)
+        modes = modes_of(snapshot, power=self.power_use != "none")
         top = fastest(modes)
         work_s = max(snapshot.work_remaining_s, 0.0)
         end = horizon_end(snapshot, now)
@@ -125,7 +124,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         reason = f"{self.name}: run this interval at {now_g:.0f} g/kWh"
         if math.isfinite(plan.pause_saving_g):
             reason += f" (pausing would add {-plan.pause_saving_g:.3g} g net of {snapshot.waiting_power_w:.0f} W waiting)"
-        if self.use_power and first.power_limit_w is not None:
+        if self.power_use != "none" and first.power_limit_w is not None:
             reason += f", {first.power_limit_w:.0f} W limit"
         return run_decision(first, now, work_s, reason, until=slots[0].end, plan=intervals)
 
@@ -140,4 +139,4 @@ class CarbonAwarePolicy(ForecastOptimalPolicy):
 
     name = "carbon-aware"
     Config = CarbonAwareConfig
-    use_power = True
+    power_use = "timing+power"

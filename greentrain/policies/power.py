@@ -57,6 +57,7 @@ class EnergyOptimalPolicy(ConfiguredPolicy):
 
     name = "energy-optimal"
     Config = EnergyOptimalConfig
+    power_use = "power"
 
     def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
         ensure_aware_utc(now, "now")
@@ -81,6 +82,7 @@ class MaxSlowdownPolicy(ConfiguredPolicy):
 
     name = "max-slowdown"
     Config = MaxSlowdownConfig
+    power_use = "power"
 
     def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
         ensure_aware_utc(now, "now")
@@ -99,6 +101,8 @@ class CompositePolicy(Policy):
     uses that point's speed; if even flat-out running at that point would
     miss the deadline, the fastest point is used instead.
     """
+
+    power_use = "timing+power"
 
     def __init__(self, timing: Policy, power: Policy, *, settings: PolicySettings | None = None) -> None:
         self.timing = timing

@@ -1,11 +1,12 @@
 """Build providers by name: ``make_provider('electricitymaps')``, ``make_provider('csv:trace.csv')``.
 
-Built-ins resolve directly; third-party providers register under the
-``greentrain.providers`` entry-point group and are found the same way.
+Every provider, built-in or third-party, is an entry in the ``greentrain.providers``
+plugin family (``greentrain.plugins``); the built-ins are declared in pyproject.toml.
 """
 
 from __future__ import annotations
 
+import inspect
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,21 +17,12 @@ from greentrain.errors import ConfigError
 from greentrain.signals.base import CarbonIntensityProvider
 from greentrain.signals.cache import CachedProvider
 
-__all__ = ["make_provider", "provider_names", "BUILTIN_PROVIDERS"]
-
-BUILTIN_PROVIDERS = {
-    "electricitymaps": "greentrain.signals.electricitymaps:ElectricityMapsProvider",
-    "watttime": "greentrain.signals.watttime:WattTimeProvider",
-    "ukgrid": "greentrain.signals.ukgrid:UKGridProvider",
-    "csv": "greentrain.signals.csvtrace:CSVTraceProvider",
-    "static": "greentrain.signals.static:StaticProvider",
-}
-_HTTP = {"electricitymaps", "watttime", "ukgrid"}
+__all__ = ["make_provider", "provider_names"]
 
 
 def provider_names() -> list[str]:
     """Every provider name: built-ins and installed plugins."""
-    return sorted(set(BUILTIN_PROVIDERS) | set(plugins.available("providers")))
+    return sorted(plugins.available("providers"))
 
 
 def make_provider(
@@ -56,11 +48,11 @@ def make_provider(
             options["replay_start"] = ensure_aware_utc(datetime.fromisoformat(options["replay_start"]), "replay_start")
     elif argument:
         raise ConfigError(f"provider {spec!r}: only 'csv' takes ':PATH'")
+    cls = plugins.load("providers", name)
     if api_base is not None:
-        if name not in _HTTP and name in BUILTIN_PROVIDERS:
+        if "api_base" not in inspect.signature(cls).parameters:
             raise ConfigError(f"api_base: provider {name!r} does not use HTTP")
         options["api_base"] = api_base
-    cls = plugins.load("providers", name, BUILTIN_PROVIDERS)
     try:
         provider = cls(argument, clock=clock, **options) if name == "csv" else cls(clock=clock, **options)
     except TypeError as e:

@@ -36,16 +36,8 @@ PowerSwitch = bool | Literal["auto"]
 
 
 def policy_uses_power(policy: Policy) -> bool:
-    """Whether ``policy`` chooses power limits from ``Snapshot.operating_points``."""
-    if getattr(policy, "use_power", False):
-        return True
-    from greentrain.policies.power import (
-        CompositePolicy,
-        EnergyOptimalPolicy,
-        MaxSlowdownPolicy,
-    )
-
-    return isinstance(policy, EnergyOptimalPolicy | MaxSlowdownPolicy | CompositePolicy)
+    """Whether ``policy`` chooses power limits from ``Snapshot.operating_points`` (its ``power_use``)."""
+    return policy.power_use != "none"
 
 
 @dataclass

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from greentrain.daemon.gpu import daemon_gpus
 from greentrain.device import privilege
 
 
@@ -34,10 +35,10 @@ def test_local_privilege(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, euid: 
 
 
 def test_no_daemon_socket_means_no_daemon(tmp_path: Path) -> None:
-    assert privilege.daemon_gpus(tmp_path / "absent.sock") is None
+    assert daemon_gpus(tmp_path / "absent.sock") is None
     not_a_socket = tmp_path / "plain-file"
     not_a_socket.write_text("")
-    assert privilege.daemon_gpus(not_a_socket, timeout_s=0.5) is None
+    assert daemon_gpus(not_a_socket, timeout_s=0.5) is None
 
 
 def test_a_running_daemon_reports_the_gpus_it_manages(tmp_path: Path) -> None:
@@ -54,7 +55,7 @@ def test_a_running_daemon_reports_the_gpus_it_manages(tmp_path: Path) -> None:
     server = DaemonServer(gpus, DaemonConfig(socket=sockdir / "d.sock", state_dir=tmp_path / "state"))
     server.start()
     try:
-        found = privilege.daemon_gpus(sockdir / "d.sock")
+        found = daemon_gpus(sockdir / "d.sock")
         assert found is not None and found == ({g.uuid for g in gpus}, str(sockdir / "d.sock"))
         assert [g.power_limit_w() for g in gpus] == before  # asking the daemon's status changes nothing
     finally:
