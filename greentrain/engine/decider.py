@@ -108,10 +108,8 @@ def _power_only(engine: EngineCore, now: datetime, reason: str) -> Decision:
     """Timing cannot be planned, but a measured profile lets a power policy still pick its operating point."""
     if not engine.operating_points:
         return _run(reason)
-    from greentrain.timing.hardware import policy_uses_power
-
     policy = getattr(engine.policy, "power", engine.policy)  # a composite's power half needs no carbon data
-    if not policy_uses_power(policy):
+    if policy.power_use == "none":
         return _run(reason)
     snapshot = Snapshot(
         steps_done=engine.steps_done, steps_total=engine.steps_total, work_remaining_s=0.0,
