@@ -37,9 +37,9 @@ from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
 from greentrain.engine.broadcast import make_broadcast
 from greentrain.engine.budget import BUDGET_EXIT_CODE, Budget
-from greentrain.timing.jobcheckpoint import JobCheckpoint
-from greentrain.timing.hardware import Hardware, PowerSwitch, build_hardware, discover_devices
-from greentrain.timing.options import (
+from greentrain.job.checkpoint import JobCheckpoint
+from greentrain.job.hardware import Hardware, PowerSwitch, build_hardware, discover_devices
+from greentrain.job.resolve import (
     STATE_ENV,
     default_state_path,
     load_policy_spec,
@@ -48,10 +48,10 @@ from greentrain.timing.options import (
     resolve_pause_mode,
 )
 from greentrain.engine.pausemode import auto_mode
-from greentrain.timing.process import reexec
-from greentrain.timing.resources import close_all, open_session_resources
-from greentrain.timing.rngstate import RNGState
-from greentrain.timing.state import load_state, restore_into, save_state, state_of
+from greentrain.job.process import reexec
+from greentrain.job.resources import close_all, open_session_resources
+from greentrain.job.rngstate import RNGState
+from greentrain.job.state import load_state, restore_into, save_state, state_of
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
 

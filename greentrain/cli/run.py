@@ -72,8 +72,8 @@ __all__ = ["run"]
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command: tuple[str, ...], **opts: Any) -> None:
     """Run COMMAND (after '--') at low-carbon times, passing through its output and exit status."""
-    from greentrain.timing.process import ChildProcess, parse_signal
-    from greentrain.timing.supervisor import Supervisor
+    from greentrain.job.process import ChildProcess, parse_signal
+    from greentrain.job.supervisor import Supervisor
 
     _check_numbers(opts)
     _check_output(opts)
@@ -208,7 +208,7 @@ class _Resources:
 
     def __enter__(self) -> _Resources:
         from greentrain.events import EventLog
-        from greentrain.timing.resources import build_monitor, build_signals, start_metrics
+        from greentrain.job.resources import build_monitor, build_signals, start_metrics
 
         opts = self.opts
         try:

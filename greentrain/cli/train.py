@@ -127,7 +127,7 @@ def _pause_resume_at(cfg) -> datetime | None:
     """When the ranks stopped for a checkpoint-mode pause: the planned resume time (else None)."""
     if not (cfg.greentrain.policy and cfg.checkpoint.dir):
         return None
-    from greentrain.timing.state import EngineState, load_state
+    from greentrain.job.state import EngineState, load_state
 
     state = load_state(f"{cfg.checkpoint.dir}/greentrain-state.json", cfg.greentrain.job)
     return EngineState.parse_time(state.resume_at) if state is not None and state.resume_at else None

@@ -108,7 +108,7 @@ def _power_only(engine: EngineCore, now: datetime, reason: str) -> Decision:
     """Timing cannot be planned, but a measured profile lets a power policy still pick its operating point."""
     if not engine.operating_points:
         return _run(reason)
-    from greentrain.timing.hardware import policy_uses_power
+    from greentrain.job.hardware import policy_uses_power
 
     policy = getattr(engine.policy, "power", engine.policy)  # a composite's power half needs no carbon data
     if not policy_uses_power(policy):

@@ -114,7 +114,7 @@ class GreenAccelerate:
         return {"next_step": self.next_step, "engine": asdict(state) if state is not None else None}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        from greentrain.timing.state import EngineState
+        from greentrain.job.state import EngineState
 
         self.next_step = int(state_dict.get("next_step", 0))
         engine = state_dict.get("engine")

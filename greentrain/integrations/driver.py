@@ -123,8 +123,8 @@ class StepDriver:
         from greentrain.policies import load_policy
         from greentrain.engine.broadcast import auto_broadcast
         from greentrain.engine.budget import Budget
-        from greentrain.timing.resources import build_monitor, build_signals, start_metrics
-        from greentrain.timing.state import restore_into
+        from greentrain.job.resources import build_monitor, build_signals, start_metrics
+        from greentrain.job.state import restore_into
 
         o = self.options
         broadcast = auto_broadcast()
@@ -164,7 +164,7 @@ class StepDriver:
         return AdvisoryActuators(getattr(given, "gpus", []), precision=getattr(given, "precision", None))
 
     def _deadline(self, prior: Any) -> datetime | None:
-        from greentrain.timing.options import resolve_deadline  # '+H' counts from the job's first start
+        from greentrain.job.resolve import resolve_deadline  # '+H' counts from the job's first start
 
         return resolve_deadline(self.options.deadline, prior, self.clock.now())
 
@@ -218,7 +218,7 @@ class StepDriver:
         engine = self.engine
         if engine is None:
             return None
-        from greentrain.timing.state import state_of
+        from greentrain.job.state import state_of
 
         return state_of(engine, self.options.job, resume_at=self.resume_at, finished=engine.finished)
 

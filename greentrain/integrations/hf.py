@@ -89,7 +89,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         snapshot = self.driver.state()
         if snapshot is None or not args.should_save:  # rank 0 (process_index 0) writes
             return
-        from greentrain.timing.state import save_state
+        from greentrain.job.state import save_state
 
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
@@ -127,7 +127,7 @@ def _any_rank(flag: bool, device: Any) -> bool:
 
 
 def _load_prior(path: Path, job: str) -> Any:
-    from greentrain.timing.state import load_state
+    from greentrain.job.state import load_state
 
     return load_state(path, job) if path.exists() else None
 

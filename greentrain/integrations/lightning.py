@@ -95,7 +95,7 @@ class GreenTrainCallback(DriverStatus, Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the job's deadline and totals from a checkpoint (before ``on_train_start``)."""
-        from greentrain.timing.state import EngineState
+        from greentrain.job.state import EngineState
 
         self.pauses = int(state_dict.get("pauses", 0))
         engine = state_dict.get("engine")

@@ -11,7 +11,7 @@ import pytest
 from greentrain.clock import FrozenClock
 from greentrain.errors import ConfigError
 from greentrain.integrations.driver import GreenOptions, StepDriver
-from greentrain.timing.state import EngineState
+from greentrain.job.state import EngineState
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 

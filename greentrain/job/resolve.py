@@ -10,7 +10,7 @@ from typing import Any
 from greentrain.clock import ensure_aware_utc, parse_deadline
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Policy
-from greentrain.timing.state import EngineState
+from greentrain.job.state import EngineState
 
 __all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "resolve_deadline", "default_state_path",
            "planning_step_time_s"]
