@@ -54,6 +54,9 @@ __all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from 
 class Session:
     """Context manager driving one training job's step boundaries. See the module docstring.
 
+    The settings are the fields of ``greentrain.job.options.JobOptions`` (checked there, one line naming
+    the field); the job is assembled by ``greentrain.job.build.build_job`` at ``__enter__``.
+
     Args:
         policy: preset name, TOML path or ``Policy``.
         zone / provider: grid zone and carbon source ('csv:PATH', 'electricitymaps', ..., a SignalChain);
