@@ -55,7 +55,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         self.pauses = 0
         """Checkpoint pauses so far in this process."""
         self._tokens_seen = 0
-        self._losses: list[float] = []
+        self._losses: list[Any] = []
         self._loss_hook: Any = None
 
     @property
@@ -82,7 +82,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         seen = state.num_input_tokens_seen or 0
         tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
-        loss = sum(self._losses) / len(self._losses) if self._losses else None  # mean over micro-batches
+        loss = _mean(self._losses)  # over the step's micro-batches: one device sync per step
         stop = self.driver.step_end(tokens=tokens, loss=loss)
         if self.options.stop_signals:  # a signal may reach one rank only: stop if any rank must
             stop = _any_rank(stop, args.device)
@@ -110,7 +110,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
     def _record_loss(self, module: Any, inputs: Any, output: Any) -> None:
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
         if module.training and loss is not None:
-            self._losses.append(float(loss.detach().float()))
+            self._losses.append(loss.detach())
 
     # ---- after a pause ----------------------------------------------------------------------
 
@@ -129,6 +129,14 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         """Close and exit with status 75 so a scheduler (Slurm template, K8s) relaunches the job later."""
         self.close()
         sys.exit(PAUSED_EXIT_CODE)
+
+
+def _mean(losses: list[Any]) -> float | None:
+    if not losses:
+        return None
+    import torch
+
+    return float(torch.stack([loss.float() for loss in losses]).mean())
 
 
 def _any_rank(flag: bool, device: Any) -> bool:

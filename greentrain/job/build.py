@@ -106,13 +106,17 @@ def build_job(
         raise
     engine.rate_probe = parts.rate_probe
     job = Job(engine=engine, hardware=hardware, closers=closers, **opened)
-    recover = getattr(hardware.actuators, "recover", None)
-    if callable(recover):  # restore what a killed predecessor left on the GPUs
-        engine.guarded("actuators.recover", recover)
-    if prior is not None:
-        restore_into(engine, prior)
-        if engine.submitted_at is not None and engine.is_leader:
-            engine.signals.backfill(engine.submitted_at, clock.now(), engine.ledger)
+    try:
+        recover = getattr(hardware.actuators, "recover", None)
+        if callable(recover):  # restore what a killed predecessor left on the GPUs
+            engine.guarded("actuators.recover", recover)
+        if prior is not None:
+            restore_into(engine, prior)
+            if engine.submitted_at is not None and engine.is_leader:
+                engine.signals.backfill(engine.submitted_at, clock.now(), engine.ledger)
+    except BaseException:
+        job.close(raise_errors=False)
+        raise
     return job
 
 
