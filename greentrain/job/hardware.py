@@ -50,7 +50,7 @@ def policy_uses_power(policy: Policy) -> bool:
 
 @dataclass
 class Hardware:
-    """What a Session drives at its step boundaries (each part optional)."""
+    """What a job drives at its step boundaries, under Session or a framework callback (each part optional)."""
 
     actuators: Any = None
     """The ``ActuatorSet`` the engine applies decisions through (built here or the user's)."""
