@@ -186,8 +186,9 @@ def _load_policy(spec: str) -> Any:
 def _build(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, job_name: str) -> Any:
     """The job (``greentrain.job.build_job``): run log, monitor, carbon signal, metrics and engine.
 
-    ``run`` never touches GPU settings (power off), plans in ``--interval-s`` steps of work, and counts the
-    devices as released during a checkpoint pause (the command exits)."""
+    ``run`` never touches GPU settings (no hardware part, even with ``--advise-only``), plans in
+    ``--interval-s`` steps of work, and counts the devices as released during a checkpoint pause
+    (the command exits)."""
     from greentrain.job.build import JobParts, build_job
     from greentrain.job.options import JobOptions
     from greentrain.jobstats import JobStats
@@ -197,8 +198,8 @@ def _build(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | N
         deadline_policy=opts["deadline_policy"], step_time_s=opts["interval_s"] * clock.speedup,
         waiting_power_w=opts["waiting_power_w"], max_emissions_g=opts["max_emissions_g"],
         max_energy_j=opts["max_energy_j"], metrics_port=opts["metrics_port"], metrics_addr=opts["metrics_addr"],
-        metrics_allow_public=opts["metrics_allow_public"], jsonl=opts["jsonl"], job=job_name, power=False)
+        metrics_allow_public=opts["metrics_allow_public"], jsonl=opts["jsonl"], job=job_name)
     work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
     return build_job(options, JobParts(clock=clock, devices=False if opts["no_measure"] else None),
                      policy=policy, job_stats=JobStats(job=job_name), work_total_s=work_s,
-                     hardware_released=opts["pause_mode"] == "checkpoint")
+                     hardware_released=opts["pause_mode"] == "checkpoint", drives_hardware=False)

@@ -81,14 +81,18 @@ def build_job(
     steps_done: int = 0,
     work_total_s: float | None = None,
     hardware_released: bool = False,
+    drives_hardware: bool = True,
 ) -> Job:
-    """Assemble the job ``options`` describe from ``parts``; ``prior`` is a relaunched job's saved state."""
+    """Assemble the job ``options`` describe from ``parts``; ``prior`` is a relaunched job's saved state.
+
+    ``drives_hardware=False``: no actuators, profiler or precision controller at all (``greentrain run``:
+    the command it supervises owns its GPUs, advisory mode included)."""
     parts = parts or JobParts()
     clock = parts.clock or SystemClock()
     closers: list[Callable[[], Any]] = []
     try:
         opened = _open_resources(options, parts, clock, broadcast, job_stats, closers)
-        hardware = _open_hardware(options, parts, policy, clock, opened)
+        hardware = _open_hardware(options, parts, policy, clock, opened) if drives_hardware else Hardware()
         closers.append(hardware.close)  # last: knobs are restored after everything else stopped
         engine = Engine(
             policy, signals=opened["signals"], monitor=opened["monitor"], clock=clock,
