@@ -16,20 +16,20 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from datetime import datetime
 from typing import Any
 
-from greentrain.clock import Clock, SystemClock
+from greentrain.clock import Clock, SystemClock, ensure_aware_utc, parse_deadline
 from greentrain.engine import Engine
 from greentrain.engine.budget import Budget
 from greentrain.job.hardware import Hardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
-from greentrain.job.resolve import planning_step_time_s, resolve_deadline
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
 from greentrain.job.state import EngineState, restore_into
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Policy
 
-__all__ = ["Job", "JobParts", "build_job"]
+__all__ = ["Job", "JobParts", "build_job", "resolve_deadline", "planning_step_time_s"]
 
 
 @dataclass(kw_only=True)
@@ -168,3 +168,23 @@ def _open_hardware(options: JobOptions, parts: JobParts, policy: Policy, clock: 
         job=options.job, clock=clock, model=parts.model, monitor=opened["monitor"],
         actuation=resolve_actuation(options.actuation),
     )
+
+
+def resolve_deadline(value: datetime | str | None, prior: EngineState | None, now: datetime) -> datetime | None:
+    """An aware deadline; '+H' counts from the job's first start (kept in ``prior``), not a relaunch."""
+    relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
+    if prior is not None and prior.deadline and relative:
+        return EngineState.parse_time(prior.deadline)
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return ensure_aware_utc(value, "deadline")
+    return parse_deadline(str(value), now, param="deadline")
+
+
+def planning_step_time_s(prior: EngineState | None, hint_s: float | None) -> float | None:
+    """The step time to plan with before one is measured: the slower of the previous run's measurement and
+    the caller's hint. A hint from a short timing on a loaded machine can be several times too fast, and a
+    relaunch that trusted it would plan its wait as if the job were short."""
+    known = [v for v in ((prior.step_time_s if prior else None), hint_s) if v]
+    return max(known) if known else None
