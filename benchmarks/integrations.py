@@ -87,16 +87,16 @@ def hf_step_ratio(steps: int, pairs: int) -> float:
 
 def engine_costs() -> tuple[float, float]:
     """(per-step cost of step_begin + step_end in µs, start cost of a callback's engine in ms)."""
-    from greentrain.integrations.driver import GreenOptions, StepDriver
+    from greentrain.integrations.driver import StepDriver, callback_job
 
     opens = []
     for _ in range(3):
         start = time.perf_counter()
-        driver = StepDriver(GreenOptions(policy="run-now", devices=False, progress=False))
+        driver = StepDriver(*callback_job(policy="run-now", devices=False, progress=False))
         driver.open(steps_total=100_000, steps_done=0)
         opens.append(time.perf_counter() - start)
         driver.close()
-    driver = StepDriver(GreenOptions(policy="run-now", devices=False, progress=False))
+    driver = StepDriver(*callback_job(policy="run-now", devices=False, progress=False))
     driver.open(steps_total=100_000, steps_done=0)
     start = time.perf_counter()
     for _ in range(5000):

@@ -31,33 +31,31 @@ from typing import Any, Literal
 
 from greentrain.clock import Clock, SystemClock
 from greentrain.engine import Engine
+from greentrain.engine.broadcast import make_broadcast
+from greentrain.engine.budget import BUDGET_EXIT_CODE
+from greentrain.engine.pausemode import auto_mode
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
+from greentrain.job.build import Job, JobParts, build_job
+from greentrain.job.checkpoint import JobCheckpoint
+from greentrain.job.hardware import Hardware
+from greentrain.job.options import JobOptions, PowerSwitch
+from greentrain.job.process import reexec
+from greentrain.job.resolve import STATE_ENV, default_state_path, load_policy_spec, resolve_pause_mode
+from greentrain.job.resources import close_all
+from greentrain.job.rngstate import RNGState
+from greentrain.job.state import load_state, save_state, state_of
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision, Policy
-from greentrain.engine.broadcast import make_broadcast
-from greentrain.engine.budget import BUDGET_EXIT_CODE, Budget
-from greentrain.timing.jobcheckpoint import JobCheckpoint
-from greentrain.timing.hardware import Hardware, PowerSwitch, build_hardware, discover_devices
-from greentrain.timing.options import (
-    STATE_ENV,
-    default_state_path,
-    load_policy_spec,
-    planning_step_time_s,
-    resolve_deadline,
-    resolve_pause_mode,
-)
-from greentrain.engine.pausemode import auto_mode
-from greentrain.timing.process import reexec
-from greentrain.timing.resources import close_all, open_session_resources
-from greentrain.timing.rngstate import RNGState
-from greentrain.timing.state import load_state, restore_into, save_state, state_of
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
 
 
 class Session:
     """Context manager driving one training job's step boundaries. See the module docstring.
+
+    The settings are the fields of ``greentrain.job.options.JobOptions`` (checked there, one line naming
+    the field); the job is assembled by ``greentrain.job.build.build_job`` at ``__enter__``.
 
     Args:
         policy: preset name, TOML path or ``Policy``.
@@ -138,23 +136,26 @@ class Session:
 
         self.actuation = resolve_actuation(actuation)
         """'apply' or 'advise' (advisory mode: decisions are reported, never applied)."""
-        if relaunch not in ("exec", "exit", "none"):
-            raise ConfigError(f"relaunch: {relaunch!r} is not 'exec', 'exit' or 'none'")
+        self.options = JobOptions(
+            policy=policy, zone=zone, provider=provider, deadline=deadline, steps_total=steps_total,
+            checkpoint_dir=checkpoint_dir, pause_mode=pause_mode, metrics_port=metrics_port,
+            metrics_addr=metrics_addr, metrics_allow_public=metrics_allow_public, job=job, jsonl=jsonl,
+            step_time_s=step_time_s, relaunch=relaunch, state_path=state_path, deadline_policy=deadline_policy,
+            decide_interval_s=decide_interval_s, progress=progress, power=power, precision=precision,
+            profile_cache_dir=profile_cache_dir, state_dir=state_dir, actuation=self.actuation,
+            waiting_power_w=waiting_power_w, max_emissions_g=max_emissions_g, max_energy_j=max_energy_j)
+        """This job's settings (validated; ``greentrain.job.options``)."""
+        self.parts = JobParts(clock=clock, devices=devices, actuators=actuators, monitor=monitor, model=model,
+                              rate_probe=rate_probe)
+        """The objects it is built from (``greentrain.job.build``)."""
+        self._dist = dist
         self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,
                                          checkpoint_dir=checkpoint_dir)
-        self._args = dict(
-            zone=zone, provider=provider, deadline=deadline, model=model, optimizer=optimizer,
-            checkpoint_dir=checkpoint_dir, metrics_port=metrics_port, metrics_addr=metrics_addr,
-            metrics_allow_public=metrics_allow_public, jsonl=jsonl, devices=devices, dist=dist, actuators=actuators,
-            monitor=monitor, step_time_s=step_time_s, deadline_policy=deadline_policy,
-            decide_interval_s=decide_interval_s, progress=progress, power=power, precision=precision,
-            profile_cache_dir=profile_cache_dir, state_dir=state_dir, rate_probe=rate_probe,
-            waiting_power_w=waiting_power_w)
-        self._budget = Budget(max_emissions_g=max_emissions_g, max_energy_j=max_energy_j)
         self.policy_spec = policy
         self.steps_total = steps_total
         self.job = job
         self.clock = clock or SystemClock()
+        self.parts.clock = self.clock
         self.relaunch = relaunch
         self._pause_mode = pause_mode
         self._state_path = Path(state_path) if state_path else default_state_path(checkpoint_dir)
@@ -174,7 +175,7 @@ class Session:
         self._closers: list[Callable[[], Any]] = []
         self._temp_state = False
         self._resumable = False
-        self._devices: Any = None
+        self._job: Job | None = None
         self.hardware = Hardware()
         """Actuators, operating-point profiler and precision controller of this job (built at ``__enter__``)."""
 
@@ -306,58 +307,27 @@ class Session:
 
     def _open(self) -> None:
         rng_at_enter = RNGState.capture()  # before any of our set-up can draw a number
-        args = self._args
         policy = load_policy_spec(self.policy_spec)
         self._pause_mode = resolve_pause_mode(self._pause_mode, getattr(policy, "settings", None),
                                               self._checkpoint.available)
-        broadcast = make_broadcast(args["dist"])
+        broadcast = make_broadcast(self._dist)
         if self._state_path is None and self.relaunch == "exec":
             # exec keeps the pid: the relaunched process finds this file again
             self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
             self._temp_state = True
         prior = load_state(self._state_path, self.job) if self._state_path else None
-        deadline = resolve_deadline(args["deadline"], prior, self.clock.now())
         self._checkpoint.setup(broadcast)
         self.start_step, rng = self._checkpoint.load_with_rng(rng_at_enter)
-        event_log, monitor, signals = open_session_resources(self, broadcast)  # each closed at exit
-        self._open_hardware(policy, monitor)
-        self.engine = Engine(
-            policy, signals=signals, monitor=monitor, clock=self.clock, deadline=deadline,
-            steps_total=self.steps_total, job_stats=self.job_stats, event_log=event_log,
-            actuators=self.hardware.actuators, broadcast=broadcast, steps_done=self.start_step,
-            step_time_s=planning_step_time_s(prior, args["step_time_s"]),
-            deadline_policy=args["deadline_policy"], decide_interval_s=args["decide_interval_s"],
-            progress=args["progress"], waiting_power_w=args["waiting_power_w"],
-            hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit",  # requeued later
-            budget=self._budget,
-        )
-        self.engine.rate_probe = args["rate_probe"]
-        self._closers.insert(0, self._finish_engine)
-        recover = getattr(self.hardware.actuators, "recover", None)
-        if callable(recover):  # restore what a killed predecessor left on the GPUs
-            self.engine.guarded("actuators.recover", recover)
-        if prior is not None:
-            restore_into(self.engine, prior)
-            if self.engine.submitted_at is not None and broadcast.is_leader:
-                self.engine.signals.backfill(self.engine.submitted_at, self.clock.now(), self.engine.ledger)
+        self._job = build_job(self.options, self.parts, policy=policy, job_stats=self.job_stats,
+                              broadcast=broadcast, prior=prior, steps_done=self.start_step,
+                              hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit")
+        self._closers.insert(0, self._finish_engine)  # persists, then closes the job (knobs restored last)
+        self.engine, self.hardware, self.metrics = self._job.engine, self._job.hardware, self._job.metrics
         self._resumable = prior is not None  # until the start succeeds, only a prior run's state is worth keeping
         self._begin()
         self._resumable = True
         self.hardware.start(self.engine)
         rng.restore()  # last: our imports and set-up above (httpx imports rich, which draws) leave no trace
-
-    def _open_hardware(self, policy: Policy, monitor: Any) -> None:
-        """Actuators, profiler and precision controller (closed last: knobs restored after the engine)."""
-        args = self._args
-        devices = args["devices"] if args["devices"] is not None else self._devices
-        if devices is None and args["power"] is True:  # monitor= given alone: its devices may be simulated
-            devices = discover_devices()
-        self.hardware = build_hardware(
-            policy, list(getattr(devices, "gpus", None) or []), power=args["power"], precision=args["precision"],
-            actuators=args["actuators"], profile_cache_dir=args["profile_cache_dir"], state_dir=args["state_dir"],
-            job=self.job, clock=self.clock, model=args["model"], monitor=monitor, actuation=self.actuation,
-        )
-        self._closers.append(self.hardware.close)
 
     def _begin(self) -> None:
         engine = self._require_engine()
@@ -380,16 +350,17 @@ class Session:
             save_state(state_of(engine, self.job, resume_at=self.resume_at, finished=finished), self._state_path)
 
     def _finish_engine(self) -> None:
-        engine = self.engine
-        if engine is None:
+        job, self._job = self._job, None
+        if job is None:
             return
+        engine = job.engine
         try:
             if self._temp_state and engine.finished and self._state_path is not None:
                 self._state_path.unlink(missing_ok=True)  # our own scratch file: nothing left to resume
             elif self._resumable:  # a start that failed (e.g. an impossible deadline) leaves nothing to resume
                 self._persist(finished=engine.finished)
         finally:
-            engine.close()
+            job.close()
 
     def _close_all(self, raise_errors: bool = True) -> None:
         closers, self._closers = self._closers, []

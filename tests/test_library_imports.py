@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "greentrain"
 @pytest.mark.timeout(120)
 def test_session_engine_and_integrations_load_without_the_cli() -> None:
     code = ("import sys, greentrain.session, greentrain.engine, greentrain.integrations.driver, "
-            "greentrain.timing.options, greentrain.timing.supervisor\n"
+            "greentrain.job.resolve, greentrain.job.supervisor\n"
             "print(sorted(m for m in sys.modules if m.startswith('greentrain.cli') or m == 'click'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=100).stdout
     assert out.strip() == "[]"

@@ -28,6 +28,7 @@ import click
 
 from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
+from greentrain.job.options import choices_of
 from greentrain.engine.guard import check_deadline
 from greentrain.engine.jobsummary import job_figures, plan_line, summary_line
 
@@ -39,8 +40,8 @@ __all__ = ["run"]
 @click.option("--zone", help="Grid zone, e.g. GB, DE-LU, US-CAL-CISO.")
 @click.option("--provider", help="Carbon source: electricitymaps | watttime | ukgrid | static | csv:PATH.")
 @click.option("--deadline", help=DEADLINE_HELP)
-@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), help=DEADLINE_POLICY_HELP)
-@click.option("--pause-mode", type=click.Choice(["suspend", "checkpoint", "auto"]),
+@click.option("--deadline-policy", type=click.Choice(choices_of("deadline_policy")), help=DEADLINE_POLICY_HELP)
+@click.option("--pause-mode", type=click.Choice(choices_of("pause_mode")),
               help="How to pause. Default suspend: safe for any command, holds its devices (they idle); "
                    "checkpoint needs a program that saves and exits on --checkpoint-signal, and releases them; "
                    "auto releases when holding the planned pause would cost more than a checkpoint and restart.")
@@ -72,8 +73,8 @@ __all__ = ["run"]
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command: tuple[str, ...], **opts: Any) -> None:
     """Run COMMAND (after '--') at low-carbon times, passing through its output and exit status."""
-    from greentrain.timing.process import ChildProcess, parse_signal
-    from greentrain.timing.supervisor import Supervisor
+    from greentrain.job.process import ChildProcess, parse_signal
+    from greentrain.job.supervisor import Supervisor
 
     _check_numbers(opts)
     _check_output(opts)
@@ -90,21 +91,24 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     pause_mode = opts["pause_mode"] or "suspend"
     checkpoint_signal = parse_signal(opts["checkpoint_signal"])
     child = ChildProcess(list(command))
-    job = opts["job"] or Path(command[0]).name
-    with _notes_to_stderr(), _Resources(opts, clock, job) as res:
-        engine = _make_engine(policy, opts, clock, deadline, res)
-        res.engine = engine
-        if deadline is not None and engine.deadline_policy != "best-effort":  # refused before the plan is shown
-            check_deadline(deadline, clock.now(), engine.work_remaining_s())
-        _say(plan_line(policy=opts["policy"], zone=opts["zone"], provider=opts["provider"],
-                       work_s=engine.work_total_s, deadline=deadline, pause_mode=pause_mode,
-                       simulated=opts["replay_speedup"] is not None))
-        status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
-                            checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
-        finished = status < 128  # not stopped by a signal
-        engine.close(finished=finished, finished_at=clock.now() if finished else None, exit_status=status,
-                     launches=child.launches)
-        _say(summary_line(job_figures(engine), status))
+    job_name = opts["job"] or Path(command[0]).name
+    with _notes_to_stderr():
+        job = _build(policy, opts, clock, deadline, job_name)
+        engine = job.engine
+        try:
+            if deadline is not None and engine.deadline_policy != "best-effort":  # refused before the plan
+                check_deadline(deadline, clock.now(), engine.work_remaining_s())
+            _say(plan_line(policy=opts["policy"], zone=opts["zone"], provider=opts["provider"],
+                           work_s=engine.work_total_s, deadline=deadline, pause_mode=pause_mode,
+                           simulated=opts["replay_speedup"] is not None))
+            status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
+                                checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
+            finished = status < 128  # not stopped by a signal
+            engine.close(finished=finished, finished_at=clock.now() if finished else None, exit_status=status,
+                         launches=child.launches)
+            _say(summary_line(job_figures(engine), status))
+        finally:
+            job.close(raise_errors=False)  # the engine (if not closed above), metrics, monitor, signals, log
     sys.exit(final_status(status, engine))
 
 
@@ -179,60 +183,23 @@ def _load_policy(spec: str) -> Any:
     return load_policy(spec)
 
 
-def _make_engine(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, res: _Resources) -> Any:
-    from greentrain.engine import Engine
-    from greentrain.engine.budget import Budget
+def _build(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, job_name: str) -> Any:
+    """The job (``greentrain.job.build_job``): run log, monitor, carbon signal, metrics and engine.
 
+    ``run`` never touches GPU settings (no hardware part, even with ``--advise-only``), plans in
+    ``--interval-s`` steps of work, and counts the devices as released during a checkpoint pause
+    (the command exits)."""
+    from greentrain.job.build import JobParts, build_job
+    from greentrain.job.options import JobOptions
+    from greentrain.jobstats import JobStats
+
+    options = JobOptions(
+        policy=policy, zone=opts["zone"], provider=opts["provider"], deadline=deadline,
+        deadline_policy=opts["deadline_policy"], step_time_s=opts["interval_s"] * clock.speedup,
+        waiting_power_w=opts["waiting_power_w"], max_emissions_g=opts["max_emissions_g"],
+        max_energy_j=opts["max_energy_j"], metrics_port=opts["metrics_port"], metrics_addr=opts["metrics_addr"],
+        metrics_allow_public=opts["metrics_allow_public"], jsonl=opts["jsonl"], job=job_name)
     work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
-    return Engine(policy, signals=res.signals, monitor=res.monitor, clock=clock, deadline=deadline,
-                  work_total_s=work_s, job_stats=res.job_stats, event_log=res.event_log,
-                  step_time_s=opts["interval_s"] * clock.speedup, deadline_policy=opts["deadline_policy"],
-                  progress=True, waiting_power_w=opts["waiting_power_w"],
-                  hardware_released=opts["pause_mode"] == "checkpoint",  # the child exits: nothing is held
-                  budget=Budget(max_emissions_g=opts["max_emissions_g"], max_energy_j=opts["max_energy_j"]))
-
-
-class _Resources:
-    """Event log, monitor, signals and metrics server, closed in reverse order on every exit path."""
-
-    def __init__(self, opts: dict[str, Any], clock: Any, job: str) -> None:
-        self.opts, self.clock, self.job = opts, clock, job
-        self.engine: Any = None
-        self.event_log: Any = None
-        self.monitor: Any = None
-        self.signals: Any = None
-        self.server: Any = None
-        from greentrain.jobstats import JobStats
-
-        self.job_stats = JobStats(job=job)
-
-    def __enter__(self) -> _Resources:
-        from greentrain.events import EventLog
-        from greentrain.timing.resources import build_monitor, build_signals, start_metrics
-
-        opts = self.opts
-        try:
-            if opts["jsonl"]:
-                self.event_log = EventLog(opts["jsonl"])
-            self.signals = build_signals(opts["zone"], opts["provider"], self.clock)
-            if not opts["no_measure"]:
-                self.monitor, _devices = build_monitor(None, self.event_log, self.clock)
-            if opts["metrics_port"] is not None:
-                self.server = start_metrics(job=self.job, monitor=self.monitor, signals=self.signals,
-                                            job_stats=self.job_stats, addr=opts["metrics_addr"],
-                                            port=opts["metrics_port"],
-                                            allow_public=opts["metrics_allow_public"])
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for close in (getattr(self.engine, "close", None), getattr(self.server, "stop", None),
-                      getattr(self.monitor, "stop", None), getattr(self.signals, "close", None),
-                      getattr(self.event_log, "close", None)):
-            if close is not None:
-                try:
-                    close()
-                except Exception as e:  # keep closing the rest
-                    logging.getLogger("greentrain.run").warning("greentrain: cleanup failed: %s", e)
+    return build_job(options, JobParts(clock=clock, devices=False if opts["no_measure"] else None),
+                     policy=policy, job_stats=JobStats(job=job_name), work_total_s=work_s,
+                     hardware_released=opts["pause_mode"] == "checkpoint", drives_hardware=False)

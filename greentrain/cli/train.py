@@ -19,11 +19,12 @@ import click
 
 from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
 from greentrain.errors import ConfigError
+from greentrain.job.options import choices_of
 
 __all__ = ["train"]
 
-# flag -> (section, key)
-_FLAG_KEYS: dict[str, tuple[str, str]] = {
+# flag -> (section, key); the [greentrain] ones are greentrain.job.JobOptions fields (tests/job checks them)
+FLAG_KEYS: dict[str, tuple[str, str]] = {
     "steps": ("train", "steps"), "seed": ("train", "seed"), "dtype": ("train", "dtype"),
     "global_batch": ("train", "global_batch"), "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"),
     "lr": ("train", "lr"), "ac": ("train", "ac"), "compile": ("train", "compile"), "device": ("train", "device"),
@@ -67,13 +68,13 @@ def build_config(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
 
 def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
     """(JobConfig, where) where ``where("train.steps")`` names the source of that key in messages."""
-    from greentrain.runtime.config import _SECTIONS, config_from_dict, load_config_data
+    from greentrain.runtime.config import SECTIONS, config_from_dict, load_config_data
 
     data, origin = load_config_data(config)
     sources: dict[str, str] = {}
     for section, values in _parse_set(sets).items():
-        if section not in _SECTIONS:
-            raise ConfigError(f"--set: unknown section {section!r}; valid: {', '.join(_SECTIONS)}")
+        if section not in SECTIONS:
+            raise ConfigError(f"--set: unknown section {section!r}; valid: {', '.join(SECTIONS)}")
         table = data.setdefault(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"{origin}: [{section}] must be a table")
@@ -81,7 +82,7 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
         sources.update({f"{section}.{key}": f"--set {section}.{key}" for key in values})
     for flag, value in flags.items():
         if value is not None:
-            section, key = _FLAG_KEYS[flag]
+            section, key = FLAG_KEYS[flag]
             data.setdefault(section, {})[key] = value
             sources[f"{section}.{key}"] = "--" + flag.replace("_", "-")
 
@@ -127,7 +128,7 @@ def _pause_resume_at(cfg) -> datetime | None:
     """When the ranks stopped for a checkpoint-mode pause: the planned resume time (else None)."""
     if not (cfg.greentrain.policy and cfg.checkpoint.dir):
         return None
-    from greentrain.timing.state import EngineState, load_state
+    from greentrain.job.state import EngineState, load_state
 
     state = load_state(f"{cfg.checkpoint.dir}/greentrain-state.json", cfg.greentrain.job)
     return EngineState.parse_time(state.resume_at) if state is not None and state.resume_at else None
@@ -248,7 +249,7 @@ def _train_here(cfg) -> None:
 @click.option("--zone", help="Grid zone for the carbon signal (e.g. GB).")
 @click.option("--provider", help="Carbon-intensity provider (e.g. csv:PATH, electricitymaps).")
 @click.option("--deadline", help=DEADLINE_HELP)
-@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), help=DEADLINE_POLICY_HELP)
+@click.option("--deadline-policy", type=click.Choice(choices_of("deadline_policy")), help=DEADLINE_POLICY_HELP)
 @click.option("--pause-mode", type=click.Choice(["checkpoint", "suspend"]), help="How a policy pause happens.")
 @click.option("--job", help="Job name in metrics.")
 @click.option("--advise-only", "actuation", flag_value="advise", default=None,

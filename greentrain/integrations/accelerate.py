@@ -28,13 +28,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, GreenOptions, StepDriver
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, StepDriver, callback_job
 
 __all__ = ["GreenAccelerate"]
 
 
 class GreenAccelerate:
-    """Engine driver for an Accelerate loop (arguments after ``accelerator`` as ``Session``).
+    """Engine driver for an Accelerate loop (arguments after ``accelerator``: the fields of
+    ``greentrain.job.JobOptions`` and the parts ``clock``, ``devices``, ``actuators``, ``monitor``).
+    With ``precision=``, run the forward pass in ``with green.autocast():`` and pass ``loss=`` to ``step``.
 
     ``after_pause``: 'wait' (``end`` waits, returns True: run the loop again) or 'exit'
     (``end`` exits with status 75 for a scheduler to relaunch).
@@ -50,12 +52,21 @@ class GreenAccelerate:
         self.accelerator = accelerator
         self.checkpoint_dir = Path(checkpoint_dir)
         self.after_pause = after_pause
-        self.options = GreenOptions(policy=policy, zone=zone, provider=provider, deadline=deadline, **options)
-        self.driver = StepDriver(self.options)
+        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline, **options)
+        self.driver = StepDriver(self.options, parts)
         self.next_step = 0
         """The step the loop should run next (restored from the checkpoint)."""
         self._prior: Any = None
         accelerator.register_for_checkpointing(self)
+
+    @property
+    def precision(self) -> str | None:
+        """The precision in use, or None without ``precision=`` (trialled by measured energy per step)."""
+        return self.driver.precision
+
+    def autocast(self) -> Any:
+        """Context for your forward pass at the current precision (a no-op without ``precision=``)."""
+        return self.driver.autocast()
 
     @property
     def paused(self) -> bool:
@@ -114,7 +125,7 @@ class GreenAccelerate:
         return {"next_step": self.next_step, "engine": asdict(state) if state is not None else None}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        from greentrain.timing.state import EngineState
+        from greentrain.job.state import EngineState
 
         self.next_step = int(state_dict.get("next_step", 0))
         engine = state_dict.get("engine")

@@ -15,72 +15,57 @@ same decision at the same step (the engine's broadcast).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from greentrain.clock import Clock, SystemClock
+from greentrain.clock import SystemClock
 from greentrain.errors import ConfigError
 from greentrain.integrations.slurm import PAUSED_EXIT_CODE, write_resume_time
+from greentrain.job.options import JobOptions
 from greentrain.jobstats import JobStats
-from greentrain.policies.base import Action, Decision, Policy
+from greentrain.policies.base import Action, Decision
 
-__all__ = ["GreenOptions", "StepDriver", "PAUSED_EXIT_CODE", "DriverStatus"]
+__all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "callback_job"]
 
 log = logging.getLogger("greentrain.integrations")
 
+PART_NAMES = ("clock", "devices", "actuators", "monitor", "model", "rate_probe")
+"""Callback keywords that are objects (``JobParts``), not settings (``JobOptions``)."""
 
-@dataclass(slots=True, kw_only=True)
-class GreenOptions:
-    """What a user passes to any framework callback (see ``greentrain.session.Session`` for the same names)."""
 
-    policy: str | Path | Policy = "carbon-aware"
-    """Preset name, TOML path or Policy."""
-    zone: str | None = None
-    """Grid zone (e.g. 'GB'); with no zone and no provider the job runs now and records energy only."""
-    provider: Any = None
-    """Carbon source spec ('csv:PATH', 'electricitymaps', ...) or a SignalChain."""
-    deadline: datetime | str | None = None
-    """Aware datetime, ISO string with zone, or '+H' hours from the job's first start."""
-    pause_mode: Literal["checkpoint", "suspend"] = "checkpoint"
-    """checkpoint: save, stop the trainer, resume from the checkpoint; suspend: wait in-process."""
-    clock: Clock | None = None
-    job: str = "greentrain"
-    jsonl: str | Path | None = None
-    devices: Any = None
-    """A DeviceSet; None discovers this machine's devices; False measures nothing."""
-    metrics_port: int | None = None
-    metrics_addr: str = "127.0.0.1"
-    step_time_s: float | None = None
-    decide_interval_s: float = 300.0
-    deadline_policy: str | None = None
-    progress: bool = True
-    actuators: Any = None
-    """An ``ActuatorSet`` to apply power/clock decisions (journaled, restored on close)."""
-    actuation: Literal["apply", "advise"] | None = None
-    """'advise': advisory mode, the actuators' GPUs get advice only (also ``GREENTRAIN_ADVISE_ONLY=1``)."""
-    waiting_power_w: float | None = None
-    """Draw while paused, watts, instead of the held devices' measured idle draw."""
-    max_emissions_g: float | None = None
-    """Carbon budget, grams CO2eq: warned once when projected over; when spent, checkpoint and stop."""
-    max_energy_j: float | None = None
-    """Energy budget, joules (as ``max_emissions_g``)."""
-    stop_signals: tuple[int, ...] = ()
-    """Signals that make the job checkpoint and stop at the next step boundary, e.g.
-    ``(signal.SIGTERM, signal.SIGUSR1)``: a Kubernetes suspend, Slurm's ``--signal`` before the time limit."""
+def callback_job(**keywords: Any) -> tuple[JobOptions, Any]:
+    """A callback's keywords split into ``JobOptions`` and ``JobParts`` (``pause_mode`` defaults to checkpoint)."""
+    from greentrain.job.build import JobParts
 
-    def __post_init__(self) -> None:
-        if self.pause_mode not in ("checkpoint", "suspend"):
-            raise ConfigError(f"pause_mode: {self.pause_mode!r} is not 'checkpoint' or 'suspend'")
+    parts = JobParts(**{k: keywords.pop(k) for k in PART_NAMES if k in keywords})
+    unknown = sorted(set(keywords) - set(JobOptions.__dataclass_fields__))
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: not an option of greentrain's callbacks (see greentrain.job.JobOptions)")
+    keywords.setdefault("pause_mode", "checkpoint")
+    return JobOptions(**keywords), parts
 
 
 class StepDriver:
-    """Owns one Engine across the framework's train calls and process relaunches."""
+    """Owns one job (``greentrain.job.build_job``) across the framework's train calls and process relaunches."""
 
-    def __init__(self, options: GreenOptions) -> None:
+    def __init__(self, options: JobOptions, parts: Any = None) -> None:
+        from greentrain.job.build import JobParts
+
+        if options.pause_mode not in (None, "checkpoint", "suspend"):
+            raise ConfigError(f"pause_mode: {options.pause_mode!r} is not 'checkpoint' or 'suspend'")
+        if options.precision is not None and "fp16" in options.precision:
+            raise ConfigError("precision: 'fp16' needs a grad scaler inside the training step, which a callback "
+                              "cannot add; trial 'fp32', 'tf32' or 'bf16' (or use Session)")
         self.options = options
-        self.clock = options.clock or SystemClock()
+        self.parts = parts if parts is not None else JobParts()
+        self.clock = self.parts.clock or SystemClock()
+        self.parts.clock = self.clock
+        self.pause_mode = options.pause_mode or "checkpoint"
+        """'checkpoint' or 'suspend'."""
+        self.job: Any = None
+        """The ``greentrain.job.build.Job`` while training (engine, hardware, resources)."""
         self.engine: Any = None
         self.job_stats = JobStats(job=options.job)
         self.resume_at: datetime | None = None
@@ -90,9 +75,10 @@ class StepDriver:
         """The last stop came from one of ``stop_signals`` (no resume time: relaunch when the scheduler does)."""
         self.budget_spent = False
         """The last stop came from a spent budget (``greentrain.engine.budget``): do not relaunch."""
-        self._closers: list[Any] = []
         self._stop_requested = False
         self._previous_handlers: dict[int, Any] = {}
+        self._hardware_started = False
+        self._autocast: AbstractContextManager[Any] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -118,75 +104,75 @@ class StepDriver:
         return decision
 
     def _build(self, steps_total: int | None, steps_done: int, prior: Any) -> None:
-        from greentrain.engine import Engine
-        from greentrain.events import EventLog
-        from greentrain.policies import load_policy
         from greentrain.engine.broadcast import auto_broadcast
-        from greentrain.engine.budget import Budget
-        from greentrain.timing.resources import build_monitor, build_signals, start_metrics
-        from greentrain.timing.state import restore_into
+        from greentrain.job.build import build_job
+        from greentrain.job.resolve import load_policy_spec
 
-        o = self.options
-        broadcast = auto_broadcast()
-        event_log = EventLog(o.jsonl) if o.jsonl else None
-        if event_log is not None:
-            self._closers.append(event_log.close)
-        monitor, _ = build_monitor(o.devices, event_log, self.clock)
-        if monitor is not None:
-            self._closers.insert(0, monitor.stop)
-        signals = build_signals(o.zone, o.provider, self.clock) if broadcast.is_leader else None
-        if o.metrics_port is not None:
-            server = start_metrics(job=o.job, monitor=monitor, signals=signals, job_stats=self.job_stats,
-                                   addr=o.metrics_addr, port=o.metrics_port, clock=self.clock)
-            self._closers.insert(0, server.stop)
-        self.engine = Engine(
-            load_policy(o.policy), signals=signals, monitor=monitor, clock=self.clock,
-            deadline=self._deadline(prior), steps_total=steps_total, job_stats=self.job_stats,
-            event_log=event_log, broadcast=broadcast, steps_done=steps_done,
-            step_time_s=o.step_time_s or (prior.step_time_s if prior else None),
-            deadline_policy=o.deadline_policy, decide_interval_s=o.decide_interval_s, progress=o.progress,
-            actuators=self._actuators(), waiting_power_w=o.waiting_power_w,
-            budget=Budget(max_emissions_g=o.max_emissions_g, max_energy_j=o.max_energy_j),
-        )
-        recover = getattr(self.engine.actuators, "recover", None)
-        if callable(recover):  # restore what a killed predecessor left on the GPUs
-            self.engine.guarded("actuators.recover", recover)
-        if prior is not None:
-            restore_into(self.engine, prior)
+        options = self.options
+        if steps_total is not None:
+            options = options.replace(steps_total=steps_total)  # the trainer's count
+        self.job = build_job(options, self.parts, policy=load_policy_spec(options.policy),
+                             job_stats=self.job_stats, broadcast=auto_broadcast(), prior=prior,
+                             steps_done=steps_done)
+        self.engine = self.job.engine
+        self._hardware_started = False
 
-    def _actuators(self) -> Any:
-        """The options' actuators, or in advisory mode an ``AdvisoryActuators`` over the same GPUs (no writes)."""
-        from greentrain.actuators.advisory import AdvisoryActuators, resolve_actuation
+    # ---- precision -----------------------------------------------------------------------------
 
-        given = self.options.actuators
-        if given is None or resolve_actuation(self.options.actuation) == "apply":
-            return given
-        return AdvisoryActuators(getattr(given, "gpus", []), precision=getattr(given, "precision", None))
+    @property
+    def precision(self) -> str | None:
+        """The precision in use ('fp32', 'bf16', ...), or None without ``precision=``."""
+        controller = self.job.hardware.precision if self.job is not None else None
+        return controller.current if controller is not None else None
 
-    def _deadline(self, prior: Any) -> datetime | None:
-        from greentrain.timing.options import resolve_deadline  # '+H' counts from the job's first start
+    @contextmanager
+    def autocast(self) -> Iterator[None]:
+        """Context for the forward pass at the current precision (a no-op without ``precision=``)."""
+        controller = self.job.hardware.precision if self.job is not None else None
+        with controller.autocast() if controller is not None else nullcontext():
+            yield
 
-        return resolve_deadline(self.options.deadline, prior, self.clock.now())
+    def _enter_autocast(self) -> None:
+        if self.precision is not None and self._autocast is None:
+            self._autocast = self.autocast()
+            self._autocast.__enter__()
+
+    def _exit_autocast(self) -> None:
+        context, self._autocast = self._autocast, None
+        if context is not None:
+            context.__exit__(None, None, None)
 
     # ---- step boundary -------------------------------------------------------------------------
 
-    def step_begin(self) -> None:
-        """Mark the start of an optimizer step."""
-        if self.engine is not None:
-            self.engine.step_begin()
+    def step_begin(self, *, autocast: bool = False) -> None:
+        """Mark the start of an optimizer step; ``autocast``: run it at the current precision until
+        ``step_end`` (framework callbacks, whose training step greentrain does not wrap)."""
+        engine = self.engine
+        if engine is None:
+            return
+        engine.step_begin()
+        if self._hardware_started:
+            self.job.hardware.step_begin(engine)
+        else:  # notes, advisory points, the profiler's first bracket
+            self._hardware_started = True
+            self.job.hardware.start(engine)
+        if autocast:
+            self._enter_autocast()
 
     def step_end(self, tokens: int = 0, loss: Any = None) -> bool:
         """Close the step; True means 'checkpoint pause: save and stop the trainer now'."""
         engine = self.engine
         if engine is None:
             return False
+        self._exit_autocast()
         decision = engine.step_end(tokens=tokens, loss=loss)
+        self.job.hardware.step_end(engine, loss)  # the profiler's sweep, the precision trial
         if self._stop_requested or decision.action is Action.STOP:  # a signal, or a spent budget: no resume
             self.budget_spent = decision.action is Action.STOP
             return self._stop_for_signal()
         if decision.action is Action.RUN or engine.finished:
             return False
-        if self.options.pause_mode == "suspend":
+        if self.pause_mode == "suspend":
             engine.wait_until(decision.until, decision.reason or "paused")
             return self._stop_for_signal() if self._stop_requested else False
         self.paused = True
@@ -218,7 +204,7 @@ class StepDriver:
         engine = self.engine
         if engine is None:
             return None
-        from greentrain.timing.state import state_of
+        from greentrain.job.state import state_of
 
         return state_of(engine, self.options.job, resume_at=self.resume_at, finished=engine.finished)
 
@@ -232,23 +218,16 @@ class StepDriver:
 
     def close(self) -> None:
         """Restore hardware settings, write the summary, stop helpers; safe to call twice."""
-        closers, self._closers = self._closers, []
-        engine, self.engine = self.engine, None
+        self._exit_autocast()
+        job, self.job, self.engine = self.job, None, None
         if self._previous_handlers:
             import signal
 
             for signum, handler in self._previous_handlers.items():
                 signal.signal(signum, handler)
             self._previous_handlers.clear()
-        try:
-            if engine is not None:
-                engine.close()
-        finally:
-            for close in closers:
-                try:
-                    close()
-                except Exception as e:  # close everything even if one part fails
-                    log.warning("greentrain: closing %s failed: %s", close, e)
+        if job is not None:
+            job.close(raise_errors=False)  # every part closed; failures logged
 
 
 class DriverStatus:

@@ -30,7 +30,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, GreenOptions, StepDriver
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, StepDriver, callback_job
 
 __all__ = ["GreenTrainCallback", "train", "STATE_FILE"]
 
@@ -41,20 +41,22 @@ STATE_FILE = "greentrain-state.json"
 class GreenTrainCallback(DriverStatus, TrainerCallback):
     """Drives greentrain's engine from the Trainer's step boundaries.
 
-    Args: as ``greentrain.session.Session``: ``policy``, ``zone``, ``provider``, ``deadline``,
-    ``pause_mode`` ('checkpoint' | 'suspend'), ``clock``, ``job``, ``jsonl``, ``devices``,
-    ``metrics_port``, ``metrics_addr``, ``step_time_s``, ``decide_interval_s``, ``deadline_policy``,
-    ``progress``.
+    Args: the fields of ``greentrain.job.JobOptions`` (as ``Session``: ``policy``, ``zone``, ``provider``,
+    ``deadline``, ``pause_mode`` ('checkpoint' | 'suspend'), ``power``, ``precision``, ...) and the parts
+    ``clock``, ``devices``, ``actuators``, ``monitor``. With ``precision=`` each optimizer step runs under
+    the current precision's autocast and the model's forward loss feeds the trial's loss guard.
     """
 
     def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
                  deadline: datetime | str | None = None, pause_mode: str = "checkpoint", **options: Any) -> None:
-        self.options = GreenOptions(policy=policy, zone=zone, provider=provider, deadline=deadline,
-                                    pause_mode=pause_mode, **options)  # type: ignore[arg-type]
-        self.driver = StepDriver(self.options)
+        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline,
+                                    pause_mode=pause_mode, **options)
+        self.driver = StepDriver(self.options, parts)
         self.pauses = 0
         """Checkpoint pauses so far in this process."""
         self._tokens_seen = 0
+        self._losses: list[Any] = []
+        self._loss_hook: Any = None
 
     @property
     def engine(self) -> Any:
@@ -68,14 +70,20 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
                             self.options.job) if state.global_step else None
         self.driver.open(steps_total=state.max_steps or None, steps_done=state.global_step, prior=prior)
         self._tokens_seen = state.num_input_tokens_seen or 0
+        model = kwargs.get("model")
+        if self.options.precision is not None and self._loss_hook is None and model is not None:
+            # The Trainer hands callbacks no loss; the precision trial's loss guard needs each step's.
+            self._loss_hook = model.register_forward_hook(self._record_loss)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.driver.step_begin()
+        self._losses.clear()  # an evaluation between steps is not this step's loss
+        self.driver.step_begin(autocast=True)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         seen = state.num_input_tokens_seen or 0
         tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
-        stop = self.driver.step_end(tokens=tokens)
+        loss = _mean(self._losses)  # over the step's micro-batches: one device sync per step
+        stop = self.driver.step_end(tokens=tokens, loss=loss)
         if self.options.stop_signals:  # a signal may reach one rank only: stop if any rank must
             stop = _any_rank(stop, args.device)
             if stop and not self.driver.paused:
@@ -89,7 +97,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         snapshot = self.driver.state()
         if snapshot is None or not args.should_save:  # rank 0 (process_index 0) writes
             return
-        from greentrain.timing.state import save_state
+        from greentrain.job.state import save_state
 
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
@@ -97,7 +105,12 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not self.driver.paused:
-            self.driver.close()
+            self.close()
+
+    def _record_loss(self, module: Any, inputs: Any, output: Any) -> None:
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if module.training and loss is not None:
+            self._losses.append(loss.detach())
 
     # ---- after a pause ----------------------------------------------------------------------
 
@@ -107,12 +120,23 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
 
     def close(self) -> None:
         """Restore hardware settings and stop helpers (``train`` does this for you)."""
+        hook, self._loss_hook = self._loss_hook, None
+        if hook is not None:
+            hook.remove()
         self.driver.close()
 
     def exit_for_requeue(self) -> None:
         """Close and exit with status 75 so a scheduler (Slurm template, K8s) relaunches the job later."""
         self.close()
         sys.exit(PAUSED_EXIT_CODE)
+
+
+def _mean(losses: list[Any]) -> float | None:
+    if not losses:
+        return None
+    import torch
+
+    return float(torch.stack([loss.float() for loss in losses]).mean())
 
 
 def _any_rank(flag: bool, device: Any) -> bool:
@@ -127,7 +151,7 @@ def _any_rank(flag: bool, device: Any) -> bool:
 
 
 def _load_prior(path: Path, job: str) -> Any:
-    from greentrain.timing.state import load_state
+    from greentrain.job.state import load_state
 
     return load_state(path, job) if path.exists() else None
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import Callback
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, GreenOptions, StepDriver
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, StepDriver, callback_job
 
 __all__ = ["GreenTrainCallback", "ResumableLoader", "fit", "PAUSE_CHECKPOINT"]
 
@@ -41,14 +41,18 @@ PAUSE_CHECKPOINT = "greentrain-pause.ckpt"
 
 
 class GreenTrainCallback(DriverStatus, Callback):
-    """Drives greentrain's engine from Lightning's batch boundaries (arguments as ``Session``)."""
+    """Drives greentrain's engine from Lightning's batch boundaries.
+
+    Arguments: the fields of ``greentrain.job.JobOptions`` (as ``Session``, ``power`` and ``precision``
+    included) and the parts ``clock``, ``devices``, ``actuators``, ``monitor``.
+    """
 
     def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
                  deadline: datetime | str | None = None, pause_mode: str = "checkpoint",
                  checkpoint_dir: str | Path | None = None, **options: Any) -> None:
-        self.options = GreenOptions(policy=policy, zone=zone, provider=provider, deadline=deadline,
-                                    pause_mode=pause_mode, **options)  # type: ignore[arg-type]
-        self.driver = StepDriver(self.options)
+        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline,
+                                    pause_mode=pause_mode, **options)
+        self.driver = StepDriver(self.options, parts)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.pause_checkpoint: Path | None = None
         """The checkpoint the last pause wrote (resume with ``ckpt_path=``)."""
@@ -65,7 +69,7 @@ class GreenTrainCallback(DriverStatus, Callback):
         self._prior = None
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        self.driver.step_begin()
+        self.driver.step_begin(autocast=True)  # with precision=: the step runs at the current precision
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         pause = self.driver.step_end(loss=_loss(outputs))
@@ -95,7 +99,7 @@ class GreenTrainCallback(DriverStatus, Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the job's deadline and totals from a checkpoint (before ``on_train_start``)."""
-        from greentrain.timing.state import EngineState
+        from greentrain.job.state import EngineState
 
         self.pauses = int(state_dict.get("pauses", 0))
         engine = state_dict.get("engine")

@@ -40,7 +40,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from greentrain.errors import ConfigError
-from greentrain.timing.rngstate import RNGState
+from greentrain.job.rngstate import RNGState
 
 __all__ = ["Checkpointer", "complete_steps", "latest_step"]
 

@@ -34,6 +34,7 @@ __all__ = [
     "GreentrainConfig",
     "JobConfig",
     "InvalidConfig",
+    "SECTIONS",
     "PRECISIONS",
     "PP_SCHEDULES",
     "list_presets",
@@ -287,7 +288,10 @@ class MetricsConfig:
 
 @dataclass(kw_only=True, slots=True)
 class GreentrainConfig:
-    """Run under the greentrain engine (carbon/energy policy at step boundaries)."""
+    """Run under the greentrain engine (carbon/energy policy at step boundaries).
+
+    Each key is the ``greentrain.job.JobOptions`` field of the same name, checked by its rules
+    (``tests/job/test_options_sources.py`` holds the two together); defaults suit a training run."""
 
     policy: str | None = None
     """Policy name or TOML file; none = plain training."""
@@ -318,25 +322,24 @@ class GreentrainConfig:
     """``apply`` power-limit, clock and precision decisions, or ``advise`` (report them, apply none)."""
 
     def __post_init__(self) -> None:
+        from greentrain.job.options import option_problems  # the job's own checks: one spelling of each rule
+
         c = Checks("greentrain", self)
-        c.need(self.pause_mode in ("checkpoint", "suspend", "auto"), "pause_mode",
-               f"{self.pause_mode!r} is not checkpoint, suspend or auto")
-        for name, low_ok in (("waiting_power_w", True), ("max_emissions_g", False), ("max_energy_j", False)):
-            value = getattr(self, name)
-            c.need(value is None or (isinstance(value, int | float) and not isinstance(value, bool)
-                                     and (value >= 0 if low_ok else value > 0) and value < float("inf")),
-                   name, f"must be a number {'>= 0' if low_ok else '> 0'}, got {value!r}")
-        c.need(self.actuation in ("apply", "advise"), "actuation",
-               f"{self.actuation!r} is not apply or advise")
-        c.need(self.deadline_policy in (None, "strict", "best-effort"), "deadline_policy",
-               f"{self.deadline_policy!r} is not strict or best-effort")
+        shared = {name: getattr(self, name) for name in JOB_OPTION_FIELDS}
+        for name, why in option_problems(**shared):
+            c.need(False, name, why)
         c.need(self.relaunch in ("auto", "exec", "exit", "none"), "relaunch",
                f"{self.relaunch!r} is not auto, exec, exit or none")
-        c.need(bool(self.job.strip()), "job", "must not be empty")
         c.done()
 
 
-_SECTIONS: dict[str, type] = {
+JOB_OPTION_FIELDS = ("policy", "zone", "provider", "deadline", "pause_mode", "waiting_power_w", "max_emissions_g",
+                     "max_energy_j", "job", "deadline_policy", "actuation")
+"""The ``[greentrain]`` keys that are ``greentrain.job.JobOptions`` fields as they are (``relaunch`` adds
+'auto': exec for one process, exit for several)."""
+
+
+SECTIONS: dict[str, type] = {  # [section] name -> its dataclass
     "model": ModelConfig,
     "parallel": ParallelConfig,
     "train": TrainConfig,
@@ -372,7 +375,7 @@ class JobConfig:
         return config_from_dict(data, origin="overrides")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {name: dataclasses.asdict(getattr(self, name)) for name in _SECTIONS}
+        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
 
 # The loader needs the classes above; it lives in its own module and is re-exported here.

@@ -14,7 +14,7 @@ from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.runtime.checks import InvalidConfig
-from greentrain.runtime.config import _SECTIONS, JobConfig
+from greentrain.runtime.config import SECTIONS, JobConfig
 from greentrain.userfile import load_toml, parse_toml
 
 __all__ = ["config_from_dict", "list_presets", "load_config", "load_config_data"]
@@ -50,13 +50,13 @@ def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
 
     sections: dict[str, Any] = {}
     for name, value in data.items():
-        if name not in _SECTIONS:
-            add("", f"unknown section [{name}]{_did_you_mean(name, _SECTIONS)}; valid: {', '.join(_SECTIONS)}")
+        if name not in SECTIONS:
+            add("", f"unknown section [{name}]{_did_you_mean(name, SECTIONS)}; valid: {', '.join(SECTIONS)}")
             continue
         if not isinstance(value, dict):
             add(name, f"must be a table [{name}]")
             continue
-        cls = _SECTIONS[name]
+        cls = SECTIONS[name]
         fields = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {}
         for key, item in value.items():

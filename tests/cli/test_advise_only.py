@@ -60,7 +60,7 @@ def test_bad_actuation_in_config_is_one_line(capsys: pytest.CaptureFixture[str])
         main(["train", "--set", 'greentrain.actuation="maybe"'])
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and len(err.splitlines()) == 1
-    assert "greentrain.actuation: 'maybe' is not apply or advise" in err
+    assert "greentrain.actuation: 'maybe' is not 'apply' or 'advise'" in err  # JobOptions' wording
 
 
 def test_run_flag_puts_the_command_in_advisory_mode(tmp_path: Path) -> None:

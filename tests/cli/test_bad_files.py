@@ -185,7 +185,7 @@ def _wrong_value(annotation: str):
 
 def _all_keys() -> list[tuple[str, str, str]]:
     keys = []
-    for section, cls in runtime_config._SECTIONS.items():
+    for section, cls in runtime_config.SECTIONS.items():
         for field in dataclasses.fields(cls):
             keys.append((section, field.name, str(field.type)))
     return keys

@@ -17,8 +17,8 @@ from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly  # noqa: E40
 from greentrain.clock import ReplayClock
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
-from greentrain.timing.process import ChildProcess
-from greentrain.timing.supervisor import Supervisor
+from greentrain.job.process import ChildProcess
+from greentrain.job.supervisor import Supervisor
 
 T0 = datetime(2022, 5, 1, 0, tzinfo=UTC)
 SPEEDUP = 3600.0  # one trace hour per real second
@@ -142,8 +142,8 @@ DRIVER = textwrap.dedent(
     from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly
     from greentrain.clock import ReplayClock
     from greentrain.engine import Engine
-    from greentrain.timing.process import ChildProcess
-    from greentrain.timing.supervisor import Supervisor
+    from greentrain.job.process import ChildProcess
+    from greentrain.job.supervisor import Supervisor
 
     t0 = datetime(2022, 5, 1, tzinfo=UTC)
     clock = ReplayClock(t0, speedup=60.0)  # the dirty hour lasts a minute: long enough to be killed in

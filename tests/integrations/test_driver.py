@@ -10,20 +10,24 @@ import pytest
 
 from greentrain.clock import FrozenClock
 from greentrain.errors import ConfigError
-from greentrain.integrations.driver import GreenOptions, StepDriver
-from greentrain.timing.state import EngineState
+from greentrain.integrations.driver import StepDriver, callback_job
+from greentrain.job.state import EngineState
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 
 
 def driver(**options) -> StepDriver:
     settings = {"policy": "run-now", "devices": False, "progress": False, "clock": FrozenClock(NOW), **options}
-    return StepDriver(GreenOptions(**settings))
+    return StepDriver(*callback_job(**settings))
 
 
 def test_bad_options_are_config_errors_naming_the_argument() -> None:
     with pytest.raises(ConfigError, match="pause_mode: 'sleep'"):
-        GreenOptions(pause_mode="sleep")  # type: ignore[arg-type]
+        callback_job(pause_mode="sleep")
+    with pytest.raises(ConfigError, match="pause_mode: 'auto' is not 'checkpoint' or 'suspend'"):
+        StepDriver(*callback_job(pause_mode="auto"))  # a callback cannot release the devices mid-fit
+    with pytest.raises(ConfigError, match="zonee: not an option"):
+        callback_job(zonee="GB")
     with pytest.raises(ConfigError, match="unknown policy or preset 'greenest'"):
         driver(policy="greenest").open(steps_total=10, steps_done=0)
     with pytest.raises(ConfigError, match="deadline: 'soon'"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from greentrain.errors import ConfigError
-from greentrain.timing.checkpoint import ModelCheckpoint
+from greentrain.job.modelcheckpoint import ModelCheckpoint
 
 pytestmark = pytest.mark.timeout(60)
 

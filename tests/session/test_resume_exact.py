@@ -18,8 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from gt_resume_job import run_job  # noqa: E402
 
-from greentrain.timing.jobcheckpoint import JobCheckpoint
-from greentrain.timing.rngstate import RNGState
+from greentrain.job.checkpoint import JobCheckpoint
+from greentrain.job.rngstate import RNGState
 
 STEPS = 14
 

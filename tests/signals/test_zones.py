@@ -6,7 +6,7 @@ import pytest
 
 from greentrain.errors import ConfigError
 from greentrain.signals.zones import check_zone, require_zone
-from greentrain.timing.resources import build_signals
+from greentrain.job.resources import build_signals
 
 
 @pytest.mark.parametrize("zone", ["GB", "DE", "DE-LU", "FR", "US-CAL-CISO", "SE-SE3", "NO-NO1", "IT-NO", "gb"])

@@ -42,7 +42,7 @@ def policy_uses_power(policy: Policy) -> bool:
 
 @dataclass
 class Hardware:
-    """What a Session drives at its step boundaries (each part optional)."""
+    """What a job drives at its step boundaries, under Session or a framework callback (each part optional)."""
 
     actuators: Any = None
     """The ``ActuatorSet`` the engine applies decisions through (built here or the user's)."""
@@ -186,9 +186,11 @@ def _advisory_hardware(hw: Hardware, gpus: list[Any], cache_dir: Any, model: Any
     """Advisory actuators over ``gpus`` (never a setter call) and points from the cache or an estimate."""
     from greentrain.actuators.advisory import AdvisoryActuators
 
-    if hw.actuators is not None:
+    given = hw.actuators
+    if given is not None:
         hw.notes.append("advisory mode: the actuators passed in are not used; decisions are advised, not applied")
-    hw.actuators = AdvisoryActuators(gpus, precision=hw.precision)
+    advised = gpus or list(getattr(given, "gpus", []))  # no devices of its own: advise over the given GPUs
+    hw.actuators = AdvisoryActuators(advised, precision=hw.precision or getattr(given, "precision", None))
     hw.owns_actuators = True
     if hw.precision is not None:
         hw.notes.append("advisory mode: precision stays at the reference (a trial would switch it); "

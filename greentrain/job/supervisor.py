@@ -21,7 +21,7 @@ from greentrain.exitcodes import RESUME_EXIT_CODE
 from greentrain.policies.base import Action
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.pausemode import auto_mode
-from greentrain.timing.process import ChildProcess, exit_status
+from greentrain.job.process import ChildProcess, exit_status
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
-from greentrain.timing.rngstate import RNGState
+from greentrain.job.rngstate import RNGState
 
 __all__ = ["ModelCheckpoint"]
 

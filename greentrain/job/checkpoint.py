@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
-from greentrain.timing.rngstate import RNGState
+from greentrain.job.rngstate import RNGState
 from greentrain.engine.broadcast import Broadcast, barrier_for
-from greentrain.timing.checkpoint import ModelCheckpoint
+from greentrain.job.modelcheckpoint import ModelCheckpoint
 
 __all__ = ["JobCheckpoint"]
 

@@ -1,4 +1,4 @@
-"""Build the collaborators a Session or ``greentrain run`` needs from user-level arguments.
+"""Build the resources a job needs (carbon signal, energy monitor, metrics endpoint) from its options.
 
 Each builder imports its package lazily (monitor, signals, exporters are
 written as separate packages) and turns a missing or failing piece into a
@@ -9,8 +9,6 @@ optional: training goes on without it).
 from __future__ import annotations
 
 import logging
-import tempfile
-from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -18,7 +16,7 @@ from greentrain.clock import Clock
 from greentrain.errors import ConfigError
 from greentrain.signals.base import CarbonIntensityProvider
 
-__all__ = ["build_signals", "build_monitor", "open_session_resources", "start_metrics"]
+__all__ = ["build_signals", "build_monitor", "start_metrics", "close_all"]
 
 log = logging.getLogger("greentrain.session")
 
@@ -102,34 +100,6 @@ def start_metrics(**kwargs: Any) -> Any:
     server = MetricsServer(**kwargs)
     server.start()
     return server
-
-
-def open_session_resources(session: Any, broadcast: Any) -> tuple[Any, Any, Any]:
-    """A Session's event log, monitor, carbon signal (rank 0) and metrics endpoint, each closed at its exit."""
-    from greentrain.events import EventLog
-
-    args = session._args
-    event_log = EventLog(args["jsonl"]) if args["jsonl"] else None
-    if event_log is not None:
-        session._closers.append(event_log.close)
-    monitor = args["monitor"]
-    if monitor is None:
-        monitor, session._devices = build_monitor(args["devices"], event_log, session.clock)
-        if monitor is not None:
-            session._closers.insert(0, monitor.stop)
-    signals = build_signals(args["zone"], args["provider"], session.clock) if broadcast.is_leader else None
-    if isinstance(args["provider"], str | None) and callable(getattr(signals, "close", None)):
-        session._closers.append(signals.close)  # built here from a spec: ours to close
-    if args["metrics_port"] is not None:
-        extra: dict[str, Any] = {}
-        if broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
-            extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{session.job}"
-        session.metrics = start_metrics(job=session.job, monitor=monitor, signals=signals,
-                                        job_stats=session.job_stats, addr=args["metrics_addr"],
-                                        port=args["metrics_port"], clock=session.clock,
-                                        allow_public=args["metrics_allow_public"], **extra)
-        session._closers.insert(0, session.metrics.stop)
-    return event_log, monitor, signals
 
 
 def close_all(closers: Iterable[Callable[[], Any]], *, raise_errors: bool = True) -> None:

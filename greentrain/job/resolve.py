@@ -1,19 +1,15 @@
-"""Resolve the Session's options against the policy's settings and a relaunched job's saved state."""
+"""Resolve a Session's pause mode, policy and state file (the deadline and step time: ``job.build``)."""
 
 from __future__ import annotations
 
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from greentrain.clock import ensure_aware_utc, parse_deadline
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Policy
-from greentrain.timing.state import EngineState
 
-__all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "resolve_deadline", "default_state_path",
-           "planning_step_time_s"]
+__all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "default_state_path"]
 
 STATE_ENV = "GREENTRAIN_STATE_FILE"
 
@@ -42,29 +38,9 @@ def resolve_pause_mode(requested: str | None, settings: Any, has_checkpoint: boo
     return mode
 
 
-def resolve_deadline(value: datetime | str | None, prior: EngineState | None, now: datetime) -> datetime | None:
-    """An aware deadline; '+H' counts from the job's first start (kept in ``prior``), not a relaunch."""
-    relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
-    if prior is not None and prior.deadline and relative:
-        return EngineState.parse_time(prior.deadline)
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return ensure_aware_utc(value, "deadline")
-    return parse_deadline(str(value), now, param="deadline")
-
-
 def default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
     """Where the job's deadline and totals survive a relaunch."""
     if checkpoint_dir is not None:
         return Path(checkpoint_dir) / "greentrain-state.json"
     env = os.environ.get(STATE_ENV)
     return Path(env) if env else None
-
-
-def planning_step_time_s(prior: EngineState | None, hint_s: float | None) -> float | None:
-    """The step time to plan with before one is measured: the slower of the previous run's measurement and
-    the caller's hint. A hint from a short timing on a loaded machine can be several times too fast, and a
-    relaunch that trusted it would plan its wait as if the job were short."""
-    known = [v for v in ((prior.step_time_s if prior else None), hint_s) if v]
-    return max(known) if known else None
