@@ -47,7 +47,6 @@ class ModelCheckpoint:
 
     def save(self, step: int) -> None:
         """Save everything needed to continue at ``step`` (the next step to run)."""
-        import torch
 
         if self.rank == 0:
             state = {"step": int(step), "model": self.model.state_dict()}

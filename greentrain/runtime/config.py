@@ -1,28 +1,37 @@
-"""Training configuration: one small dataclass per component, loaded from TOML.
+"""Training configuration: the sections of ``greentrain.runtime.sections`` loaded from TOML into a JobConfig.
 
-A config file has the sections ``[model]``, ``[parallel]``, ``[train]``,
-``[data]``, ``[checkpoint]``, ``[metrics]`` and ``[greentrain]``; every key is a
-field below (its docstring is the documentation). Unknown keys and bad values
-raise :class:`~greentrain.errors.ConfigError` naming ``section.key`` and the
-file. Built-in presets live in ``greentrain/runtime/presets/<name>.toml``.
+Unknown keys and bad values raise :class:`~greentrain.errors.ConfigError`
+naming ``section.key`` (or the command-line flag it came from) and the file;
+every problem in a file is reported, one line each. Built-in presets live in
+``greentrain/runtime/presets/<name>.toml``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from greentrain.runtime.checks import (
-    MAX_COUNT,
-    MAX_DIM,
-    MAX_PARAMS,
-    MAX_SEQ_LEN,
-    MAX_STEPS,
-    MAX_VOCAB,
-    Checks,
-    InvalidConfig,
+from greentrain.errors import ConfigError
+from greentrain.runtime.checks import Checks, InvalidConfig
+from greentrain.runtime.sections import (
+    AC_MODES,
+    JOB_OPTION_FIELDS,
+    PP_SCHEDULES,
+    PRECISIONS,
+    SECTIONS,
+    CheckpointConfig,
+    DataConfig,
+    GreentrainConfig,
+    MetricsConfig,
+    ModelConfig,
+    ParallelConfig,
+    TrainConfig,
 )
+from greentrain.userfile import load_toml, parse_toml
 
 __all__ = [
     "ModelConfig",
@@ -37,318 +46,13 @@ __all__ = [
     "SECTIONS",
     "PRECISIONS",
     "PP_SCHEDULES",
+    "AC_MODES",
+    "JOB_OPTION_FIELDS",
     "list_presets",
     "load_config",
     "load_config_data",
     "config_from_dict",
 ]
-
-PRECISIONS = ("fp32", "bf16", "fp16", "tf32")
-PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
-AC_MODES = ("none", "full", "selective-op", "selective-layer")
-
-
-@dataclass(kw_only=True, slots=True)
-class ModelConfig:
-    """The reference decoder-only transformer (RMSNorm, RoPE, SwiGLU)."""
-
-    dim: int = 64
-    """Hidden size (model width)."""
-    n_layers: int = 4
-    """Number of transformer blocks."""
-    n_heads: int = 4
-    """Attention heads; ``dim`` must divide by it."""
-    n_kv_heads: int | None = None
-    """Key/value heads for grouped-query attention (unset: ``n_heads``; 0 is an error)."""
-    vocab_size: int = 256
-    """Vocabulary size; 256 for the byte-level data pipeline."""
-    ffn_multiple_of: int = 32
-    """SwiGLU hidden size is rounded up to a multiple of this."""
-    ffn_dim_multiplier: float | None = None
-    """Optional scale of the SwiGLU hidden size (Llama style)."""
-    norm_eps: float = 1e-5
-    """RMSNorm epsilon."""
-    rope_theta: float = 10000.0
-    """RoPE base frequency."""
-    max_seq_len: int = 2048
-    """Longest sequence RoPE tables are built for."""
-
-    def __post_init__(self) -> None:
-        c = Checks("model", self)
-        sizes_ok = all([c.int_range("dim", 1, MAX_DIM), c.int_range("n_layers", 1, MAX_COUNT),
-                        c.int_range("n_heads", 1, MAX_DIM), c.int_range("vocab_size", 1, MAX_VOCAB),
-                        c.int_range("ffn_multiple_of", 1, MAX_DIM), c.int_range("max_seq_len", 2, MAX_SEQ_LEN),
-                        c.int_range("n_kv_heads", 1, MAX_DIM, none_ok=True)])
-        c.finite("ffn_dim_multiplier", low=0, high=64, low_open=True, none_ok=True)
-        c.finite("norm_eps", low=0, high=1, low_open=True)
-        c.finite("rope_theta", low=0, low_open=True)
-        if sizes_ok:
-            c.need(self.dim % self.n_heads == 0, "dim", f"{self.dim} must divide by model.n_heads={self.n_heads}")
-            c.need((self.dim // self.n_heads) % 2 == 0, "dim", "head size (dim / n_heads) must be even for RoPE")
-            kv = self.kv_heads
-            c.need(self.n_heads % kv == 0, "n_kv_heads", f"{kv} must divide n_heads={self.n_heads}")
-            if not c.problems:
-                params = self.approx_params()
-                c.need(params <= MAX_PARAMS, "dim",
-                       f"the model would have ~{params:.2g} parameters, more than can be allocated "
-                       f"(limit {MAX_PARAMS:.0e}); lower dim, n_layers or vocab_size")
-        c.done()
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-
-    def approx_params(self) -> float:
-        """Parameter count, embeddings and output included (float: no overflow for absurd sizes)."""
-        head = self.dim // self.n_heads
-        attn = self.dim * head * (2 * self.n_heads + 2 * self.kv_heads)
-        return float(self.n_layers) * (attn + 3.0 * self.dim * self.ffn_hidden) + 2.0 * self.vocab_size * self.dim
-
-    @property
-    def ffn_hidden(self) -> int:
-        """SwiGLU hidden size: 2/3 of 4*dim, scaled, rounded up (as in Llama)."""
-        hidden = int(2 * 4 * self.dim / 3)
-        if self.ffn_dim_multiplier is not None:
-            hidden = int(self.ffn_dim_multiplier * hidden)
-        return self.ffn_multiple_of * ((hidden + self.ffn_multiple_of - 1) // self.ffn_multiple_of)
-
-
-@dataclass(kw_only=True, slots=True)
-class ParallelConfig:
-    """Mesh sizes and per-parallelism options. Product of sizes = world size."""
-
-    mesh: str = "manual"
-    """``manual`` (use the sizes below) or ``auto`` (the planner picks them)."""
-    dp_replicate: int = 1
-    """Data-parallel replicas (DDP; HSDP when ``dp_shard > 1`` too)."""
-    dp_shard: int = -1
-    """FSDP2 shard group size; -1 = whatever the world size leaves over."""
-    tp: int = 1
-    """Tensor-parallel degree (DTensor ColwiseParallel/RowwiseParallel)."""
-    pp: int = 1
-    """Pipeline stages across ranks."""
-    pp_schedule: str = "1f1b"
-    """``gpipe``, ``1f1b`` or ``interleaved`` (interleaved 1F1B)."""
-    microbatches: int | None = None
-    """Pipeline microbatches per step (default: the number of stages)."""
-    virtual_stages: int = 2
-    """Stages per rank for the interleaved schedule."""
-    sequence_parallel: bool = True
-    """Shard norms/activations along the sequence in TP regions."""
-    loss_parallel: bool = True
-    """Compute cross-entropy on vocab-sharded logits (TP only)."""
-    reshard_after_forward: bool | None = None
-    """FSDP2: free gathered parameters after forward (ZeRO-3) or keep them (ZeRO-2). Default: chosen by the
-    planner (kept under pipeline parallelism, where every microbatch would gather them again)."""
-    cpu_offload: bool = False
-    """FSDP2: keep sharded parameters and optimizer state on the CPU."""
-    device_memory_gb: float | None = None
-    """Per-device memory for the ``auto`` planner (default: detected)."""
-
-    def __post_init__(self) -> None:
-        c = Checks("parallel", self)
-        c.need(self.mesh in ("manual", "auto"), "mesh", f"{self.mesh!r} is not 'manual' or 'auto'")
-        for key in ("dp_replicate", "tp", "pp", "virtual_stages"):
-            c.int_range(key, 1, MAX_COUNT)
-        c.need(self.dp_shard == -1 or 1 <= self.dp_shard <= MAX_COUNT, "dp_shard",
-               f"must be within 1..{MAX_COUNT:,} or -1 (auto), got {self.dp_shard}")
-        c.need(self.pp_schedule in PP_SCHEDULES, "pp_schedule",
-               f"{self.pp_schedule!r} is not one of {', '.join(PP_SCHEDULES)}")
-        c.int_range("microbatches", 1, MAX_COUNT, none_ok=True)
-        c.finite("device_memory_gb", low=0, high=1e6, low_open=True, none_ok=True)
-        c.done()
-
-
-@dataclass(kw_only=True, slots=True)
-class TrainConfig:
-    """Optimisation loop."""
-
-    steps: int = 20
-    """Optimizer steps to run in total (a resumed run continues up to this)."""
-    seed: int = 0
-    """Seed for weights and data order (same seed = same run, on any mesh)."""
-    global_batch: int = 8
-    """Sequences per optimizer step across all data-parallel ranks."""
-    seq_len: int = 64
-    """Tokens per sequence."""
-    grad_accum: int = 1
-    """Micro-steps per optimizer step (each sees global_batch / grad_accum sequences)."""
-    lr: float = 3e-3
-    """Peak learning rate (AdamW)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    warmup_steps: int = 2
-    """Linear warm-up steps."""
-    decay: str = "cosine"
-    """LR decay after warm-up: ``cosine``, ``linear`` or ``constant``."""
-    min_lr_ratio: float = 0.1
-    """Final LR as a fraction of ``lr``."""
-    max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (0 disables clipping)."""
-    dtype: str = "fp32"
-    """Compute precision: fp32, bf16, fp16 or tf32 (parameters stay fp32)."""
-    ac: str = "none"
-    """Activation checkpointing: none, full, selective-op or selective-layer."""
-    ac_every: int = 2
-    """For selective-layer: checkpoint every N-th block."""
-    compile: bool = False
-    """torch.compile each transformer block."""
-    compile_backend: str = "inductor"
-    """torch.compile backend (``aot_eager`` compiles fast, for tests)."""
-    device: str = "auto"
-    """``auto`` (CUDA when present, else CPU), ``cpu`` or ``cuda``."""
-    peak_flops: float | None = None
-    """Per-device peak FLOP/s for the MFU estimate (default: known GPUs only)."""
-
-    def __post_init__(self) -> None:
-        c = Checks("train", self)
-        counts_ok = all([c.int_range("steps", 1, MAX_STEPS), c.int_range("global_batch", 1, MAX_COUNT),
-                         c.int_range("seq_len", 1, MAX_SEQ_LEN), c.int_range("grad_accum", 1, MAX_COUNT),
-                         c.int_range("ac_every", 1, MAX_COUNT)])
-        c.int_range("seed", 0, 2**63 - 1)  # what torch.manual_seed takes
-        c.int_range("warmup_steps", 0, MAX_STEPS)
-        c.finite("lr", low=0, low_open=True)
-        c.finite("weight_decay", low=0)
-        c.finite("max_grad_norm", low=0)
-        c.finite("min_lr_ratio", low=0, high=1)
-        c.finite("peak_flops", low=0, low_open=True, none_ok=True)
-        c.need(self.decay in ("cosine", "linear", "constant"), "decay",
-               f"{self.decay!r} is not cosine, linear or constant")
-        c.need(self.dtype in PRECISIONS, "dtype", f"{self.dtype!r} is not one of {', '.join(PRECISIONS)}")
-        c.need(self.ac in AC_MODES, "ac", f"{self.ac!r} is not one of {', '.join(AC_MODES)}")
-        c.need(self.device in ("auto", "cpu", "cuda"), "device", f"{self.device!r} is not auto, cpu or cuda")
-        if counts_ok:
-            c.need(self.global_batch % self.grad_accum == 0, "global_batch",
-                   f"{self.global_batch} must divide by train.grad_accum={self.grad_accum}")
-        c.done()
-
-
-@dataclass(kw_only=True, slots=True)
-class DataConfig:
-    """Byte-level text from the Python standard library's own source files (no download)."""
-
-    source: str = "stdlib"
-    """``stdlib`` or a directory of text files (``*.py``, ``*.txt``, ``*.md``)."""
-    max_bytes: int = 4_000_000
-    """Read at most this many bytes of text (files in sorted order)."""
-
-    def __post_init__(self) -> None:
-        c = Checks("data", self)
-        c.int_range("max_bytes", 1024, 1 << 36)
-        c.need(bool(self.source.strip()), "source", "must be 'stdlib' or a folder of text files")
-        c.done()
-
-
-@dataclass(kw_only=True, slots=True)
-class CheckpointConfig:
-    """Distributed checkpoints (torch.distributed.checkpoint)."""
-
-    dir: str | None = None
-    """Directory for ``step-N`` checkpoints; none = no checkpoints, no resume."""
-    interval: int = 50
-    """Save every N steps (and at the end, and when a pause asks)."""
-    async_save: bool = False
-    """Save in the background (dcp.async_save) while training continues."""
-    keep: int = 2
-    """Keep the newest N checkpoints."""
-
-    def __post_init__(self) -> None:
-        c = Checks("checkpoint", self)
-        c.int_range("interval", 1, MAX_STEPS)
-        c.int_range("keep", 1, MAX_COUNT)
-        c.need(self.dir is None or bool(self.dir.strip()), "dir", "must be a folder path (or unset)")
-        c.done()
-
-
-@dataclass(kw_only=True, slots=True)
-class MetricsConfig:
-    """Per-step metrics."""
-
-    jsonl: str | None = None
-    """Write one JSON line per step (rank 0): step, loss, grad_norm, tokens_per_s, ..."""
-    port: int | None = None
-    """Serve Prometheus metrics on this port (rank 0); 0 = any free port."""
-    addr: str = "127.0.0.1"
-    """Address the metrics server binds."""
-    allow_public: bool = False
-    """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged)."""
-    log_every: int = 1
-    """Print a progress line every N steps (rank 0)."""
-    fetch_every: int | None = None
-    """Read loss and grad norm from the device every N steps (one host sync per N steps; a greentrain
-    session reads the loss once per precision-guard window). Default: 10 on a GPU, 1 on the CPU."""
-
-    def __post_init__(self) -> None:
-        c = Checks("metrics", self)
-        c.int_range("port", 0, 65535, none_ok=True)
-        c.int_range("log_every", 1, MAX_STEPS)
-        c.int_range("fetch_every", 1, MAX_STEPS, none_ok=True)
-        c.done()
-
-
-@dataclass(kw_only=True, slots=True)
-class GreentrainConfig:
-    """Run under the greentrain engine (carbon/energy policy at step boundaries).
-
-    Each key is the ``greentrain.job.JobOptions`` field of the same name, checked by its rules
-    (``tests/job/test_options_sources.py`` holds the two together); defaults suit a training run."""
-
-    policy: str | None = None
-    """Policy name or TOML file; none = plain training."""
-    zone: str | None = None
-    """Grid zone (e.g. GB, US-CAL-CISO)."""
-    provider: str | None = None
-    """Carbon-intensity provider name."""
-    deadline: str | None = None
-    """ISO-8601 with timezone or '+H' hours from now."""
-    pause_mode: str = "checkpoint"
-    """``checkpoint`` (save and exit; relaunch resumes), ``suspend`` (wait in-process) or ``auto`` (per pause:
-    release when a relauncher exists and holding the devices would cost more)."""
-    waiting_power_w: float | None = None
-    """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""
-    max_emissions_g: float | None = None
-    """Carbon budget, grams CO2eq: warn once when projected over, stop at a checkpoint (exit 3) when spent."""
-    max_energy_j: float | None = None
-    """Energy budget, joules (as ``max_emissions_g``)."""
-    job: str = "greentrain"
-    """Job name used in metrics."""
-    deadline_policy: str | None = None
-    """``strict`` (refuse an impossible deadline; exit 3 after a late finish) or ``best-effort`` (warn, run on);
-    none = the policy's setting."""
-    relaunch: str = "auto"
-    """After a checkpoint pause: ``exec`` (wait, re-exec), ``exit`` (exit 75 for torchrun/scheduler to
-    restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
-    actuation: str = "apply"
-    """``apply`` power-limit, clock and precision decisions, or ``advise`` (report them, apply none)."""
-
-    def __post_init__(self) -> None:
-        from greentrain.job.options import option_problems  # the job's own checks: one spelling of each rule
-
-        c = Checks("greentrain", self)
-        shared = {name: getattr(self, name) for name in JOB_OPTION_FIELDS}
-        for name, why in option_problems(**shared):
-            c.need(False, name, why)
-        c.need(self.relaunch in ("auto", "exec", "exit", "none"), "relaunch",
-               f"{self.relaunch!r} is not auto, exec, exit or none")
-        c.done()
-
-
-JOB_OPTION_FIELDS = ("policy", "zone", "provider", "deadline", "pause_mode", "waiting_power_w", "max_emissions_g",
-                     "max_energy_j", "job", "deadline_policy", "actuation")
-"""The ``[greentrain]`` keys that are ``greentrain.job.JobOptions`` fields as they are (``relaunch`` adds
-'auto': exec for one process, exit for several)."""
-
-
-SECTIONS: dict[str, type] = {  # [section] name -> its dataclass
-    "model": ModelConfig,
-    "parallel": ParallelConfig,
-    "train": TrainConfig,
-    "data": DataConfig,
-    "checkpoint": CheckpointConfig,
-    "metrics": MetricsConfig,
-    "greentrain": GreentrainConfig,
-}
-
 
 @dataclass(kw_only=True, slots=True)
 class JobConfig:
@@ -378,10 +82,92 @@ class JobConfig:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
 
-# The loader needs the classes above; it lives in its own module and is re-exported here.
-from greentrain.runtime.config_load import (  # noqa: E402
-    config_from_dict,
-    list_presets,
-    load_config,
-    load_config_data,
-)
+def _check_type(value: Any, fld: dataclasses.Field) -> tuple[Any, str | None]:
+    """(the value, converted where TOML is looser than Python: 3 for 3.0), or (None, why it is the wrong type)."""
+    annotation = str(fld.type)
+    if isinstance(value, bool) and "bool" not in annotation:
+        return None, f"expected {annotation}, got a boolean"
+    if "float" in annotation and isinstance(value, int) and not isinstance(value, bool):
+        return float(value), None
+    expected = [t for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")) if name in annotation]
+    if value is None and "None" in annotation:
+        return value, None
+    if expected and not isinstance(value, tuple(expected)):
+        return None, f"expected {annotation}, got {type(value).__name__} {value!r}"
+    return value, None
+
+
+def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
+                     sources: dict[str, str] | None = None) -> JobConfig:
+    """Build and validate a JobConfig; every problem is reported, one line each.
+
+    A line names ``origin`` and ``section.key``, or, for a key in ``sources``
+    (``{"train.steps": "--steps"}``), the flag the value came from.
+    """
+    sources = sources or {}
+    problems: list[tuple[str, str]] = []
+
+    def add(key: str, why: str) -> None:
+        problems.append((key, why))
+
+    sections: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in SECTIONS:
+            add("", f"unknown section [{name}]{_did_you_mean(name, SECTIONS)}; valid: {', '.join(SECTIONS)}")
+            continue
+        if not isinstance(value, dict):
+            add(name, f"must be a table [{name}]")
+            continue
+        cls = SECTIONS[name]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, item in value.items():
+            if key not in fields:
+                add(f"{name}.{key}", f"unknown key{_did_you_mean(key, fields)}; valid: {', '.join(fields)}")
+                continue
+            converted, wrong = _check_type(item, fields[key])
+            if wrong:
+                add(f"{name}.{key}", wrong)
+            else:
+                kwargs[key] = converted
+        try:
+            sections[name] = cls(**kwargs)
+        except InvalidConfig as e:
+            problems.extend(e.problems)
+    if not problems:
+        try:
+            return JobConfig(**sections)
+        except InvalidConfig as e:
+            problems.extend(e.problems)
+    lines = [f"{sources[key]}: {why}" if key in sources else f"{origin}: {key}: {why}" if key else f"{origin}: {why}"
+             for key, why in problems]
+    raise ConfigError("\n".join(lines))
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def list_presets() -> list[str]:
+    """Names of the built-in presets."""
+    folder = resources.files("greentrain.runtime") / "presets"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_config(name_or_path: str | Path) -> JobConfig:
+    """Load a TOML file, or a built-in preset by name (``tiny``, ``125m``, ``1b``)."""
+    return config_from_dict(*load_config_data(name_or_path))
+
+
+def load_config_data(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
+    """The parsed (not yet validated) TOML of a file or preset, and the name to blame in errors."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return load_toml(path, what="config file"), str(path)
+    presets = list_presets()
+    if str(name_or_path) not in presets:
+        raise ConfigError(f"--config {name_or_path!r}: no such file or preset; presets: {', '.join(presets)}")
+    folder = resources.files("greentrain.runtime") / "presets"
+    text = (folder / f"{name_or_path}.toml").read_text("utf-8")
+    return parse_toml(text, f"preset {name_or_path}"), f"preset {name_or_path}"

@@ -18,7 +18,7 @@ from greentrain.policies import (
     ThresholdPolicy,
     policy_from_mapping,
 )
-from greentrain.timing.hardware import policy_uses_power
+from greentrain.job.hardware import policy_uses_power
 from tests.plugin_dist import install_plugin
 
 COOLEST = textwrap.dedent('''
