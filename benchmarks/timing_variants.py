@@ -174,7 +174,8 @@ def evaluate(path: Path, table: np.ndarray, variant: str, every_days: float, wor
     for start in starts_for(trace, every_days, deadline_h):
         run = simulate_run(trace, start, job, make_policy(variant), forecaster)
         base = run_now(trace, start, job).emissions_g
-        policy_g, now_g, best_g = policy_g + run.ledger.emissions_g, now_g + base, best_g + oracle(trace, start, job).emissions_g
+        policy_g, now_g = policy_g + run.ledger.emissions_g, now_g + base
+        best_g += oracle(trace, start, job).emissions_g
         worse += run.ledger.emissions_g > base + 1e-9
         missed += run.ledger.finished_at is None or run.ledger.finished_at > run.deadline
     return policy_g, now_g, best_g, worse, missed
