@@ -57,9 +57,10 @@ class Budget:
 
     max_emissions_g: float | None = None
     max_energy_j: float | None = None
-    on_budget: str = "stop"
+    on_budget: str | None = None
     """'stop': save a checkpoint and exit with ``BUDGET_EXIT_CODE`` once a budget is spent; 'warn': only warn;
-    'shift': while the projection exceeds a budget, take every pause with a positive expected net saving."""
+    'shift': while the projection exceeds a budget, take every pause with a positive expected net saving.
+    None: the policy's ``[settings] on_budget`` ('stop' unless it says otherwise)."""
     warned: bool = False
     projected_g: float | None = None
     projected_j: float | None = None
@@ -69,17 +70,25 @@ class Budget:
     def __post_init__(self) -> None:
         self.max_emissions_g = _limit(self.max_emissions_g, "max_emissions_g")
         self.max_energy_j = _limit(self.max_energy_j, "max_energy_j")
-        if self.on_budget not in ON_BUDGET:
+        if self.on_budget is not None and self.on_budget not in ON_BUDGET:
             raise ConfigError(f"on_budget: {self.on_budget!r} is not one of {', '.join(ON_BUDGET)}")
 
     @property
     def active(self) -> bool:
         return self.max_emissions_g is not None or self.max_energy_j is not None
 
+    @property
+    def mode(self) -> str:
+        """What happens over budget: ``on_budget``, 'stop' when unset."""
+        return self.on_budget or "stop"
+
     @classmethod
     def resolve(cls, given: Budget | None, settings: Any) -> Budget:
-        """``given`` if it sets a limit, else the limits of the policy's settings (none by default)."""
+        """``given`` if it sets a limit (its ``on_budget`` defaulting to the policy's setting), else the
+        limits of the policy's settings (none by default)."""
         if given is not None and given.active:
+            if given.on_budget is None:
+                given.on_budget = getattr(settings, "on_budget", None)
             return given
         return cls(max_emissions_g=getattr(settings, "max_emissions_g", None),
                    max_energy_j=getattr(settings, "max_energy_j", None),
@@ -106,20 +115,20 @@ class Budget:
         over = self._over(self.projected_g, self.projected_j)
         if over and not self.warned:
             self.warned = True
-            engine._note(f"budget: projected {over}; " + _CONSEQUENCE[self.on_budget])
+            engine._note(f"budget: projected {over}; " + _CONSEQUENCE[self.mode])
         spent = self.spent(engine)
-        if spent and self.on_budget == "stop":
+        if spent and self.mode == "stop":
             return replace(decision, action=Action.STOP, until=None, reason=f"budget spent: {spent}")
         return decision
 
     def stopping(self, engine: Engine) -> bool:
         """True once a budget is spent and the job must stop at this step (``on_budget='stop'``)."""
-        return self.active and self.on_budget == "stop" and bool(self.spent(engine))
+        return self.active and self.mode == "stop" and bool(self.spent(engine))
 
     def shift(self, engine: Engine, decision: Decision, snapshot: Snapshot, now: datetime) -> Decision:
         """``on_budget='shift'``: while the projection exceeds a budget, pause a RUN interval whenever
         the net-optimal plan (no forecast-error margin) expects the pause to save emissions."""
-        if not self.active or self.on_budget != "shift" or decision.action != Action.RUN or decision.to_the_end:
+        if not self.active or self.mode != "shift" or decision.action != Action.RUN or decision.to_the_end:
             return decision
         over = self._over(*self.project(engine, snapshot, now))
         if not over:

@@ -78,6 +78,11 @@ def test_shift_never_stops_the_job_once_the_budget_is_spent():
 
 
 def test_policy_settings_accept_shift_and_name_a_bad_value():
-    assert Budget.resolve(None, PolicySettings(max_emissions_g=5.0, on_budget="shift")).on_budget == "shift"
+    assert Budget.resolve(None, PolicySettings(max_emissions_g=5.0, on_budget="shift")).mode == "shift"
+    # A limit given to the Session / `greentrain run` takes the policy's on_budget unless it sets its own.
+    assert Budget.resolve(Budget(max_emissions_g=9.0), PolicySettings(on_budget="shift")).mode == "shift"
+    own = Budget(max_emissions_g=9.0, on_budget="warn")
+    assert Budget.resolve(own, PolicySettings(on_budget="shift")).mode == "warn"
+    assert Budget.resolve(Budget(max_emissions_g=9.0), PolicySettings()).mode == "stop"
     with pytest.raises(ConfigError, match="on_budget"):
         PolicySettings(on_budget="shuffle")
