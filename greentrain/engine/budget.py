@@ -10,18 +10,27 @@ projected figures (``greentrain_job_budget_remaining_grams``,
 ``greentrain_job_budget_projected_grams``). With ``on_budget="stop"`` (the
 default) a spent budget turns the decision into ``Action.STOP``: the job saves
 a checkpoint and exits with ``BUDGET_EXIT_CODE``; ``"warn"`` only warns.
+
+``"shift"`` keeps the job running to its deadline but, for as long as the
+projection exceeds the budget, plans each interval net-optimally with no
+margin for forecast error: whatever the job's own policy says, the interval is
+paused (or the start delayed) whenever the carbon-aware planner
+(``greentrain.policies.optimal``, ``min_pause_saving=0``) expects a pause to
+save emissions net of the held hardware's waiting draw and the resume, within
+the deadline. It never stops the job; the deadline guard still wins.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import BUDGET_SPENT_EXIT_CODE
 from greentrain.policies.base import Action, Decision, Snapshot
+from greentrain.policies.optimal import CarbonAwareConfig, CarbonAwarePolicy
 from greentrain.engine.ledger import J_PER_KWH
 
 if TYPE_CHECKING:
@@ -31,7 +40,7 @@ __all__ = ["BUDGET_EXIT_CODE", "Budget", "ON_BUDGET"]
 
 BUDGET_EXIT_CODE = BUDGET_SPENT_EXIT_CODE  # 4, distinct from a missed deadline (3)
 """Exit status of a job stopped at a checkpoint because its carbon or energy budget is spent."""
-ON_BUDGET = ("stop", "warn")
+ON_BUDGET = ("stop", "warn", "shift")
 
 
 def _limit(value: Any, name: str) -> float | None:
@@ -48,26 +57,38 @@ class Budget:
 
     max_emissions_g: float | None = None
     max_energy_j: float | None = None
-    on_budget: str = "stop"
-    """'stop': save a checkpoint and exit with ``BUDGET_EXIT_CODE`` once a budget is spent; 'warn': only warn."""
+    on_budget: str | None = None
+    """'stop': save a checkpoint and exit with ``BUDGET_EXIT_CODE`` once a budget is spent; 'warn': only warn;
+    'shift': while the projection exceeds a budget, take every pause with a positive expected net saving.
+    None: the policy's ``[settings] on_budget`` ('stop' unless it says otherwise)."""
     warned: bool = False
     projected_g: float | None = None
     projected_j: float | None = None
+    planner: CarbonAwarePolicy | None = field(default=None, repr=False, compare=False)
+    """The net-optimal planner of ``on_budget='shift'`` (created on first use; it caches its DP tail)."""
 
     def __post_init__(self) -> None:
         self.max_emissions_g = _limit(self.max_emissions_g, "max_emissions_g")
         self.max_energy_j = _limit(self.max_energy_j, "max_energy_j")
-        if self.on_budget not in ON_BUDGET:
+        if self.on_budget is not None and self.on_budget not in ON_BUDGET:
             raise ConfigError(f"on_budget: {self.on_budget!r} is not one of {', '.join(ON_BUDGET)}")
 
     @property
     def active(self) -> bool:
         return self.max_emissions_g is not None or self.max_energy_j is not None
 
+    @property
+    def mode(self) -> str:
+        """What happens over budget: ``on_budget``, 'stop' when unset."""
+        return self.on_budget or "stop"
+
     @classmethod
     def resolve(cls, given: Budget | None, settings: Any) -> Budget:
-        """``given`` if it sets a limit, else the limits of the policy's settings (none by default)."""
+        """``given`` if it sets a limit (its ``on_budget`` defaulting to the policy's setting), else the
+        limits of the policy's settings (none by default)."""
         if given is not None and given.active:
+            if given.on_budget is None:
+                given.on_budget = getattr(settings, "on_budget", None)
             return given
         return cls(max_emissions_g=getattr(settings, "max_emissions_g", None),
                    max_energy_j=getattr(settings, "max_energy_j", None),
@@ -94,12 +115,30 @@ class Budget:
         over = self._over(self.projected_g, self.projected_j)
         if over and not self.warned:
             self.warned = True
-            engine.note(f"budget: projected {over}; "
-                         + ("stopping at a checkpoint when it is spent" if self.on_budget == "stop" else "warning only"))
+            engine.note(f"budget: projected {over}; " + _CONSEQUENCE[self.mode])
         spent = self.spent(engine)
-        if spent and self.on_budget == "stop":
+        if spent and self.mode == "stop":
             return replace(decision, action=Action.STOP, until=None, reason=f"budget spent: {spent}")
         return decision
+
+    def stopping(self, engine: EngineCore) -> bool:
+        """True once a budget is spent and the job must stop at this step (``on_budget='stop'``)."""
+        return self.active and self.mode == "stop" and bool(self.spent(engine))
+
+    def shift(self, engine: EngineCore, decision: Decision, snapshot: Snapshot, now: datetime) -> Decision:
+        """``on_budget='shift'``: while the projection exceeds a budget, pause a RUN interval whenever
+        the net-optimal plan (no forecast-error margin) expects the pause to save emissions."""
+        if not self.active or self.mode != "shift" or decision.action != Action.RUN or decision.to_the_end:
+            return decision
+        over = self._over(*self.project(engine, snapshot, now))
+        if not over:
+            return decision
+        if self.planner is None:
+            self.planner = CarbonAwarePolicy(CarbonAwareConfig(min_pause_saving=0.0))
+        planned = self.planner.decide(snapshot, now)
+        if planned.action == Action.RUN:
+            return decision
+        return replace(planned, reason=f"budget shift (projected {over}): {planned.reason}")
 
     def spent(self, engine: EngineCore) -> str:
         """Why a budget is spent ('' while none is)."""
@@ -115,6 +154,10 @@ class Budget:
         if exceeds(joules, self.max_energy_j):
             return f"{verb} {joules:.3g} J of max_energy_j {self.max_energy_j:.3g} J"
         return ""
+
+
+_CONSEQUENCE = {"stop": "stopping at a checkpoint when it is spent", "warn": "warning only",
+                "shift": "shifting work to cleaner hours within the deadline"}
 
 
 def _mean_intensity(engine: EngineCore, snapshot: Snapshot | None, now: datetime, work_s: float) -> float:

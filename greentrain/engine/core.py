@@ -33,6 +33,14 @@ class JobBudget(Protocol):
     max_emissions_g: float | None
     max_energy_j: float | None
 
+    def stopping(self, engine: EngineCore) -> bool:
+        """Whether a budget is spent and the job must stop at this step."""
+        ...
+
+    def shift(self, engine: EngineCore, decision: Decision, snapshot: Snapshot, now: datetime) -> Decision:
+        """The decision, or a net-saving pause while the projection exceeds a budget (``on_budget='shift'``)."""
+        ...
+
     def check(self, engine: EngineCore, decision: Decision, snapshot: Snapshot | None, now: datetime) -> Decision:
         """The decision, or a stop at a checkpoint once a budget is spent; warns once on the way."""
         ...

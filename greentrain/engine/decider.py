@@ -63,7 +63,7 @@ def watch_deadline(engine: EngineCore, now: datetime) -> None:
 
 
 def maybe_decide(engine: EngineCore, now: datetime) -> Decision:
-    if engine.budget.active and engine.budget.spent(engine):  # checked every step: stop at the right one
+    if engine.budget.stopping(engine):  # checked every step: stop at the right one
         return decide(engine, now, JobState.RUNNING)
     if engine.next_decide_at is not None and now < engine.next_decide_at and engine.steps_done > 1:
         return _run("")
@@ -101,6 +101,7 @@ def decide(engine: EngineCore, now: datetime, state: JobState) -> Decision:
     except Exception as e:  # a policy bug must not stop training
         engine.note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
         decision = _run("policy error: running now")
+    decision = engine.budget.shift(engine, decision, snapshot, now)  # on_budget="shift": net-optimal pauses
     return engine.budget.check(engine, guard(engine, decision, now), snapshot, now)  # a spent budget wins
 
 

@@ -138,6 +138,7 @@ class GreentrainCollector(Collector):
         job = self.job
         # Unknown emissions (energy with no carbon signal) are absent, never exported as 0 g.
         yield _sample(n.EMISSIONS, s.emissions_g if s.emissions_known else None, job)
+        yield _sample(n.JOB_EMISSIONS_AVOIDED, s.emissions_avoided_g if s.emissions_known else None, job)
         yield _sample(n.EMISSIONS_AVOIDED, s.emissions_avoided_g if s.emissions_known else None, job)
         yield _sample(n.EMISSIONS_UNPRICED_ENERGY, s.unpriced_energy_j, job)
         yield _sample(n.WAITING_ENERGY, s.waiting_energy_j, job)

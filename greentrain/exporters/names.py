@@ -25,6 +25,7 @@ __all__ = [
     "CPU_ENERGY",
     "EMISSIONS",
     "EMISSIONS_AVOIDED",
+    "JOB_EMISSIONS_AVOIDED",
     "EMISSIONS_UNPRICED_ENERGY",
     "EXPORTER_RANKS",
     "GPU_ENERGY",
@@ -105,7 +106,12 @@ EMISSIONS = _m("greentrain_emissions_grams_total", "counter", ("job",),
                "Emissions attributed to the job, grams CO2eq (energy per interval x intensity of that interval).", "sum")
 EMISSIONS_AVOIDED = _m("greentrain_emissions_avoided_grams_total", "counter", ("job",),
                        "Emissions avoided versus running now at default settings, net: what the job drew while "
-                       "paused and its resume overheads count against it, grams CO2eq.", "sum")
+                       "paused and its resume overheads count against it, grams CO2eq (the same figure as "
+                       "greentrain_job_emissions_avoided_grams; kept for existing dashboards).", "sum")
+JOB_EMISSIONS_AVOIDED = _m("greentrain_job_emissions_avoided_grams", "gauge", ("job",),
+                           "Emissions avoided versus running now at default settings, net of the draw while paused "
+                           "and the resume overheads, grams CO2eq (negative when waiting cost more than it saved).",
+                           "sum")
 EMISSIONS_UNPRICED_ENERGY = _m("greentrain_emissions_unpriced_energy_joules_total", "counter", ("job",),
                                "Job energy spent with no carbon intensity known (emissions unknown while > 0), "
                                "joules.", "sum")
@@ -162,8 +168,8 @@ EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
 METRICS: tuple[MetricSpec, ...] = (
     GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
-    EMISSIONS, EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, WAITING_ENERGY, WAITING_POWER, BUDGET_REMAINING,
-    BUDGET_PROJECTED, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
+    EMISSIONS, EMISSIONS_AVOIDED, JOB_EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, WAITING_ENERGY, WAITING_POWER,
+    BUDGET_REMAINING, BUDGET_PROJECTED, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
     JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,

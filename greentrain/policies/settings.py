@@ -36,7 +36,8 @@ class PolicySettings:
     max_energy_j: float | None = None
     """Energy budget of the job, joules."""
     on_budget: str = "stop"
-    """When a budget is spent: 'stop' (checkpoint, exit status 4) or 'warn' (warn once, carry on)."""
+    """When a budget is exceeded: 'stop' (checkpoint when spent, exit status 4), 'warn' (warn once, carry on) or
+    'shift' (while projected over budget, take every pause with a positive expected net saving)."""
 
     def __post_init__(self) -> None:
         if self.pause_mode not in PAUSE_MODES:
@@ -51,7 +52,7 @@ class PolicySettings:
                 low is not None and low <= value < math.inf or low is None and 0 < value < math.inf)
             if value is not None and not ok:
                 raise ConfigError(f"{name}: must be a number {'>= 0' if low is not None else '> 0'}, got {value!r}")
-        if self.on_budget not in ("stop", "warn"):
-            raise ConfigError(f"on_budget: {self.on_budget!r} is not 'stop' or 'warn'")
+        if self.on_budget not in ("stop", "warn", "shift"):
+            raise ConfigError(f"on_budget: {self.on_budget!r} is not 'stop', 'warn' or 'shift'")
         if self.resume_overhead_s is not None and not 0 <= self.resume_overhead_s < 86400:
             raise ConfigError(f"resume_overhead_s: must be in [0, 86400) seconds, got {self.resume_overhead_s}")

@@ -84,10 +84,20 @@ def test_job_series_follow_jobstats() -> None:
     assert get("greentrain_job_state", {"job": "j", "state": "running"}) == 0
     assert get("greentrain_policy_actions_total", {"job": "j", "action": "pause"}) == 2
     assert get("greentrain_emissions_avoided_grams_total", {"job": "j"}) == 0.5
+    assert get("greentrain_job_emissions_avoided_grams", {"job": "j"}) == 0.5  # the name, same net figure
     assert get("greentrain_job_precision_info", {"job": "j", "precision": "fp16"}) == 1
     assert get("greentrain_job_deadline_timestamp_seconds", {"job": "j"}) == T0.timestamp()
     assert get("greentrain_job_power_limit_watts", {"job": "j"}) == 180.0
     assert get("greentrain_job_finished_timestamp_seconds", {"job": "j"}) is None
+
+
+def test_net_avoided_gauge_goes_negative_when_waiting_cost_more() -> None:
+    stats = JobStats(job="ignored-here", state=JobState.RUNNING)
+    stats.add(steps=1, energy_j=100.0, emissions_g=1.0, emissions_avoided_g=0.5)
+    stats.add(energy_j=40.0, emissions_g=0.8, emissions_avoided_g=-0.8)  # a pause whose idle draw cost 0.8 g
+    registry, _ = _registry(job_stats=stats)
+    assert registry.get_sample_value("greentrain_job_emissions_avoided_grams", {"job": "j"}) == pytest.approx(-0.3)
+    assert registry.get_sample_value("greentrain_emissions_avoided_grams_total", {"job": "j"}) == pytest.approx(-0.3)
 
 
 def test_trace_signal_and_forecast_for_the_current_hour(carbon_trace: Callable[[str], Path]) -> None:

@@ -63,6 +63,7 @@ def test_architecture_names_are_all_present() -> None:
         "greentrain_grid_carbon_intensity_grams_per_kwh": ("zone", "provider", "kind"),
         "greentrain_emissions_grams_total": ("job",),
         "greentrain_emissions_avoided_grams_total": ("job",),
+        "greentrain_job_emissions_avoided_grams": ("job",),
         "greentrain_training_steps_total": ("job",),
         "greentrain_training_tokens_total": ("job",),
         "greentrain_job_state": ("job", "state"),

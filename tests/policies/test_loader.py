@@ -64,6 +64,12 @@ deadline_policy = "best-effort"
                                              deadline_policy="best-effort")
 
 
+def test_budget_shift_setting_loads(tmp_path):
+    path = write(tmp_path, '[policy]\nkind = "run-now"\n[settings]\nmax_emissions_g = 500\non_budget = "shift"\n')
+    settings = load_policy(path).settings
+    assert (settings.on_budget, settings.max_emissions_g) == ("shift", 500.0)
+
+
 def test_policy_instance_passes_through():
     policy = CarbonAwarePolicy()
     assert load_policy(policy) is policy
@@ -82,6 +88,7 @@ def test_policy_instance_passes_through():
         ("[settings]\npause_mode = \"checkpoint\"\n", "missing table [policy]"),
         ("[policy]\nkind = \"run-now\"\n[settings]\npause_mode = \"hibernate\"\n", "settings.pause_mode"),
         ("[policy]\nkind = \"run-now\"\n[settings]\ndeadline_policy = \"maybe\"\n", "settings.deadline_policy"),
+        ("[policy]\nkind = \"run-now\"\n[settings]\non_budget = \"shuffle\"\n", "settings.on_budget: 'shuffle'"),
         ("[policy]\nkind = \"carbon-aware\"\n[power]\nkind = \"energy-optimal\"\n", "power: 'carbon-aware'"),
         ("[policy]\nkind = \"threshold\"\n[power]\nkind = \"best-window\"\n", "power.kind: 'best-window' is not"),
         ("[policy\nkind = 1\n", "invalid TOML"),

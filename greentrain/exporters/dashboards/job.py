@@ -42,7 +42,7 @@ def _stats(layout: Layout) -> None:
     layout.add(stat("Emissions", "Emissions so far, gCO2eq: energy per interval x grid intensity then.",
                     Query(f"sum({n.EMISSIONS.name}{J})"), "suffix: gCO2eq", decimals=1), 5, 4)
     layout.add(stat("Avoided emissions", "Avoided versus running now at default settings, gCO2eq.",
-                    Query(f"sum({n.EMISSIONS_AVOIDED.name}{J})"), "suffix: gCO2eq", decimals=1), 5, 4)
+                    Query(f"sum({n.JOB_EMISSIONS_AVOIDED.name}{J})"), "suffix: gCO2eq", decimals=1), 5, 4)
     layout.add(stat("Steps", "Training steps completed.", Query(f"sum({n.TRAINING_STEPS.name}{J})"), "short"), 4, 4)
     layout.add(stat("Deadline slack", "Deadline minus projected finish; negative means the deadline is at risk.",
                     Query(f"max({n.JOB_DEADLINE.name}{J}) - max({n.JOB_PROJECTED_FINISH.name}{J})"), "s"), 5, 4)
@@ -69,7 +69,7 @@ def _carbon(layout: Layout) -> None:
                           "Cumulative emissions of the job and emissions avoided versus running now at default "
                           "settings, gCO2eq.", [
                               Query(f"sum({n.EMISSIONS.name}{J})", "emitted"),
-                              Query(f"sum({n.EMISSIONS_AVOIDED.name}{J})", "avoided"),
+                              Query(f"sum({n.JOB_EMISSIONS_AVOIDED.name}{J})", "avoided"),
                           ], "suffix: gCO2eq"), 12, 8)
 
 

@@ -61,7 +61,7 @@ def _fleet(layout: Layout) -> None:
                           [Query(f"sum by (job) (rate({n.EMISSIONS.name}[{RATE}]))", "{{job}}")],
                           "suffix: g/s", stack=True), 12, 8)
     layout.add(bargauge("Avoided emissions by job", "Emissions each job avoided versus running now, gCO2eq.",
-                        [Query(f"sum by (job) ({n.EMISSIONS_AVOIDED.name})", "{{job}}")], "suffix: gCO2eq"), 6, 8)
+                        [Query(f"sum by (job) ({n.JOB_EMISSIONS_AVOIDED.name})", "{{job}}")], "suffix: gCO2eq"), 6, 8)
     layout.add(timeseries("Jobs by state", "How many jobs run, pause or wait.",
                           [Query(f"sum by (state) ({n.JOB_STATE.name})", "{{state}}")], "short", stack=True), 6, 8)
     layout.add(timeseries("Grid carbon intensity by zone", "Actual and forecast intensity per zone, gCO2eq/kWh.",
