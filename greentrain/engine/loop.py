@@ -177,8 +177,8 @@ class Engine:
             self.waiting.observe_start(self.held_power_w())  # what pauses cost until one is measured
         payload: tuple[Decision, str | None, Any] | None = None
         if self.is_leader:
-            error = self._check_deadline(now)
-            decision = self._decide(now, JobState.WAITING) if not error else RUN
+            error = decider.check_deadline(self, now)
+            decision = decider.decide(self, now, JobState.WAITING) if not error else RUN
             payload = (decision, error, self._point_to_share())
         decision, error, point = self.broadcast.share(payload)
         self._observe_shared(point)
@@ -226,7 +226,7 @@ class Engine:
         if source is not None:
             self.job_stats.update(last_step_energy_j=entry.energy_j, last_step_source=str(source))
         self._log_step(now, duration_s, entry, tokens, loss, source)
-        payload = (self._maybe_decide(now), self._point_to_share()) if self.is_leader else None
+        payload = (decider.maybe_decide(self, now), self._point_to_share()) if self.is_leader else None
         decision, point = self.broadcast.share(payload)
         self._observe_shared(point)
         self.adopt(decision, now)
@@ -313,15 +313,6 @@ class Engine:
         return latest_safe_resume(self.deadline, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s)
 
     # ---- deciding (greentrain.engine.decider) -------------------------------------------------------
-
-    def _check_deadline(self, now: datetime) -> str | None:
-        return decider.check_deadline(self, now)
-
-    def _maybe_decide(self, now: datetime) -> Decision:
-        return decider.maybe_decide(self, now)
-
-    def _decide(self, now: datetime, state: JobState) -> Decision:
-        return decider.decide(self, now, state)
 
     def replan_paused(self, now: datetime, force: bool = True) -> datetime | None:
         """Leader, during a wait: re-decide with fresh signals; the new resume time (now = run now,

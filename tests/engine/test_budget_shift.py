@@ -18,7 +18,7 @@ from greentrain.engine import Engine
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Action
 from greentrain.policies.settings import PolicySettings
-from greentrain.timing.budget import Budget
+from greentrain.engine.budget import Budget
 
 T0 = datetime(2022, 3, 1, 1, tzinfo=UTC)
 J_PER_KWH = 3.6e6
