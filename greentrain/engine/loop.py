@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
@@ -27,13 +28,15 @@ from greentrain.events import EventLog
 from greentrain.jobstats import JobState, JobStats
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
 from greentrain.policies.loader import load_policy
+from greentrain.signals.base import IntensityPoint
 from greentrain.engine import adopt, decider
 from greentrain.engine.broadcast import Broadcast, LocalBroadcast
+from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
 from greentrain.engine.deadlinewatch import DeadlineVerdict, DeadlineWatch
 from greentrain.engine.decider import RUN
 from greentrain.engine.guard import latest_safe_resume
 from greentrain.engine.jobsummary import step_fields, summary_fields
-from greentrain.engine.ledger import CarbonLedger
+from greentrain.engine.ledger import CarbonLedger, LedgerEntry
 from greentrain.engine.signalview import SignalView
 from greentrain.engine.stats import StepTimes
 from greentrain.engine.waiter import Waiter
@@ -72,14 +75,14 @@ class Engine:
         self,
         policy: Policy | str,
         *,
-        signals: Any = None,
-        monitor: Any = None,
+        signals: CarbonSignal | None = None,
+        monitor: EnergyMonitor | None = None,
         clock: Clock | None = None,
         deadline: datetime | None = None,
         steps_total: int | None = None,
         job_stats: JobStats | None = None,
         event_log: EventLog | None = None,
-        actuators: Any = None,
+        actuators: Actuators | None = None,
         broadcast: Broadcast | None = None,
         steps_done: int = 0,
         work_total_s: float | None = None,
@@ -119,7 +122,7 @@ class Engine:
             raise ConfigError(f"decide_interval_s: must be > 0, got {decide_interval_s}")
         self.decide_interval_s = float(decide_interval_s)
         self.times = StepTimes(prior_s=step_time_s)
-        self.rate_probe: Any = None
+        self.rate_probe: Callable[[], float | None] | None = None
         """Optional ``() -> seconds per step`` (job clock) called at re-plans during waits; see ``StepTimes``."""
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self.note, on_event=self.event)
@@ -232,14 +235,14 @@ class Engine:
         self.adopt(decision, now)
         return adopt.acted_on(self, decision)
 
-    def _point_to_share(self) -> Any:
+    def _point_to_share(self) -> tuple[IntensityPoint, ...] | None:
         """Leader: carbon points other ranks have not seen yet (they price their own steps with them)."""
         if self.broadcast.world_size == 1 or self.signals.version == self._shared_version:
             return None
         self._shared_version = self.signals.version
         return self.signals.known_points()
 
-    def _observe_shared(self, points: Any) -> None:
+    def _observe_shared(self, points: tuple[IntensityPoint, ...] | None) -> None:
         if points and not self.is_leader:
             self.ledger.observe_many(points)
 
@@ -361,7 +364,7 @@ class Engine:
         value = self.guarded("monitor.held_power_w", read) if read is not None else None
         return float(value) if isinstance(value, (int, float)) else None
 
-    def guarded(self, what: str, fn: Any, *args: Any) -> Any:
+    def guarded(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Call a collaborator; on any failure note it once and carry on (training must not crash)."""
         try:
             return fn(*args)
@@ -383,7 +386,7 @@ class Engine:
         if self.event_log is not None:
             self.event_log.write(event, self.clock.now(), **fields)
 
-    def mark_unpriced(self, entry: Any) -> None:
+    def mark_unpriced(self, entry: LedgerEntry) -> None:
         """Record once why emissions are unknown (the job stats carry it to metrics and the summary)."""
         if not entry.priced and self.job_stats.emissions_unknown_reason is None:
             reason = self.signals.unknown_reason()

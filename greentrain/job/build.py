@@ -17,11 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc, parse_deadline
 from greentrain.engine import Engine
+from greentrain.device.discovery import DeviceSet
 from greentrain.engine.budget import Budget
+from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
+from greentrain.events import EventLog
 from greentrain.job.hardware import Hardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
@@ -38,11 +41,11 @@ class JobParts:
 
     clock: Clock | None = None
     """The job clock (``ReplayClock`` for demos and tests); default: the system clock."""
-    devices: Any = None
+    devices: DeviceSet | Literal[False] | None = None
     """A ``DeviceSet``; None discovers this machine's devices; False measures nothing."""
-    actuators: Any = None
+    actuators: Actuators | None = None
     """Your own ``ActuatorSet`` (default: built when power or precision control is on)."""
-    monitor: Any = None
+    monitor: EnergyMonitor | None = None
     """Your own started ``Monitor`` (default: one over ``devices``, stopped at close)."""
     model: Any = None
     """The model: its fingerprint keys the operating-point cache."""
@@ -56,12 +59,12 @@ class Job:
 
     engine: Engine
     hardware: Hardware
-    event_log: Any = None
-    monitor: Any = None
-    signals: Any = None
+    event_log: EventLog | None = None
+    monitor: EnergyMonitor | None = None
+    signals: CarbonSignal | None = None
     metrics: Any = None
     """The running ``MetricsServer`` (its bound port in ``.port``), or None."""
-    devices: Any = None
+    devices: DeviceSet | None = None
     closers: list[Callable[[], Any]] = field(default_factory=list)
 
     def close(self, *, raise_errors: bool = True, **summary: Any) -> None:
