@@ -100,3 +100,27 @@ def test_no_circle_between_the_parts_of_the_package() -> None:
             continue  # the package's face: it hands names on and is imported for __version__
         parts[_part(module)].update(_part(m) for m in imported if _part(m) != _part(module) and m != "greentrain")
     assert _circles(dict(parts)) == []
+
+
+# The layers of docs/architecture.md, bottom (1) to top (9): a part imports its own layer and those below.
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(("errors", "units", "exitcodes", "provenance", "jobstats", "data"), 1),  # data: files only
+    **dict.fromkeys(("clock", "userfile", "plugins", "events"), 2),
+    **dict.fromkeys(("signals", "device"), 3),
+    **dict.fromkeys(("policies", "monitor", "actuators", "exporters", "report", "testing"), 4),
+    **dict.fromkeys(("profiler", "precision", "sim", "stageclocks"), 5),
+    "engine": 6,
+    "job": 7,
+    **dict.fromkeys(("session", "integrations", "runtime", "daemon", "demo"), 8),
+    **dict.fromkeys(("cli", "__main__"), 9),
+}
+
+
+def test_every_part_has_a_layer_and_no_import_goes_up_one() -> None:
+    graph = import_graph()
+    parts = {m.split(".")[1] for m in graph if m != "greentrain"}
+    assert sorted(parts - set(LAYERS)) == [], "a new part needs its layer here and in docs/architecture.md"
+    upward = sorted(f"{module} -> {target}" for module, imported in graph.items() if module != "greentrain"
+                    for target in imported if target != "greentrain"
+                    and LAYERS[target.split(".")[1]] > LAYERS[module.split(".")[1]])
+    assert upward == []
