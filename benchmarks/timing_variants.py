@@ -17,6 +17,21 @@ Variants (each uses only the trace up to the decision):
   (L > 0: pessimistic about waiting; L < 0: optimistic).
 * ``perfect-first=N``: the actual values for the first N hours (diagnostic, not causal).
 * ``no-pause``: a started job never pauses (delay of the first start only).
+* ``analog=K``: hours beyond 24 h ahead = the mean of an analog ensemble: the K past
+  moments (same hour of day, ≥ 72 h and ≤ 26 weeks back) whose last 48 h, less their
+  mean, best match the last 48 h, each followed for 72 h and shifted by the difference of
+  the two 48 h means.
+* ``analog-w=K``: forecast and that ensemble mean blended per hour ahead with weights
+  inverse to each one's squared error there over the last 28 days.
+* ``analog-saa=K``: planning over scenarios: K scenarios = the forecast plus each analog
+  member's deviation from the ensemble mean; each first action (run / pause or wait this
+  hour) is scored by its mean, over the scenarios, of the best continuation's net emissions
+  (the planner's first-slot saving per scenario), and the job pauses or waits only if that
+  mean saving beats the margin.
+* ``analog-q=K,Q``: the same, with the Q-quantile of the scenarios' savings instead of their
+  mean (Q < 0.5: wait only if it pays in most scenarios; corrects the scenarios' hindsight).
+* ``analog-risk=L``: each hour + L × the spread (standard deviation) of a 20-member
+  ensemble there: a state-dependent penalty (L > 0) or bonus (L < 0) on uncertain hours.
 
     python benchmarks/timing_variants.py --cache /tmp/gt-fc --every-days 10 --jobs 24 \\
         --variants base margin=0 margin=0.06 persist-tail clim-tail=1 clim-tail=0.5 sigma=-0.25
@@ -42,7 +57,9 @@ import numpy as np
 from greentrain.jobstats import JobState
 from greentrain.policies import load_policy
 from greentrain.policies.base import Action
+from greentrain.policies import planner
 from greentrain.policies.planner import Mode
+from greentrain.policies.window import pause_decision
 from greentrain.signals.base import IntensityPoint, Kind
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
@@ -95,6 +112,47 @@ def _climatology(actual: np.ndarray, t: int, horizon: int, days: int = 28) -> np
     return by_hour[(np.arange(1, horizon + 1) - 1) % 24]
 
 
+ANALOG_MATCH_H = 48
+ANALOG_DAYS = 182
+_ANALOG_TABLES: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _analog_members(actual: np.ndarray, t: int, k: int, horizon: int = HORIZON_H) -> np.ndarray:
+    """(k × horizon) scenarios from the k best-matching past moments; only actual[: t + 1] is read."""
+    lag = np.arange(-ANALOG_MATCH_H + 1, 1)
+    past = t - 24 * np.arange(-(-horizon // 24), ANALOG_DAYS + 1)  # their next `horizon` hours are known at t
+    past = past[past + lag[0] >= 0]
+    current = actual[t + lag]
+    if past.size == 0 or t + lag[0] < 0:
+        return np.full((1, horizon), np.nan)
+    windows = actual[past[:, None] + lag[None, :]]
+    shape = (windows - windows.mean(axis=1, keepdims=True)) - (current - current.mean())
+    best = past[np.argsort(np.mean(shape**2, axis=1))[:k]]
+    level = current.mean() - actual[best[:, None] + lag[None, :]].mean(axis=1, keepdims=True)
+    return actual[best[:, None] + np.arange(1, horizon + 1)[None, :]] + level
+
+
+def _analog_table(actual: np.ndarray, k: int) -> np.ndarray:
+    """The ensemble mean made at every hour (row t uses actual[: t + 1] only), memoised per trace."""
+    key = (hash(actual.tobytes()), k)
+    if key not in _ANALOG_TABLES:
+        table = np.full((actual.size, HORIZON_H), np.nan)
+        for t in range(ANALOG_MATCH_H, actual.size - 1):
+            table[t] = _analog_members(actual, t, k).mean(axis=0)
+        _ANALOG_TABLES[key] = table
+    return _ANALOG_TABLES[key]
+
+
+def _analog_weighted(tab: np.ndarray, act: np.ndarray, t: int, v: np.ndarray, k: int) -> np.ndarray:
+    analog = _analog_table(act, k)
+    with warnings.catch_warnings():  # a horizon with no known target yet: NaN, the forecast alone
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mse_fc = np.nanmean(_past_errors(tab, act, t, v.size) ** 2, axis=0)
+        mse_an = np.nanmean(_past_errors(analog, act, t, v.size) ** 2, axis=0)
+    w = np.nan_to_num(mse_fc / (mse_fc + mse_an), nan=0.0)
+    return np.where(np.isnan(analog[t, : v.size]), v, (1 - w) * v + w * analog[t, : v.size])
+
+
 def post_for(variant: str) -> Post | None:
     name, _, arg = variant.partition("=")
     beyond_day = lambda n: np.arange(1, n + 1) > 24  # noqa: E731
@@ -112,6 +170,15 @@ def post_for(variant: str) -> Post | None:
                 rmse = np.sqrt(np.nanmean(_past_errors(tab, act, t, v.size) ** 2, axis=0))
             return v + lam * np.nan_to_num(rmse, nan=float(np.nanmax(rmse, initial=0.0)))
         return pessimism
+    if name == "analog":
+        k = int(arg)
+        return lambda tab, act, t, v: np.where(beyond_day(v.size) & ~np.isnan(_analog_table(act, k)[t, : v.size]),
+                                               _analog_table(act, k)[t, : v.size], v)
+    if name == "analog-w":
+        return lambda tab, act, t, v: _analog_weighted(tab, act, t, v, int(arg))
+    if name == "analog-risk":
+        lam = float(arg)
+        return lambda tab, act, t, v: v + lam * np.nan_to_num(_analog_members(act, t, 20, v.size).std(axis=0))
     if name == "perfect-first":
         n = int(arg)
         return lambda tab, act, t, v: np.concatenate([act[t + 1 : t + 1 + min(n, v.size)], v[min(n, v.size):]])
@@ -151,10 +218,66 @@ class NoPausePolicy:
         return decision
 
 
-def make_policy(variant: str):
+class ScenarioPolicy:
+    """forecast-optimal whose first action minimises the mean net emissions over analog scenarios."""
+
+    def __init__(self, forecaster: CachedForecaster, k: int, quantile: float | None = None) -> None:
+        self.inner, self.forecaster, self.k = load_policy("forecast-optimal"), forecaster, k
+        self.quantile = quantile
+
+    def _first_saving_g(self, snapshot, now) -> float:
+        """The planner's saving of pausing over running in the first slot (signed), via its own choice."""
+        seen: list[float] = []
+        choose = planner._choose
+
+        def spy(tables, slots, t, *rest):
+            out = choose(tables, slots, t, *rest)
+            if t == 0 and not seen:
+                seen.append(out[2])
+            return out
+        planner._choose = spy
+        try:
+            self.inner.decide(snapshot, now)
+        finally:
+            planner._choose = choose
+        return seen[0] if seen else float("nan")
+
+    def decide(self, snapshot, now):
+        decision = self.inner.decide(snapshot, now)
+        if decision.action not in (Action.RUN, Action.PAUSE, Action.DELAY_START) or not snapshot.forecast:
+            return decision
+        f = self.forecaster
+        t = f.index[now]
+        members = _analog_members(f.actual, t, self.k)
+        if np.isnan(members).any():
+            return decision
+        base = np.array([p.intensity_g_per_kwh for p in snapshot.forecast])
+        devs = (members - members.mean(axis=0))[:, : base.size]
+        savings = [self._first_saving_g(replace(snapshot, forecast=tuple(
+            replace(p, intensity_g_per_kwh=float(max(v, 0.0))) for p, v in zip(snapshot.forecast, base + d))), now)
+            for d in devs]
+        if np.isnan(savings).all():
+            return decision
+        mean_g = float(np.nanmean(savings) if self.quantile is None else np.nanquantile(savings, self.quantile))
+        margin = 0.02 if snapshot.state != JobState.WAITING else 0.0
+        run_g = float(f.actual[t])  # g of one hour at 1 kW (the simulated job)
+        wait = mean_g > margin * run_g and mean_g > 0
+        if wait and decision.action == Action.RUN:
+            return pause_decision(snapshot, snapshot.forecast[0].start, "scenario mean says wait")
+        if not wait and decision.action != Action.RUN:
+            return replace(decision, action=Action.RUN, until=None)
+        return decision
+
+
+def make_policy(variant: str, forecaster: CachedForecaster | None = None):
     name, _, arg = variant.partition("=")
     if name == "no-pause":
         return NoPausePolicy()
+    if name == "analog-saa":
+        return ScenarioPolicy(forecaster, int(arg))
+    if name == "analog-q":
+        k, q = arg.split(",")
+        return ScenarioPolicy(forecaster, int(k), float(q))
     policy = load_policy("forecast-optimal")
     if name == "margin":
         policy.config = replace(policy.config, min_pause_saving=float(arg))
@@ -172,7 +295,7 @@ def evaluate(path: Path, table: np.ndarray, variant: str, every_days: float, wor
     policy_g = now_g = best_g = 0.0
     worse = missed = 0
     for start in starts_for(trace, every_days, deadline_h):
-        run = simulate_run(trace, start, job, make_policy(variant), forecaster)
+        run = simulate_run(trace, start, job, make_policy(variant, forecaster), forecaster)
         base = run_now(trace, start, job).emissions_g
         policy_g, now_g = policy_g + run.ledger.emissions_g, now_g + base
         best_g += oracle(trace, start, job).emissions_g
