@@ -17,7 +17,8 @@ from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.runtime.checks import Checks, InvalidConfig
-from greentrain.runtime.sections import (
+from greentrain.runtime import sections
+from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __all__)
     AC_MODES,
     JOB_OPTION_FIELDS,
     PP_SCHEDULES,
@@ -33,26 +34,10 @@ from greentrain.runtime.sections import (
 )
 from greentrain.userfile import load_toml, parse_toml
 
-__all__ = [
-    "ModelConfig",
-    "ParallelConfig",
-    "TrainConfig",
-    "DataConfig",
-    "CheckpointConfig",
-    "MetricsConfig",
-    "GreentrainConfig",
-    "JobConfig",
-    "InvalidConfig",
-    "SECTIONS",
-    "PRECISIONS",
-    "PP_SCHEDULES",
-    "AC_MODES",
-    "JOB_OPTION_FIELDS",
-    "list_presets",
-    "load_config",
-    "load_config_data",
-    "config_from_dict",
-]
+# The sections are re-exported: ``greentrain.runtime.config`` is where users find the whole configuration.
+__all__ = ["JobConfig", "config_from_dict", "list_presets", "load_config", "load_config_data",
+           *sections.__all__]
+
 
 @dataclass(kw_only=True, slots=True)
 class JobConfig:
