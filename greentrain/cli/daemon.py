@@ -33,15 +33,10 @@ def _load(config_path: Path | None, socket: Path | None, group: str | None, stat
 
 def _gpus(fake_gpus: str | None, state_dir: Path) -> list:
     if fake_gpus:  # demos and tests: file-backed doubles, settings kept under the state dir
-        from greentrain.testing import FileBackedGPU
+        from greentrain.testing.fake_backend import FakeBackend, parse_fake_gpus
 
-        model, _, count = fake_gpus.partition(":")
-        try:
-            n = int(count or "1")
-        except ValueError:
-            raise click.BadParameter(f"{fake_gpus!r}: expected MODEL:COUNT, e.g. a40:2", param_hint="--fake-gpus") from None
-        state_dir.mkdir(parents=True, exist_ok=True)
-        return [FileBackedGPU(state_dir / f"fake-gpu{i}.json", model, index=i) for i in range(n)]
+        backend = FakeBackend(parse_fake_gpus(fake_gpus, "--fake-gpus"), state_dir=state_dir)
+        return backend.discover(None, [])
     from greentrain.device.discovery import discover
 
     devices = discover(None, rapl_root=None, estimate_cpu=False)

@@ -26,10 +26,12 @@ def _devices(fake_gpus: tuple[str, ...]) -> object:
 
     if not fake_gpus:
         return discover(cuda_visible_devices=None)  # the whole node, whatever this shell's CUDA_VISIBLE_DEVICES
-    from greentrain.testing import FakeCPUDomain, FakeGPU
+    from greentrain.testing import FakeCPUDomain
+    from greentrain.testing.fake_backend import FakeBackend, parse_fake_gpus
 
-    return DeviceSet(gpus=[FakeGPU(model, index=i) for i, model in enumerate(fake_gpus)],
-                     cpus=[FakeCPUDomain("package-0")], notes=["simulated devices (--fake-gpu)"])
+    notes = ["simulated devices (--fake-gpu)"]
+    gpus = FakeBackend(parse_fake_gpus(",".join(fake_gpus), "--fake-gpu")).discover(None, notes)
+    return DeviceSet(gpus=gpus, cpus=[FakeCPUDomain("package-0")], notes=notes)
 
 
 def _wait_for_signal() -> None:
