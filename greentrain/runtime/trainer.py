@@ -96,6 +96,7 @@ class Trainer:
                              if cfg.checkpoint.dir else None)
         self.step = 0
         self.tokens_total = 0
+        self.tokens_per_step = cfg.train.global_batch * cfg.train.seq_len
         self._saved_step = -1
         self._stop_requested = False
         self._sync_timing = False
@@ -237,7 +238,7 @@ class Trainer:
             opt.step()
         loss = self._global_loss(local)
         elapsed = time.perf_counter() - start  # host time; on a GPU the fetcher replaces it by the window's
-        tokens = self.cfg.train.global_batch * self.cfg.train.seq_len
+        tokens = self.tokens_per_step
         self.step += 1
         self.tokens_total += tokens
         peak = self.cfg.train.peak_flops or peak_flops(self._device_name, self.precision)
@@ -337,8 +338,7 @@ class Trainer:
         """Give the step just enqueued to the hook; apply its decision; True when the run should stop."""
         if self.hook is None:
             return False
-        tokens = self.cfg.train.global_batch * self.cfg.train.seq_len
-        decision = self.hook.on_step_end(self.step, tokens, loss)
+        decision = self.hook.on_step_end(self.step, self.tokens_per_step, loss)
         precision = getattr(decision, "precision", None)
         if precision and precision != self.precision:
             self.set_precision(precision)

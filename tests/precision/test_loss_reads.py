@@ -47,7 +47,7 @@ class DeviceLoss(torch.Tensor):
 
     def __float__(self) -> float:
         DeviceLoss.host_reads += 1
-        return float(torch.Tensor(self).as_subclass(torch.Tensor).item())
+        return float(self.as_subclass(torch.Tensor).item())
 
 
 @pytest.fixture(autouse=True)
