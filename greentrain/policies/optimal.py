@@ -27,6 +27,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
 from greentrain.policies.planner import J_PER_KWH, plan_schedule
+from greentrain.policies.scaling import decide_scaling
 from greentrain.policies.window import (
     capacity_s,
     fastest,
@@ -131,12 +132,31 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CarbonAwareConfig(ForecastOptimalConfig):
-    """Same parameters as forecast-optimal; the DP also chooses among operating points."""
+    """Forecast-optimal's parameters; the DP also chooses among operating points, or, for an elastic job
+    with a scaling profile, among replica counts."""
+
+    min_change_saving: float = 0.02
+    """Margin for forecast error on a replica change: change the count of a running job only if the
+    expected net saving (its restart included) exceeds this fraction of what the current interval would
+    emit at the current count."""
+
+    def __post_init__(self) -> None:
+        super(CarbonAwareConfig, self).__post_init__()
+        if not 0 <= self.min_change_saving <= 1:
+            raise ConfigError(f"min_change_saving: must be in [0, 1] (a fraction), got {self.min_change_saving}")
 
 
 class CarbonAwarePolicy(ForecastOptimalPolicy):
-    """Per interval: pause, or run at the operating point that minimises expected emissions."""
+    """Per interval: pause, or run at the operating point (or, with a scaling profile, the replica count)
+    that minimises expected emissions."""
 
     name = "carbon-aware"
     Config = CarbonAwareConfig
     power_use = "timing+power"
+
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        if snapshot.scaling is not None:
+            decision = decide_scaling(self.config, self.name, snapshot, ensure_aware_utc(now, "now"))
+            if decision is not None:
+                return decision
+        return super().decide(snapshot, now)
