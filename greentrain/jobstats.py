@@ -70,6 +70,10 @@ class JobStats:
     """Advisory mode: estimated relative change of energy per unit of work at the advised limit (-0.1 = -10 %)."""
     advised_time_change: float | None = None
     """Advisory mode: estimated relative change of running time at the advised limit."""
+    replicas_planned: int | None = None
+    """Carbon scaling: the replica count the policy chose for this interval (0 = paused); None = not elastic."""
+    replicas_actual: int | None = None
+    """Carbon scaling: the replica count running now (0 = paused or released); None = not elastic."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **changes: object) -> None:

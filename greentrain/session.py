@@ -34,6 +34,7 @@ from greentrain.engine import Engine
 from greentrain.engine.broadcast import make_broadcast
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.pausemode import auto_mode
+from greentrain.engine.scaling import ReplicaScaler
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.job.build import Job, JobParts, build_job
@@ -76,6 +77,8 @@ class Session:
             ``ActuatorSet`` (default: built when power is on) / started ``Monitor`` (default: over ``devices``).
         step_time_s: expected step time before one is measured (plans a delayed start before step 0).
         rate_probe: ``() -> s per step`` (job clock) asked at re-plans while waiting: a busier machine resumes sooner.
+        scaler: an elastic job's replica actuator (``greentrain.engine.scaling.ReplicaScaler``): with a scaling
+            profile the policy also picks the replica count, and ``scaler.request(n, reason)`` is asked to change it.
         deadline_policy: 'strict' (default: an impossible deadline is refused at the start; a miss is said on
             stderr and ``deadline_exit_code`` is 3) or 'best-effort' (said, then run on; exit code 0).
         relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
@@ -128,6 +131,7 @@ class Session:
         state_dir: str | Path | None = None,
         actuation: Literal["apply", "advise"] | None = None,
         rate_probe: Callable[[], float | None] | None = None,
+        scaler: ReplicaScaler | None = None,
         waiting_power_w: float | None = None,
         max_emissions_g: float | None = None,
         max_energy_j: float | None = None,
@@ -146,7 +150,7 @@ class Session:
             waiting_power_w=waiting_power_w, max_emissions_g=max_emissions_g, max_energy_j=max_energy_j)
         """This job's settings (validated; ``greentrain.job.options``)."""
         self.parts = JobParts(clock=clock, devices=devices, actuators=actuators, monitor=monitor, model=model,
-                              rate_probe=rate_probe)
+                              rate_probe=rate_probe, scaler=scaler)
         """The objects it is built from (``greentrain.job.build``)."""
         self._dist = dist
         self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,

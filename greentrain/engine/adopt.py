@@ -14,6 +14,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision
 from greentrain.engine.advice import advise, is_advisory
 from greentrain.engine.decider import RUN
+from greentrain.engine.scaling import adopt_replicas
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
@@ -29,6 +30,7 @@ def adopt(engine: EngineCore, decision: Decision, now: datetime) -> None:
     if decision == RUN:
         return
     engine.decision = decision
+    adopt_replicas(engine, decision, now)
     applied: list[str] = []
     wants_hardware = (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
                       or decision.precision is not None)

@@ -17,6 +17,7 @@ from greentrain.engine.broadcast import Broadcast
 from greentrain.engine.collaborators import Actuators, EnergyMonitor
 from greentrain.engine.deadlinewatch import DeadlineVerdict, DeadlineWatch
 from greentrain.engine.ledger import CarbonLedger
+from greentrain.engine.scaling import ReplicaScaler
 from greentrain.engine.signalview import SignalView
 from greentrain.engine.stats import StepTimes
 from greentrain.engine.waiting import WaitingPower
@@ -69,6 +70,7 @@ class EngineCore(Protocol):
     resume_overhead_s: float
     operating_points: tuple[OperatingPoint, ...]
     rate_probe: Callable[[], float | None] | None
+    scaler: ReplicaScaler | None
     decision: Decision
     state: JobState
     notes: list[str]

@@ -19,6 +19,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.engine.guard import check_deadline as _check
 from greentrain.engine.guard import must_run_now
+from greentrain.engine.scaling import snapshot_fields
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
@@ -94,6 +95,7 @@ def decide(engine: EngineCore, now: datetime, state: JobState) -> Decision:
         resume_overhead_s=engine.resume_overhead_s, state=state, started_at=engine.first_start,
         current_power_limit_w=engine.job_stats.power_limit_w, precision=engine.job_stats.precision,
         operating_points=engine.operating_points, waiting_power_w=engine.waiting.value_w,
+        **snapshot_fields(engine),
     )
     engine.decided_on = engine.signals.fingerprint()
     try:

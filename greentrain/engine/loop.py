@@ -37,6 +37,7 @@ from greentrain.engine.decider import RUN
 from greentrain.engine.guard import latest_safe_resume
 from greentrain.engine.jobsummary import step_fields, summary_fields
 from greentrain.engine.ledger import CarbonLedger, LedgerEntry
+from greentrain.engine.scaling import ReplicaScaler
 from greentrain.engine.signalview import SignalView
 from greentrain.engine.stats import StepTimes
 from greentrain.engine.waiter import Waiter
@@ -124,6 +125,8 @@ class Engine:
         self.times = StepTimes(prior_s=step_time_s)
         self.rate_probe: Callable[[], float | None] | None = None
         """Optional ``() -> seconds per step`` (job clock) called at re-plans during waits; see ``StepTimes``."""
+        self.scaler: ReplicaScaler | None = None
+        """An elastic job's replica actuator (``greentrain.engine.scaling``); None = a fixed-size job."""
         self.ledger = CarbonLedger()
         self.signals = SignalView(signals, horizon_h=forecast_horizon_h, on_note=self.note, on_event=self.event)
         self.waiter = Waiter(self, progress=progress)

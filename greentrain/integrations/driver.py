@@ -31,7 +31,7 @@ __all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "callback_job"]
 
 log = logging.getLogger("greentrain.integrations")
 
-PART_NAMES = ("clock", "devices", "actuators", "monitor", "model", "rate_probe")
+PART_NAMES = ("clock", "devices", "actuators", "monitor", "model", "rate_probe", "scaler")
 """Callback keywords that are objects (``JobParts``), not settings (``JobOptions``)."""
 
 

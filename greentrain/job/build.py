@@ -24,6 +24,7 @@ from greentrain.engine import Engine
 from greentrain.device.discovery import DeviceSet
 from greentrain.engine.budget import Budget
 from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
+from greentrain.engine.scaling import ReplicaScaler
 from greentrain.events import EventLog
 from greentrain.job.hardware import Hardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
@@ -51,6 +52,8 @@ class JobParts:
     """The model: its fingerprint keys the operating-point cache."""
     rate_probe: Callable[[], float | None] | None = None
     """``() -> seconds per step`` asked at re-plans while waiting: a busier machine resumes sooner."""
+    scaler: ReplicaScaler | None = None
+    """An elastic job's replica actuator (carbon scaling, ``greentrain.engine.scaling``); None = fixed size."""
 
 
 @dataclass
@@ -112,6 +115,9 @@ def build_job(
         close_all(closers, raise_errors=False)
         raise
     engine.rate_probe = parts.rate_probe
+    engine.scaler = parts.scaler
+    if parts.scaler is not None:
+        job_stats.update(replicas_actual=parts.scaler.replicas)
     job = Job(engine=engine, hardware=hardware, closers=closers, **opened)
     try:
         recover = getattr(hardware.actuators, "recover", None)

@@ -26,6 +26,7 @@ from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __a
     SECTIONS,
     CheckpointConfig,
     DataConfig,
+    ElasticConfig,
     GreentrainConfig,
     MetricsConfig,
     ModelConfig,
@@ -50,6 +51,7 @@ class JobConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     greentrain: GreentrainConfig = field(default_factory=GreentrainConfig)
+    elastic: ElasticConfig = field(default_factory=ElasticConfig)
 
     def __post_init__(self) -> None:
         c = Checks("train", self.train)

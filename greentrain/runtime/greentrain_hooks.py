@@ -12,6 +12,9 @@
   ranks before the next step.
 - without a policy, ``--metrics-port`` still serves step/token counters
   (rank 0) from a :class:`~greentrain.jobstats.JobStats`.
+- with ``[elastic] scaling_profile`` (carbon scaling) the policy also picks
+  the replica count; a change stops every rank after a checkpoint and sets
+  ``trainer.rescale_to`` for the launcher (``runtime/elastic_hooks.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from greentrain.jobstats import JobState, JobStats
 from greentrain.runtime.config import JobConfig
+from greentrain.runtime.elastic_hooks import attach_scaler, finish_rescale, observer, single_node
 from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
 
@@ -30,12 +34,14 @@ __all__ = ["SessionHook", "run_training"]
 class SessionHook:
     """Adapts a Session to the trainer's ``on_step_end`` hook."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, scaler: Any = None) -> None:
         self.session = session
+        self.scaler = scaler
 
     @property
     def should_stop(self) -> bool:
-        return bool(self.session.should_stop)
+        """A pause, a spent budget, or (carbon scaling) a new replica count: checkpoint and stop."""
+        return bool(self.session.should_stop) or getattr(self.scaler, "pending", None) is not None
 
     def on_step_end(self, step: int, tokens: int, loss: Any) -> Any:
         return self.session.step(tokens=tokens, loss=loss)
@@ -119,15 +125,23 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
         with _plain_metrics(trainer.cfg, trainer) as count:
             trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
             return trainer, trainer.fit(handle_signals=handle_signals)
+    if trainer.cfg.elastic.scaling_profile and trainer.cfg.greentrain.relaunch == "auto":
+        extra.setdefault("relaunch", "exit")  # the elastic launcher relaunches, at whatever size comes next
     session = _session(trainer.cfg, trainer, world_size, extra)
+    scaler = attach_scaler(trainer.cfg, world_size, session)
+    if scaler is not None and trainer.rank == 0:
+        callbacks.append(observer(scaler, session, single_node(world_size), str(trainer.cfg.checkpoint.dir)))
     trainer.on_step = _chain(callbacks)
+    history: list[StepMetrics] = []
     with session:
-        trainer.hook = SessionHook(session)
+        trainer.hook = SessionHook(session, scaler)
         trainer.step = max(trainer.step, session.start_step)
         first = getattr(session.last_decision, "precision", None)  # decided before step 0
         if first and first != trainer.precision:
             trainer.set_precision(first)
-        history = trainer.fit(resume=False)
+        if scaler is None or scaler.pending is None:  # a new count asked before step 0: relaunch first
+            history = trainer.fit(resume=False)
+    trainer.rescale_to = finish_rescale(trainer.cfg, trainer, scaler, trainer.rank)
     trainer.deadline_exit_code = session.deadline_exit_code  # 3 after a late finish (strict), else 0
     return trainer, history
 

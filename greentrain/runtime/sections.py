@@ -1,14 +1,15 @@
 """The sections of a training configuration: one small dataclass per component.
 
 A config file has the sections ``[model]``, ``[parallel]``, ``[train]``,
-``[data]``, ``[checkpoint]``, ``[metrics]`` and ``[greentrain]``; every key is a
-field below (its docstring is the documentation). ``greentrain.runtime.config``
+``[data]``, ``[checkpoint]``, ``[metrics]``, ``[greentrain]`` and ``[elastic]``
+(``elastic_section.py``); every key is a field (its docstring is the documentation). ``greentrain.runtime.config``
 loads and checks a whole file into a ``JobConfig`` of these.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from greentrain.runtime.elastic_section import ElasticConfig
 from greentrain.runtime.checks import (
     MAX_COUNT,
     MAX_DIM,
@@ -28,6 +29,7 @@ __all__ = [
     "CheckpointConfig",
     "MetricsConfig",
     "GreentrainConfig",
+    "ElasticConfig",
     "InvalidConfig",
     "SECTIONS",
     "PRECISIONS",
@@ -340,4 +342,5 @@ SECTIONS: dict[str, type] = {  # [section] name -> its dataclass
     "checkpoint": CheckpointConfig,
     "metrics": MetricsConfig,
     "greentrain": GreentrainConfig,
+    "elastic": ElasticConfig,
 }

@@ -1,0 +1,85 @@
+"""Carbon scaling inside ``run_training``: the scaler for the session, and the stop for a relaunch.
+
+``attach_scaler`` gives the session's engine a ``RuntimeScaler`` when the job
+has ``[elastic] scaling_profile`` and a policy. When the policy asks for
+another count, every rank stops at that step boundary after the trainer's
+checkpoint; ``finish_rescale`` then writes the request for the launcher
+(rank 0) and the running profile estimate. A request made before step 0 (the
+first decision after a launch) stops before any step.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from greentrain.errors import ConfigError
+from greentrain.provenance import Source
+from greentrain.runtime.config import JobConfig
+from greentrain.runtime.elastic import ReplicaState, RuntimeScaler, load_profile_for, micro_batch
+from greentrain.runtime.metrics import StepMetrics
+
+__all__ = ["attach_scaler", "finish_rescale", "observer"]
+
+
+def attach_scaler(cfg: JobConfig, world_size: int, session: Any) -> RuntimeScaler | None:
+    """A scaler for an elastic job (None for a fixed-size one), set as the session's ``parts.scaler`` (before
+    the session is entered, so its first decision already plans the count)."""
+    if not cfg.elastic.scaling_profile:
+        return None
+    if not cfg.checkpoint.dir:
+        raise ConfigError("elastic.scaling_profile: carbon scaling needs checkpoint.dir (--checkpoint-dir): "
+                          "a change of replica count is a checkpoint and a relaunch")
+    state = ReplicaState.load(cfg.checkpoint.dir)
+    scaler = RuntimeScaler(cfg, load_profile_for(cfg), world_size, micro=micro_batch(cfg, world_size),
+                           failed=tuple(state.failed) if state else ())
+    if scaler.replicas not in scaler.profile.replica_counts:
+        raise ConfigError(f"elastic.scaling_profile: {scaler.replicas} replicas (this launch) is not a count in "
+                          f"{cfg.elastic.scaling_profile}; valid: {', '.join(map(str, scaler.profile.replica_counts))}")
+    session.parts.scaler = scaler
+    return scaler
+
+
+def observer(scaler: RuntimeScaler, session: Any, single_node: bool, folder: str):
+    """Rank 0's ``on_step`` callback: after the first step at this count, record it as working (the launcher's
+    fallback); then feed each step's measured throughput (and draw, when the session's monitor sees the whole
+    job: one node) into the scaler's estimate."""
+    recorded = False
+
+    def observe(m: StepMetrics) -> None:
+        nonlocal recorded
+        if not recorded:
+            recorded = True
+            state = ReplicaState.load(folder) or ReplicaState(replicas=scaler.replicas)
+            if state.working != scaler.replicas:
+                state.working = scaler.replicas
+                state.save(folder)
+        engine = session.engine
+        power_w = engine.power_w() if engine is not None and single_node else None
+        scaler.observe(m.tokens_per_s, power_w, Source.INTEGRATED)
+
+    return observe
+
+
+def finish_rescale(cfg: JobConfig, trainer: Any, scaler: RuntimeScaler | None, rank: int) -> int | None:
+    """After the loop: the count to relaunch at (None when no change was asked); rank 0 writes the request
+    (the trainer's checkpoint at this step is complete by now) and the running estimate."""
+    if scaler is None:
+        return None
+    folder = cfg.checkpoint.dir
+    if rank == 0 and folder:
+        scaler.write_estimate(folder)
+    if scaler.pending is None:
+        return None
+    if rank == 0 and folder:
+        prior = ReplicaState.load(folder)
+        state = ReplicaState(replicas=scaler.pending, working=scaler.replicas, step=trainer.step,
+                             failed=list(scaler.failed), reason=scaler.reason,
+                             changes=(prior.changes if prior else 0) + 1)
+        state.save(folder)
+    return scaler.pending
+
+
+def single_node(world_size: int) -> bool:
+    """Whether every rank runs on this node (then rank 0's monitor sees the whole job's devices)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) == world_size
