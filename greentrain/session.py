@@ -34,7 +34,7 @@ from greentrain.engine import Engine
 from greentrain.engine.broadcast import make_broadcast
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.pausemode import auto_mode
-from greentrain.engine.scaling import ReplicaScaler
+from greentrain.engine.scaler import ReplicaScaler
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.job.build import Job, JobParts, build_job

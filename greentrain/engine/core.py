@@ -17,7 +17,7 @@ from greentrain.engine.broadcast import Broadcast
 from greentrain.engine.collaborators import Actuators, EnergyMonitor
 from greentrain.engine.deadlinewatch import DeadlineVerdict, DeadlineWatch
 from greentrain.engine.ledger import CarbonLedger
-from greentrain.engine.scaling import ReplicaScaler
+from greentrain.engine.scaler import ReplicaScaler
 from greentrain.engine.signalview import SignalView
 from greentrain.engine.stats import StepTimes
 from greentrain.engine.waiting import WaitingPower

@@ -37,7 +37,7 @@ from greentrain.engine.decider import RUN
 from greentrain.engine.guard import latest_safe_resume
 from greentrain.engine.jobsummary import step_fields, summary_fields
 from greentrain.engine.ledger import CarbonLedger, LedgerEntry
-from greentrain.engine.scaling import ReplicaScaler
+from greentrain.engine.scaler import ReplicaScaler
 from greentrain.engine.signalview import SignalView
 from greentrain.engine.stats import StepTimes
 from greentrain.engine.waiter import Waiter

@@ -12,36 +12,15 @@ the release. Without a scaler nothing changes.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from greentrain.policies.base import Action, Decision
-from greentrain.policies.scaling_profile import ScalingProfile
+from greentrain.engine.scaler import ReplicaScaler
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
 
-__all__ = ["ReplicaScaler", "adopt_replicas", "snapshot_fields"]
-
-
-class ReplicaScaler(Protocol):
-    """What the engine needs from an elastic job's replica actuator."""
-
-    min_replicas: int
-    max_replicas: int | None
-
-    @property
-    def profile(self) -> ScalingProfile:
-        """The counts the job may run at, with their throughput and power (the latest estimate)."""
-        ...
-
-    @property
-    def replicas(self) -> int:
-        """The count running now; the engine's measured step time is at this count."""
-        ...
-
-    def request(self, replicas: int, reason: str) -> bool:
-        """Ask for ``replicas`` from the next step boundary on; False when it cannot be done (said why)."""
-        ...
+__all__ = ["ReplicaScaler", "adopt_replicas", "snapshot_fields"]  # ReplicaScaler: re-exported
 
 
 def snapshot_fields(engine: EngineCore) -> dict[str, Any]:

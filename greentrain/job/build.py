@@ -24,7 +24,7 @@ from greentrain.engine import Engine
 from greentrain.device.discovery import DeviceSet
 from greentrain.engine.budget import Budget
 from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
-from greentrain.engine.scaling import ReplicaScaler
+from greentrain.engine.scaler import ReplicaScaler
 from greentrain.events import EventLog
 from greentrain.job.hardware import Hardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
