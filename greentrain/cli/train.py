@@ -19,6 +19,7 @@ import click
 
 from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
 from greentrain.errors import ConfigError
+from greentrain.exitcodes import RESUME_EXIT_CODE
 from greentrain.job.options import choices_of
 
 __all__ = ["train"]
@@ -39,6 +40,7 @@ FLAG_KEYS: dict[str, tuple[str, str]] = {
     "deadline": ("greentrain", "deadline"), "deadline_policy": ("greentrain", "deadline_policy"),
     "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
     "actuation": ("greentrain", "actuation"),
+    "scaling_profile": ("elastic", "scaling_profile"),
 }
 
 
@@ -204,12 +206,17 @@ def _train_here(cfg) -> None:
 
     try:
         trainer, history = run_training(cfg, on_step=report, on_ready=ready, handle_signals=True)
-        if rank == 0:
+        rescale_to = getattr(trainer, "rescale_to", None)
+        if rank == 0 and rescale_to is not None:
+            click.echo(f"checkpoint at step {trainer.step}; relaunching at {rescale_to} replicas")
+        elif rank == 0:
             click.echo(f"done: {trainer.step}/{trainer.cfg.train.steps} steps on {trainer.dims.describe()}"
                        + (f", final loss {history[-1].loss:.4f}" if history else ""))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    if rescale_to is not None:  # carbon scaling: the elastic launcher relaunches at the new size
+        sys.exit(RESUME_EXIT_CODE)
     status = getattr(trainer, "deadline_exit_code", 0)
     if status and world == 1:  # one process: say it with the status; torchrun would read it as a crash
         sys.exit(status)
@@ -255,21 +262,40 @@ def _train_here(cfg) -> None:
 @click.option("--advise-only", "actuation", flag_value="advise", default=None,
               help="Advisory mode: report every power-limit, clock and precision decision, apply none "
                    "(as GREENTRAIN_ADVISE_ONLY=1).")
+@click.option("--scaling-profile", type=click.Path(dir_okay=False),
+              help="Carbon scaling: CSV replicas,throughput,power_w; with a policy, --nproc and --checkpoint-dir the "
+                   "policy picks the replica count per interval. With --profile-scaling: where to write it.")
+@click.option("--profile-scaling", is_flag=True,
+              help="Measure throughput and power at each replica count up to --nproc; write --scaling-profile.")
 @click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
-def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, **flags: Any) -> None:
+def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, profile_scaling: bool,
+          **flags: Any) -> None:
     """Train the reference transformer (FSDP2 × TP × PP on a DeviceMesh)."""
     if flags.get("deadline"):
         parse_deadline(flags["deadline"], datetime.now(UTC))  # fail now with a clear message, not in N ranks
     if nproc is not None and nproc < 1:
         raise click.BadParameter("must be >= 1", param_hint="--nproc")
     cfg, where = build_config_with_sources(config, flags, sets)
+    if profile_scaling:
+        from greentrain.cli.train_elastic import profile_scaling as measure
+
+        measure(cfg, nproc, max_restarts)
+        return
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
-    launching = nproc is not None and nproc > 1 and not under_torchrun
+    elastic = bool(cfg.elastic.scaling_profile and cfg.greentrain.policy) and not under_torchrun
+    launching = nproc is not None and (nproc > 1 or elastic) and not under_torchrun
     world_size = nproc if launching else int(os.environ.get("WORLD_SIZE", "1"))
     from greentrain.runtime.preflight import preflight
 
     preflight(cfg, where, world_size=world_size)  # every value and folder checked before step 1
+    if elastic:
+        from greentrain.cli.train_elastic import check_elastic, launch_elastic
+
+        check_elastic(cfg, nproc)
+        launch_elastic(cfg, nproc, max_restarts, _argv_for_ranks(config, sets, flags), _launch,
+                       lambda: _pause_resume_at(cfg))
+        return
     if launching:
         _launch_until_done(cfg, nproc, max_restarts, _argv_for_ranks(config, sets, flags))
         return
