@@ -35,7 +35,9 @@ __all__ = [
     "round_up_to_second",
     "PAUSED_EXIT_CODE",
     "RESUME_FILE_ENV",
+    "REPLICAS_FILE_ENV",
     "write_resume_time",
+    "write_replicas",
 ]
 
 _TAG_RE = re.compile(r"greentrain\(([^)]*)\)")
@@ -256,4 +258,23 @@ def write_resume_time(until: datetime | None, env: Mapping[str, str] | None = No
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(format_slurm_time(round_up_to_second(until)) + "\n", encoding="utf-8")
     tmp.replace(path)  # the batch script never reads a half-written time
+    return path
+
+
+REPLICAS_FILE_ENV = "GREENTRAIN_REPLICAS_FILE"
+"""Environment variable naming the file where an elastic trainer writes the replica count to requeue at."""
+
+
+def write_replicas(replicas: int, env: Mapping[str, str] | None = None) -> Path | None:
+    """Tell the batch script the count to requeue at (carbon scaling); no-op outside the template.
+
+    ``integrations/slurm/greentrain-job.sbatch`` reads it after exit status 75 and updates the requeued job's
+    node, GPU or task count (``GREENTRAIN_SCALE_BY``)."""
+    target = (os.environ if env is None else env).get(REPLICAS_FILE_ENV)
+    if not target or replicas < 1:
+        return None
+    path = Path(target)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{int(replicas)}\n", encoding="utf-8")
+    tmp.replace(path)
     return path

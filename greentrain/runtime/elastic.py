@@ -38,7 +38,7 @@ from greentrain.runtime.config import JobConfig
 from greentrain.userfile import load_json
 
 __all__ = ["REQUEST_FILE", "ESTIMATE_FILE", "ReplicaState", "RuntimeScaler", "config_at", "elastic_sets",
-           "load_profile_for", "micro_batch", "replicas_of"]
+           "load_profile_for", "micro_batch", "replicas_of", "sized_config"]
 
 REQUEST_FILE = "greentrain-replicas.json"
 """In the checkpoint folder: the count to launch at, the last count that trained, counts that failed."""
@@ -100,6 +100,9 @@ class ReplicaState:
     reason: str = ""
     changes: int = 0
     """Changes of count so far (each a checkpoint, relaunch and reshard)."""
+    micro_batch: int | None = None
+    """Sequences per rank per micro-step, fixed at the first launch: every later size derives its
+    accumulation from it, whoever relaunches the job (this launcher, Slurm, Kubernetes)."""
 
     @classmethod
     def load(cls, folder: str | Path) -> ReplicaState | None:
@@ -108,9 +111,10 @@ class ReplicaState:
             return None
         data = load_json(path, what="replica state")
         try:
+            micro = data.get("micro_batch")
             return cls(replicas=int(data["replicas"]), working=data.get("working"), step=int(data.get("step", 0)),
                        failed=[int(r) for r in data.get("failed", [])], reason=str(data.get("reason", "")),
-                       changes=int(data.get("changes", 0)))
+                       changes=int(data.get("changes", 0)), micro_batch=int(micro) if micro else None)
         except (KeyError, TypeError, ValueError):
             raise ConfigError(f"{path}: replica state is damaged; delete it to restart at --nproc") from None
 
@@ -179,6 +183,14 @@ class RuntimeScaler:
         tmp.write_text(format_scaling_profile(self._profile.points), encoding="utf-8")
         os.replace(tmp, path)
         return path
+
+
+def sized_config(cfg: JobConfig, world_size: int) -> tuple[JobConfig, int]:
+    """An elastic job's config at ``world_size`` and its micro-batch: the one recorded by the first launch
+    (``ReplicaState``), else this config's own at this size (the first launch)."""
+    state = ReplicaState.load(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+    micro = state.micro_batch if state is not None and state.micro_batch else micro_batch(cfg, world_size)
+    return config_at(cfg, replicas_of(cfg, world_size), micro), micro
 
 
 def load_profile_for(cfg: JobConfig) -> ScalingProfile:

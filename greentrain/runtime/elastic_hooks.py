@@ -16,10 +16,19 @@ from typing import Any
 from greentrain.errors import ConfigError
 from greentrain.provenance import Source
 from greentrain.runtime.config import JobConfig
-from greentrain.runtime.elastic import ReplicaState, RuntimeScaler, load_profile_for, micro_batch
+from greentrain.integrations.slurm import write_replicas
+from greentrain.runtime.elastic import ReplicaState, RuntimeScaler, load_profile_for, micro_batch, sized_config
 from greentrain.runtime.metrics import StepMetrics
 
-__all__ = ["attach_scaler", "finish_rescale", "observer"]
+__all__ = ["attach_scaler", "elastic_config", "finish_rescale", "observer", "single_node"]
+
+
+def elastic_config(cfg: JobConfig, world_size: int) -> JobConfig:
+    """The config this launch trains with: an elastic job's is sized for ``world_size`` (same global batch,
+    the first launch's micro-batch, accumulation absorbing the rest), whoever launched it; others as given."""
+    if not (cfg.elastic.scaling_profile and cfg.checkpoint.dir):
+        return cfg
+    return sized_config(cfg, world_size)[0]
 
 
 def attach_scaler(cfg: JobConfig, world_size: int, session: Any) -> RuntimeScaler | None:
@@ -31,8 +40,17 @@ def attach_scaler(cfg: JobConfig, world_size: int, session: Any) -> RuntimeScale
         raise ConfigError("elastic.scaling_profile: carbon scaling needs checkpoint.dir (--checkpoint-dir): "
                           "a change of replica count is a checkpoint and a relaunch")
     state = ReplicaState.load(cfg.checkpoint.dir)
+    failed = set(state.failed) if state else set()
+    launched = world_size // (cfg.parallel.tp * cfg.parallel.pp)
+    if state is not None and state.replicas != launched and state.working == launched:
+        # Launched back at the count that worked although another was asked for: whoever relaunched (Slurm's
+        # template, a Kubernetes operator) fell back because that count failed. Never plan it again.
+        failed.add(state.replicas)
+        state.failed, state.replicas = sorted(failed), launched
+        if int(os.environ.get("RANK", "0")) == 0:
+            state.save(cfg.checkpoint.dir)
     scaler = RuntimeScaler(cfg, load_profile_for(cfg), world_size, micro=micro_batch(cfg, world_size),
-                           failed=tuple(state.failed) if state else ())
+                           failed=tuple(sorted(failed)))
     if scaler.replicas not in scaler.profile.replica_counts:
         raise ConfigError(f"elastic.scaling_profile: {scaler.replicas} replicas (this launch) is not a count in "
                           f"{cfg.elastic.scaling_profile}; valid: {', '.join(map(str, scaler.profile.replica_counts))}")
@@ -51,8 +69,8 @@ def observer(scaler: RuntimeScaler, session: Any, single_node: bool, folder: str
         if not recorded:
             recorded = True
             state = ReplicaState.load(folder) or ReplicaState(replicas=scaler.replicas)
-            if state.working != scaler.replicas:
-                state.working = scaler.replicas
+            if (state.working, state.micro_batch) != (scaler.replicas, scaler.micro):
+                state.working, state.micro_batch = scaler.replicas, scaler.micro
                 state.save(folder)
         engine = session.engine
         power_w = engine.power_w() if engine is not None and single_node else None
@@ -75,8 +93,9 @@ def finish_rescale(cfg: JobConfig, trainer: Any, scaler: RuntimeScaler | None, r
         prior = ReplicaState.load(folder)
         state = ReplicaState(replicas=scaler.pending, working=scaler.replicas, step=trainer.step,
                              failed=list(scaler.failed), reason=scaler.reason,
-                             changes=(prior.changes if prior else 0) + 1)
+                             changes=(prior.changes if prior else 0) + 1, micro_batch=scaler.micro)
         state.save(folder)
+        write_replicas(scaler.pending)  # under the Slurm batch template: requeue at this count
     return scaler.pending
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from greentrain.jobstats import JobState, JobStats
 from greentrain.runtime.config import JobConfig
-from greentrain.runtime.elastic_hooks import attach_scaler, finish_rescale, observer, single_node
+from greentrain.runtime.elastic_hooks import attach_scaler, elastic_config, finish_rescale, observer, single_node
 from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
 
@@ -115,7 +115,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     ``handle_signals``: on SIGTERM/SIGINT checkpoint at the next step boundary and return (without a
     policy; under a policy the Session owns the signals).
     """
-    trainer = Trainer(cfg)
+    trainer = Trainer(elastic_config(cfg, _world_size()))
     if on_ready is not None:
         on_ready(trainer)
     world_size = trainer.dims.world_size
@@ -144,6 +144,12 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     trainer.rescale_to = finish_rescale(trainer.cfg, trainer, scaler, trainer.rank)
     trainer.deadline_exit_code = session.deadline_exit_code  # 3 after a late finish (strict), else 0
     return trainer, history
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _chain(callbacks):
