@@ -11,6 +11,9 @@ finished after the deadline (``--deadline-policy strict``, the default). Its out
 greentrain's own lines (the plan at the start, the summary at the end) go to stderr.
 ``--replay-speedup`` runs the policy on a replayed calendar (demos, tests): with
 ``--provider csv:TRACE`` an hour of trace passes in 3600/speedup seconds.
+``--scaling-profile FILE`` (carbon scaling): the policy also picks the command's
+process count per interval; a change is the checkpoint signal and a relaunch
+with ``--nproc``/``--nproc-per-node`` changed (``greentrain.job.replicas``).
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ __all__ = ["run"]
 @click.option("--no-measure", is_flag=True, help="Do not measure energy (no device discovery).")
 @click.option("--replay-speedup", type=float, help="Run on a replayed calendar this many times faster.")
 @click.option("--replay-start", help="Start of the replayed calendar (ISO-8601 with timezone).")
+@click.option("--scaling-profile", type=click.Path(dir_okay=False),
+              help="Carbon scaling: CSV replicas,throughput,power_w of the command; the policy picks its "
+                   "--nproc/--nproc-per-node per interval (relaunched after the checkpoint signal). "
+                   "--estimate-hours is the running time at the command's own count.")
 @click.option("--advise-only", is_flag=True,
               help="Advisory mode for COMMAND: sets GREENTRAIN_ADVISE_ONLY=1, so a greentrain Session inside "
                    "it reports power-limit, clock and precision decisions and applies none.")
@@ -92,8 +99,9 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     checkpoint_signal = parse_signal(opts["checkpoint_signal"])
     child = ChildProcess(list(command))
     job_name = opts["job"] or Path(command[0]).name
+    scaler = _scaler(opts.pop("scaling_profile"), command)
     with _notes_to_stderr():
-        job = _build(policy, opts, clock, deadline, job_name)
+        job = _build(policy, opts, clock, deadline, job_name, scaler)
         engine = job.engine
         try:
             if deadline is not None and engine.deadline_policy != "best-effort":  # refused before the plan
@@ -102,7 +110,8 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
                            work_s=engine.work_total_s, deadline=deadline, pause_mode=pause_mode,
                            simulated=opts["replay_speedup"] is not None))
             status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
-                                checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
+                                checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"],
+                                scaler=scaler).run()
             finished = status < 128  # not stopped by a signal
             engine.close(finished=finished, finished_at=clock.now() if finished else None, exit_status=status,
                          launches=child.launches)
@@ -183,7 +192,18 @@ def _load_policy(spec: str) -> Any:
     return load_policy(spec)
 
 
-def _build(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, job_name: str) -> Any:
+def _scaler(profile_path: str | None, command: tuple[str, ...]) -> Any:
+    """The replica actuator for an elastic command (None without --scaling-profile)."""
+    if profile_path is None:
+        return None
+    from greentrain.job.replicas import CommandScaler
+    from greentrain.policies.scaling_profile import load_scaling_profile
+
+    return CommandScaler(load_scaling_profile(profile_path), command)
+
+
+def _build(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, job_name: str,
+           scaler: Any = None) -> Any:
     """The job (``greentrain.job.build_job``): run log, monitor, carbon signal, metrics and engine.
 
     ``run`` never touches GPU settings (no hardware part, even with ``--advise-only``), plans in
@@ -200,6 +220,6 @@ def _build(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | N
         max_energy_j=opts["max_energy_j"], metrics_port=opts["metrics_port"], metrics_addr=opts["metrics_addr"],
         metrics_allow_public=opts["metrics_allow_public"], jsonl=opts["jsonl"], job=job_name)
     work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
-    return build_job(options, JobParts(clock=clock, devices=False if opts["no_measure"] else None),
+    return build_job(options, JobParts(clock=clock, devices=False if opts["no_measure"] else None, scaler=scaler),
                      policy=policy, job_stats=JobStats(job=job_name), work_total_s=work_s,
                      hardware_released=opts["pause_mode"] == "checkpoint", drives_hardware=False)

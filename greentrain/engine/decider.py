@@ -19,7 +19,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.engine.guard import check_deadline as _check
 from greentrain.engine.guard import must_run_now
-from greentrain.engine.scaling import snapshot_fields
+from greentrain.engine.scaling import adopt_replicas, snapshot_fields
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
@@ -169,6 +169,8 @@ def replan_paused(engine: EngineCore, now: datetime, force: bool = True) -> date
             return None
     decision = decide(engine, now, state)
     if decision.action == Action.RUN:
+        if engine.broadcast.world_size == 1:  # one process: the count to resume at is ours to ask for now
+            adopt_replicas(engine, decision, now)
         return now
     return decision.until
 

@@ -97,7 +97,7 @@ def _params(command: click.Command) -> dict[str, click.Parameter]:
 
 # Flags of each command that are not job options: training settings, or how `run` drives its command.
 RUN_ONLY = {"estimate_hours", "checkpoint_signal", "checkpoint_timeout_s", "interval_s", "no_measure",
-            "replay_speedup", "replay_start", "advise_only", "command"}
+            "replay_speedup", "replay_start", "advise_only", "command", "scaling_profile"}
 
 
 @pytest.mark.parametrize("command", [train_command, run_command], ids=["train", "run"])
