@@ -60,6 +60,7 @@ def adopt(engine: EngineCore, decision: Decision, now: datetime) -> None:
         engine.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
                                until=decision.until, power_limit_w=decision.power_limit_w,
                                precision=decision.precision, applied=applied,
+                               **({"replicas": decision.replicas} if decision.replicas is not None else {}),
                                **({"advisory": True} if advisory else {}))
     work_s = engine.work_remaining_s()
     if work_s is not None:

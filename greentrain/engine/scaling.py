@@ -39,6 +39,8 @@ def adopt_replicas(engine: EngineCore, decision: Decision, now: datetime) -> Non
     scaler = engine.scaler
     if scaler is None or decision.replicas is None:
         return
+    if engine.job_stats.replicas_planned != decision.replicas and engine.is_leader:
+        engine.event("replicas", kind="planned", replicas=decision.replicas, reason=decision.reason)
     engine.job_stats.update(replicas_planned=decision.replicas)
     current = scaler.replicas
     wanted = decision.replicas
@@ -47,5 +49,5 @@ def adopt_replicas(engine: EngineCore, decision: Decision, now: datetime) -> Non
     accepted = engine.guarded("scaler.request", scaler.request, wanted, decision.reason)
     engine.job_stats.count_action("rescale")
     if engine.is_leader:
-        engine.event("replicas", replicas_from=current, replicas_to=wanted, accepted=bool(accepted),
+        engine.event("rescale", replicas_from=current, replicas_to=wanted, accepted=bool(accepted),
                      reason=decision.reason, at=now.isoformat())

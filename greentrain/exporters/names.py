@@ -45,6 +45,7 @@ __all__ = [
     "JOB_POWER_LIMIT",
     "JOB_PRECISION",
     "JOB_PROJECTED_FINISH",
+    "JOB_REPLICAS",
     "JOB_STATE",
     "JOB_STEP_ENERGY",
     "METRICS",
@@ -134,6 +135,9 @@ TRAINING_STEPS = _m("greentrain_training_steps_total", "counter", ("job",), "Tra
 TRAINING_TOKENS = _m("greentrain_training_tokens_total", "counter", ("job",), "Training tokens processed.", "sum")
 JOB_STATE = _m("greentrain_job_state", "gauge", ("job", "state"),
                "1 for the job's current state (running, paused, waiting), 0 for the others.", "first")
+JOB_REPLICAS = _m("greentrain_job_replicas", "gauge", ("job", "kind"),
+                  "Carbon scaling: the job's replica count, as planned by the policy for this interval and as "
+                  "running now (kind: planned, actual; 0 = paused or released).", "first")
 POLICY_ACTIONS = _m("greentrain_policy_actions_total", "counter", ("job", "action"),
                     "Policy actions applied, by action.", "max")
 JOB_POWER_LIMIT = _m("greentrain_job_power_limit_watts", "gauge", ("job",),
@@ -170,7 +174,7 @@ METRICS: tuple[MetricSpec, ...] = (
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
     EMISSIONS, EMISSIONS_AVOIDED, JOB_EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, WAITING_ENERGY, WAITING_POWER,
     BUDGET_REMAINING, BUDGET_PROJECTED, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
-    JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
+    JOB_REPLICAS, JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
     SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
     JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,
     JOB_ADVISED_TIME_CHANGE,

@@ -118,6 +118,7 @@ def build_job(
     engine.scaler = parts.scaler
     if parts.scaler is not None:
         job_stats.update(replicas_actual=parts.scaler.replicas)
+        engine.event("replicas", kind="actual", replicas=parts.scaler.replicas)
     job = Job(engine=engine, hardware=hardware, closers=closers, **opened)
     try:
         recover = getattr(hardware.actuators, "recover", None)

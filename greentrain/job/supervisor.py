@@ -146,7 +146,7 @@ class Supervisor:
             engine.work_total_s = engine.running_s + left_s * scaler.speed_ratio(old, replicas)
         self.child.argv = scaler.switch(replicas)
         engine.job_stats.update(replicas_actual=replicas)
-        engine.event("replicas_changed", replicas_from=old, replicas_to=replicas, reason=reason,
+        engine.event("replicas", kind="actual", replicas=replicas, replicas_from=old, reason=reason,
                      command=" ".join(self.child.argv))
 
     def _failed_at_new_size(self, rc: int) -> bool:

@@ -70,6 +70,11 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     pauses = sum(1 for i, (_, state) in enumerate(run.states)
                  if state == "paused" and (i == 0 or run.states[i - 1][1] != "paused"))
     rows.append(("Pauses", str(pauses)))
+    actual = [count for _, kind, count in run.replicas if kind == "actual"]
+    if actual:
+        changes = sum(1 for a, b in zip(actual, actual[1:]) if a != b)
+        rows.append(("Replicas (carbon scaling)", f"{changes} changes; ran at {', '.join(map(str, sorted(set(actual))))}"
+                                                  f" replicas, last {actual[-1]}"))
     return rows
 
 
@@ -112,9 +117,10 @@ def render_html(run: RunData, images: list[str]) -> str:
     summary = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in summary_rows(run))
     figures = "\n".join(f'<img src="{escape(name)}" alt="{escape(name.removesuffix(".png"))}">' for name in images)
     actions = [[_fmt_time(a["t"]), _cell(a.get("action")), _cell(a.get("reason")), _cell(a.get("power_limit_w")),
-                _cell(a.get("precision")), _cell(a.get("until")), _cell(a.get("applied"))] for a in run.actions]
-    actions_html = _table(["time", "action", "reason", "power limit (W)", "precision", "until", "applied"],
-                          actions) if actions else "<p>No policy actions.</p>"
+                _cell(a.get("precision")), _cell(a.get("replicas")), _cell(a.get("until")), _cell(a.get("applied"))]
+               for a in run.actions]
+    actions_html = _table(["time", "action", "reason", "power limit (W)", "precision", "replicas", "until",
+                           "applied"], actions) if actions else "<p>No policy actions.</p>"
     advice_html = _advice_html(run)
     notes_html = ("<h2>Notes</h2>" + _table(["time", "note"], [[_fmt_time(t), m] for t, m in run.notes])) \
         if run.notes else ""

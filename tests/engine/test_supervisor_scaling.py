@@ -95,8 +95,10 @@ def test_a_clean_grid_relaunches_the_command_with_more_processes(tmp_path: Path)
     status, ticks, events, engine = _run(tmp_path, fail_at="none")
     assert status == 0
     assert set(ticks) == {"4"}, "planned before the first launch: it starts at 4 processes"
-    changed = [e for e in events if e["event"] == "replicas_changed"]
-    assert changed and changed[0]["replicas_from"] == 2 and changed[0]["replicas_to"] == 4
+    changed = [e for e in events if e["event"] == "replicas" and e["kind"] == "actual"]
+    assert changed and changed[0]["replicas_from"] == 2 and changed[0]["replicas"] == 4
+    planned = [e["replicas"] for e in events if e["event"] == "replicas" and e["kind"] == "planned"]
+    assert planned[:2] == [0, 4], "a delayed start (0 replicas), then 4"
     assert engine.work_total_s == pytest.approx(3600.0)  # 2 h at 2 processes is 1 h at 4
     assert engine.job_stats.replicas_actual == 4 and engine.job_stats.replicas_planned == 4
 

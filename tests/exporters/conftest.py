@@ -83,7 +83,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str]
                       settings_unrestored=1, budget_remaining_g=120.0, budget_projected_g=95.0,
                       # what advisory mode reports (the stack checks that every metric is scraped)
                       advised_power_limit_w=200.0, advised_sm_clock_mhz=1410, advised_precision="bf16",
-                      advised_energy_change=-0.08, advised_time_change=0.03)
+                      advised_energy_change=-0.08, advised_time_change=0.03,
+                      replicas_planned=4, replicas_actual=2)  # an elastic job mid-change (carbon scaling)
     stats1 = JobStats(job=JOB, state=JobState.RUNNING)
     signals = TraceSignals(carbon_trace("GB_2022_hourly.csv"), clock, stale=True, age_s=9000.0)
     rank_dir = tmp / "ranks"
