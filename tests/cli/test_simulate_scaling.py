@@ -11,7 +11,7 @@ from tests.cli.test_simulate import run_cli, write_trace
 
 pytestmark = pytest.mark.timeout(120)
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "scaling"
+DATA = Path(__file__).resolve().parents[2] / "greentrain" / "data" / "scaling"
 
 
 def profile(tmp_path: Path, text: str = "replicas,throughput,power_w\n1,10,100\n2,20,200\n") -> Path:

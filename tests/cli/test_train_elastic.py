@@ -113,3 +113,27 @@ def test_energy_trace_interpolates_between_samples() -> None:
     trace.samples = [(0.0, 0.0), (1.0, 10.0), (2.0, 30.0)]
     assert trace.energy_j(0.5, 1.5) == pytest.approx(5.0 + 10.0)
     assert trace.energy_j(-1.0, 1.0) is None
+
+
+def test_launch_elastic_relaunches_torchrun_with_the_sized_flags(tmp_path: Path) -> None:
+    from greentrain.cli.train_elastic import launch_elastic
+    from greentrain.runtime.elastic import ReplicaState
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    cfg = tiny_config(train={"global_batch": 8, "grad_accum": 2}, checkpoint={"dir": str(ckpt)})
+    calls: list[tuple[int, list[str]]] = []
+
+    def torchrun(nproc: int, max_restarts: int, argv: list[str]) -> int:
+        calls.append((nproc, argv))
+        if len(calls) == 1:  # the ranks at 2 ask for 4, as finish_rescale would write it
+            ReplicaState(replicas=4, working=2, step=7, changes=1, micro_batch=2).save(ckpt)
+            return 1
+        return 0
+
+    launch_elastic(cfg, 2, 0, ["--config", "tiny"], torchrun, lambda: None)
+    assert [nproc for nproc, _ in calls] == [2, 4]
+    for (nproc, argv), accum in zip(calls, (2, 1)):
+        assert argv[:2] == ["--config", "tiny"]
+        assert argv[argv.index("--grad-accum") + 1] == str(accum)  # 8 = replicas x accum x micro-batch 2
+        assert argv[argv.index("--dp-shard") + 1] == "-1"
