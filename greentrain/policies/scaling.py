@@ -86,22 +86,28 @@ def decide_scaling(config: MarginsLike, name: str, snapshot: Snapshot, now: date
         keep = next((m for m in options if m.replicas == (current or reference)), top)
         return _run(keep, now, work_s, f"{name}: nothing to plan (no work or no carbon signal)")
     state = _state(snapshot, options, current)
-    restart_s = snapshot.resume_overhead_s if state not in (FRESH, _index(options, top)) else 0.0
-    room_s = max(0.0, ((end - now).total_seconds() - restart_s) * top.speed)
+    fastest, room_s = _flat_out(options, state, (end - now).total_seconds(), snapshot.resume_overhead_s)
     if room_s < work_s:
-        return _run(top, now, work_s, f"{name}: deadline cannot be met; running flat out at {top.replicas} replicas",
-                    to_the_end=True)
+        return _run(fastest, now, work_s, f"{name}: deadline cannot be met; running flat out at "
+                    f"{fastest.replicas} replicas", to_the_end=True)
     margin_s = safety_margin_s(snapshot, config.safety_z, config.reserve_s)
     plan = plan_scaling(slots, min(work_s + margin_s, room_s), options, overhead_s=snapshot.resume_overhead_s,
                         state=state, waiting_power_w=snapshot.waiting_power_w, max_bins=config.max_bins)
     if plan is None:
-        return _run(top, now, work_s, f"{name}: no room for a change within the safety margin; running this "
-                    f"interval at {top.replicas} replicas", until=slots[0].end)
+        return _run(fastest, now, work_s, f"{name}: no room for a change within the safety margin; running this "
+                    f"interval at {fastest.replicas} replicas", until=slots[0].end)
     return _commit(config, name, snapshot, now, plan, options, current, state)
 
 
-def _index(options: list[Mode], mode: Mode) -> int:
-    return options.index(mode)
+def _flat_out(options: list[Mode], state: int, left_s: float, overhead_s: float) -> tuple[Mode, float]:
+    """The count that does the most work from now to the deadline, and that work: the fastest count pays a
+    restart unless it is running already, so staying at a slower one can do more."""
+    def work(i: int) -> float:
+        restart_s = 0.0 if state in (FRESH, i) else overhead_s
+        return max(0.0, left_s - restart_s) * options[i].speed
+
+    best = max(range(len(options)), key=lambda i: (work(i), -options[i].power_w))
+    return options[best], work(best)
 
 
 def _commit(config: MarginsLike, name: str, snapshot: Snapshot, now: datetime, plan: ScalingPlan,

@@ -126,3 +126,14 @@ def test_policy_without_usable_profile_plans_timing_only():
     decision = policy.decide(snapshot([100, 900], work_h=1.0, work_replicas=None, replicas=3), T0)
     assert decision.replicas is None
     assert math.isfinite(decision.until.timestamp())
+
+
+def test_near_the_deadline_a_slower_count_that_needs_no_restart_beats_flat_out_at_the_fastest():
+    # Running at 1 replica, 0.95 h of work left in the last hour, 15 min per change. Two replicas (1.2x) after
+    # a restart do only 0.75 h x 1.2 = 0.9 h: the fastest count would miss the deadline; staying meets it.
+    profile = parse_scaling_profile("replicas,throughput,power_w\n1,10,100\n2,12,150\n", "p.csv")
+    known = points([50])
+    snap = Snapshot(work_remaining_s=0.95 * 3600, carbon_now=known[0], deadline=T0 + HOUR, resume_overhead_s=900.0,
+                    state=JobState.RUNNING, scaling=profile, replicas=1, work_replicas=1)
+    decision = load_policy("carbon-aware").decide(snap, T0)
+    assert decision.replicas == 1 and "cannot be met" not in decision.reason
