@@ -33,6 +33,7 @@ from greentrain.demo.clock import HoldableReplayClock
 from greentrain.demo.progress import StepProgress
 from greentrain.demo.scenario import Scenario
 from greentrain.demo.state import DemoState, save_demo_state
+from greentrain.job.state import STATE_FILE_NAME
 
 __all__ = ["DemoRunner", "SegmentEnd", "demo_config", "demo_device", "demo_policy", "measure_step_time_s"]
 
@@ -266,7 +267,7 @@ class DemoRunner:
             steps_total=self.state.steps_total, save=save, load=trainer.resume, pause_mode="checkpoint",
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
             monitor=self._monitor, step_time_s=self.step_time_real_s * sc.speedup, relaunch="none",
-            state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
+            state_path=self.out_dir / STATE_FILE_NAME, progress=self.progress,
             decide_interval_s=DECIDE_INTERVAL_S, actuation=self.actuation,
             deadline_policy=self.state.deadline_policy, rate_probe=self.probe_step_s,
         )

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, StepDriver, callback_job
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, CallbackKeywords, StepDriver, callback_job
+from greentrain.job.options import PolicySpec
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 __all__ = ["GreenAccelerate"]
 
@@ -42,9 +45,8 @@ class GreenAccelerate:
     (``end`` exits with status 75 for a scheduler to relaunch).
     """
 
-    def __init__(self, accelerator: Any, policy: Any = "carbon-aware", *, checkpoint_dir: str | Path,
-                 zone: str | None = None, provider: Any = None, deadline: datetime | str | None = None,
-                 after_pause: str = "wait", **options: Any) -> None:
+    def __init__(self, accelerator: Accelerator, policy: PolicySpec | None = None, *, checkpoint_dir: str | Path,
+                 after_pause: str = "wait", **keywords: Unpack[CallbackKeywords]) -> None:
         if after_pause not in ("wait", "exit"):
             from greentrain.errors import ConfigError
 
@@ -52,7 +54,7 @@ class GreenAccelerate:
         self.accelerator = accelerator
         self.checkpoint_dir = Path(checkpoint_dir)
         self.after_pause = after_pause
-        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline, **options)
+        self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.next_step = 0
         """The step the loop should run next (restored from the checkpoint)."""

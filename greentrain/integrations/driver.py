@@ -14,50 +14,59 @@ same decision at the same step (the engine's broadcast).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import typing
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from greentrain.clock import SystemClock
 from greentrain.errors import ConfigError
 from greentrain.integrations.slurm import PAUSED_EXIT_CODE, write_resume_time
-from greentrain.job.options import JobOptions
+from greentrain.fields import hints
+from greentrain.job.build import JobParts
+from greentrain.job.options import JobOptions, JobSettings, PolicySpec, unknown_settings
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision
 
-__all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "callback_job"]
+__all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "CallbackKeywords", "callback_job"]
 
 log = logging.getLogger("greentrain.integrations")
 
-PART_NAMES = ("clock", "devices", "actuators", "monitor", "model", "rate_probe")
+def _keywords() -> type:
+    """Every setting (``JobSettings``) and every part (``JobParts``'s fields) as one ``TypedDict``."""
+    fields = {**typing.get_type_hints(JobSettings), **{name: hint for name, hint in hints(JobParts).items()}}
+    return TypedDict("CallbackKeywords", fields, total=False)  # type: ignore[misc]
+
+
+CallbackKeywords = _keywords()
+"""A framework callback's keywords: the ``JobOptions`` fields and the ``JobParts``."""
+PART_NAMES = tuple(f.name for f in dataclasses.fields(JobParts))
 """Callback keywords that are objects (``JobParts``), not settings (``JobOptions``)."""
 
 
-def callback_job(**keywords: Any) -> tuple[JobOptions, Any]:
+def callback_job(policy: PolicySpec | None = None, **keywords: Unpack[CallbackKeywords]) -> tuple[JobOptions, JobParts]:
     """A callback's keywords split into ``JobOptions`` and ``JobParts`` (``pause_mode`` defaults to checkpoint)."""
-    from greentrain.job.build import JobParts
-
-    parts = JobParts(**{k: keywords.pop(k) for k in PART_NAMES if k in keywords})
-    unknown = sorted(set(keywords) - set(JobOptions.__dataclass_fields__))
-    if unknown:
-        raise ConfigError(f"{unknown[0]}: not an option of greentrain's callbacks (see greentrain.job.JobOptions)")
-    keywords.setdefault("pause_mode", "checkpoint")
-    return JobOptions(**keywords), parts
+    settings = {k: v for k, v in keywords.items() if k not in PART_NAMES}
+    for name, why in unknown_settings(settings):
+        raise ConfigError(f"{name}: not an option of greentrain's callbacks ({why})")
+    if policy is not None:
+        settings["policy"] = policy
+    settings.setdefault("pause_mode", "checkpoint")
+    parts = JobParts(**{k: v for k, v in keywords.items() if k in PART_NAMES})  # type: ignore[arg-type]
+    options = JobOptions(**settings)  # type: ignore[arg-type]
+    problems = options.callback_problems()
+    if problems:
+        raise ConfigError("\n".join(f"{name}: {why}" for name, why in problems))
+    return options, parts
 
 
 class StepDriver:
     """Owns one job (``greentrain.job.build_job``) across the framework's train calls and process relaunches."""
 
-    def __init__(self, options: JobOptions, parts: Any = None) -> None:
-        from greentrain.job.build import JobParts
-
-        if options.pause_mode not in (None, "checkpoint", "suspend"):
-            raise ConfigError(f"pause_mode: {options.pause_mode!r} is not 'checkpoint' or 'suspend'")
-        if options.precision is not None and "fp16" in options.precision:
-            raise ConfigError("precision: 'fp16' needs a grad scaler inside the training step, which a callback "
-                              "cannot add; trial 'fp32', 'tf32' or 'bf16' (or use Session)")
+    def __init__(self, options: JobOptions, parts: JobParts | None = None) -> None:
         self.options = options
         self.parts = parts if parts is not None else JobParts()
         self.clock = self.parts.clock or SystemClock()
@@ -106,12 +115,12 @@ class StepDriver:
     def _build(self, steps_total: int | None, steps_done: int, prior: Any) -> None:
         from greentrain.engine.broadcast import auto_broadcast
         from greentrain.job.build import build_job
-        from greentrain.job.resolve import load_policy_spec
+        from greentrain.policies.loader import load_policy
 
         options = self.options
         if steps_total is not None:
             options = options.replace(steps_total=steps_total)  # the trainer's count
-        self.job = build_job(options, self.parts, policy=load_policy_spec(options.policy),
+        self.job = build_job(options, self.parts, policy=load_policy(options.policy),
                              job_stats=self.job_stats, broadcast=auto_broadcast(), prior=prior,
                              steps_done=steps_done)
         self.engine = self.job.engine

@@ -24,18 +24,25 @@ starts no CodeCarbon tracker of its own, so Transformers' ``CodeCarbonCallback``
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from transformers import TrainerCallback
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, StepDriver, callback_job
+from greentrain.job.state import STATE_FILE_NAME
+from greentrain.integrations.driver import (
+    PAUSED_EXIT_CODE,
+    CallbackKeywords,
+    DriverStatus,
+    StepDriver,
+    callback_job,
+)
+from greentrain.job.options import PolicySpec
 
 __all__ = ["GreenTrainCallback", "train", "STATE_FILE"]
 
-STATE_FILE = "greentrain-state.json"
-"""Written into every ``checkpoint-N`` directory the Trainer saves."""
+STATE_FILE = STATE_FILE_NAME
+"""Written into every ``checkpoint-N`` directory the Trainer saves (``greentrain.job.state.STATE_FILE_NAME``)."""
 
 
 class GreenTrainCallback(DriverStatus, TrainerCallback):
@@ -47,10 +54,8 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
     the current precision's autocast and the model's forward loss feeds the trial's loss guard.
     """
 
-    def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
-                 deadline: datetime | str | None = None, pause_mode: str = "checkpoint", **options: Any) -> None:
-        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline,
-                                    pause_mode=pause_mode, **options)
+    def __init__(self, policy: PolicySpec | None = None, **keywords: Unpack[CallbackKeywords]) -> None:
+        self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.pauses = 0
         """Checkpoint pauses so far in this process."""

@@ -27,13 +27,19 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from lightning.pytorch.callbacks import Callback
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, StepDriver, callback_job
+from greentrain.integrations.driver import (
+    PAUSED_EXIT_CODE,
+    CallbackKeywords,
+    DriverStatus,
+    StepDriver,
+    callback_job,
+)
+from greentrain.job.options import PolicySpec
 
 __all__ = ["GreenTrainCallback", "ResumableLoader", "fit", "PAUSE_CHECKPOINT"]
 
@@ -47,11 +53,9 @@ class GreenTrainCallback(DriverStatus, Callback):
     included) and the parts ``clock``, ``devices``, ``actuators``, ``monitor``.
     """
 
-    def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
-                 deadline: datetime | str | None = None, pause_mode: str = "checkpoint",
-                 checkpoint_dir: str | Path | None = None, **options: Any) -> None:
-        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline,
-                                    pause_mode=pause_mode, **options)
+    def __init__(self, policy: PolicySpec | None = None, *, checkpoint_dir: str | Path | None = None,
+                 **keywords: Unpack[CallbackKeywords]) -> None:
+        self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.pause_checkpoint: Path | None = None

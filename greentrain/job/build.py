@@ -25,7 +25,7 @@ from greentrain.device.discovery import DeviceSet
 from greentrain.engine.budget import Budget
 from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
 from greentrain.events import EventLog
-from greentrain.job.hardware import Hardware, build_hardware, discover_devices
+from greentrain.job.hardware import JobHardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
 from greentrain.job.state import EngineState, restore_into
@@ -58,7 +58,7 @@ class Job:
     """An assembled job: the engine and what it was built from, closed together by ``close``."""
 
     engine: Engine
-    hardware: Hardware
+    hardware: JobHardware
     event_log: EventLog | None = None
     monitor: EnergyMonitor | None = None
     signals: CarbonSignal | None = None
@@ -92,14 +92,15 @@ def build_job(
     the command it supervises owns its GPUs, advisory mode included)."""
     parts = parts or JobParts()
     clock = parts.clock or SystemClock()
+    deadline = resolve_deadline(options.deadline, prior, clock.now())  # '+H' counts from now, not after set-up
     closers: list[Callable[[], Any]] = []
     try:
         opened = _open_resources(options, parts, clock, broadcast, job_stats, closers)
-        hardware = _open_hardware(options, parts, policy, clock, opened) if drives_hardware else Hardware()
+        hardware = _open_hardware(options, parts, policy, clock, opened) if drives_hardware else JobHardware()
         closers.append(hardware.close)  # last: knobs are restored after everything else stopped
         engine = Engine(
             policy, signals=opened["signals"], monitor=opened["monitor"], clock=clock,
-            deadline=resolve_deadline(options.deadline, prior, clock.now()), steps_total=options.steps_total,
+            deadline=deadline, steps_total=options.steps_total,
             work_total_s=work_total_s, job_stats=job_stats, event_log=opened["event_log"],
             actuators=hardware.actuators, broadcast=broadcast, steps_done=steps_done,
             step_time_s=planning_step_time_s(prior, options.step_time_s),
@@ -158,7 +159,7 @@ def _open_resources(options: JobOptions, parts: JobParts, clock: Clock, broadcas
 
 
 def _open_hardware(options: JobOptions, parts: JobParts, policy: Policy, clock: Clock,
-                   opened: dict[str, Any]) -> Hardware:
+                   opened: dict[str, Any]) -> JobHardware:
     """Actuators, operating-point profiler and precision controller this job's options ask for."""
     from greentrain.actuators.advisory import resolve_actuation
 

@@ -3,7 +3,7 @@
 ``build_hardware`` decides from the policy, the GPUs and the user's switches
 whether this job profiles operating points and/or trials precisions, and
 builds the journaled ``ActuatorSet``, the ``OperatingPointProfiler`` and the
-``PrecisionController``. ``Hardware`` is then driven at each step boundary:
+``PrecisionController``. ``JobHardware`` is then driven at each step boundary:
 the profiler brackets each step (``after_step`` at a boundary, ``before_step``
 right after it), and when its sweep is done the measured points go to
 ``engine.set_operating_points`` so the policy's power decisions flow through
@@ -25,14 +25,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from greentrain.clock import Clock, ReplayClock, SystemClock
-from greentrain.errors import ConfigError
+from greentrain.job.options import PowerSwitch
 from greentrain.policies.base import Policy
 
-__all__ = ["Hardware", "PowerSwitch", "build_hardware", "discover_devices", "policy_uses_power"]
+__all__ = ["JobHardware", "build_hardware", "discover_devices", "policy_uses_power"]
 
 log = logging.getLogger("greentrain.session")
-
-PowerSwitch = bool | Literal["auto"]
 
 
 def policy_uses_power(policy: Policy) -> bool:
@@ -41,7 +39,7 @@ def policy_uses_power(policy: Policy) -> bool:
 
 
 @dataclass
-class Hardware:
+class JobHardware:
     """What a job drives at its step boundaries, under Session or a framework callback (each part optional)."""
 
     actuators: Any = None
@@ -154,11 +152,9 @@ def build_hardware(
     model: Any = None,
     monitor: Any = None,
     actuation: str = "apply",
-) -> Hardware:
+) -> JobHardware:
     """Build the actuators, profiler and precision controller this job's switches ask for."""
-    if power not in (True, False, "auto"):
-        raise ConfigError(f"power: {power!r} is not True, False or 'auto'")
-    hw = Hardware(actuators=actuators)
+    hw = JobHardware(actuators=actuators)
     if precision is not None:
         hw.precision = _build_precision(precision)
     controllable = [g for g in gpus if _can_limit_power(g)]
@@ -182,7 +178,7 @@ def build_hardware(
     return hw
 
 
-def _advisory_hardware(hw: Hardware, gpus: list[Any], cache_dir: Any, model: Any) -> Hardware:
+def _advisory_hardware(hw: JobHardware, gpus: list[Any], cache_dir: Any, model: Any) -> JobHardware:
     """Advisory actuators over ``gpus`` (never a setter call) and points from the cache or an estimate."""
     from greentrain.actuators.advisory import AdvisoryActuators
 
@@ -223,8 +219,6 @@ def _can_limit_power(gpu: Any) -> bool:
 
 
 def _build_precision(allowed: Sequence[str]) -> Any:
-    if isinstance(allowed, str) or not all(isinstance(p, str) for p in allowed):
-        raise ConfigError(f"precision: give a list of names such as ['fp32', 'bf16'], got {allowed!r}")
     import torch
 
     from greentrain.precision import PrecisionController
@@ -233,7 +227,7 @@ def _build_precision(allowed: Sequence[str]) -> Any:
     return PrecisionController(tuple(allowed), device_type=device_type)
 
 
-def _build_profiler(hw: Hardware, gpus: list[Any], cache_dir: Any, clock: Clock, model: Any,
+def _build_profiler(hw: JobHardware, gpus: list[Any], cache_dir: Any, clock: Clock, model: Any,
                     monitor: Any) -> Any:
     from greentrain.profiler import (
         OperatingPointProfiler,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.job.state import STATE_FILE_NAME
 from greentrain.policies.base import Policy
 
 __all__ = ["STATE_ENV", "load_policy_spec", "resolve_pause_mode", "default_state_path"]
@@ -41,6 +42,6 @@ def resolve_pause_mode(requested: str | None, settings: Any, has_checkpoint: boo
 def default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
     """Where the job's deadline and totals survive a relaunch."""
     if checkpoint_dir is not None:
-        return Path(checkpoint_dir) / "greentrain-state.json"
+        return Path(checkpoint_dir) / STATE_FILE_NAME
     env = os.environ.get(STATE_ENV)
     return Path(env) if env else None

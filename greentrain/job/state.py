@@ -21,8 +21,10 @@ from greentrain.userfile import load_json
 if TYPE_CHECKING:
     from greentrain.engine import Engine
 
-__all__ = ["EngineState", "load_state", "save_state", "state_of", "restore_into"]
+__all__ = ["STATE_FILE_NAME", "EngineState", "load_state", "save_state", "state_of", "restore_into"]
 
+STATE_FILE_NAME = "greentrain-state.json"
+"""The job's state file, beside its checkpoints (``checkpoint_dir``, a framework's checkpoint folder)."""
 _VERSION = 1
 
 

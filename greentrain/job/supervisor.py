@@ -18,7 +18,7 @@ from typing import Any
 
 from greentrain.engine import Engine
 from greentrain.exitcodes import RESUME_EXIT_CODE
-from greentrain.policies.base import Action
+from greentrain.policies.base import Action, Decision
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.pausemode import auto_mode
 from greentrain.job.process import ChildProcess, exit_status
@@ -44,11 +44,12 @@ class Supervisor:
         self.pauses = 0
         self._terminating: int | None = None
 
-    def run(self) -> int:
-        """Delay, launch, supervise, pause/resume, relaunch; the final exit status of the command."""
+    def run(self, start: Decision) -> int:
+        """Delay (``start``: what ``engine.begin()`` decided), launch, supervise, pause/resume, relaunch; the
+        final exit status of the command."""
         previous = self._install_handlers()
         try:
-            decision = self.engine.begin()
+            decision = start
             if decision.action != Action.RUN and self.engine.wait_until(decision.until, decision.reason):
                 return 128 + (self._terminating or signal.SIGINT)
             return self._supervise()

@@ -70,7 +70,7 @@ def test_suspend_stops_the_process_group_through_the_dirty_hour(tmp_path: Path) 
     out = tmp_path / "out.txt"
     child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "120", "0.01"],
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run(engine.begin())
     engine.close()
     log.close()
     assert status == 7, "the command's exit status passes through"
@@ -92,7 +92,7 @@ def test_checkpoint_mode_signals_the_command_and_relaunches_it(tmp_path: Path) -
     child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "120", "0.01"],
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     status = Supervisor(engine, child, pause_mode="checkpoint", checkpoint_signal=signal.SIGUSR1,
-                        poll_s=0.05, checkpoint_timeout_s=20).run()
+                        poll_s=0.05, checkpoint_timeout_s=20).run(engine.begin())
     engine.close()
     log.close()
     assert status == 7
@@ -110,7 +110,7 @@ def test_delayed_start_launches_at_the_clean_hour(tmp_path: Path) -> None:
     clock, engine, log, script = make(tmp_path, [900, 100, 100, 100], work_h=0.2, deadline_h=3)
     out = tmp_path / "out.txt"
     child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "5", "0.01"])
-    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run(engine.begin())
     engine.close()
     log.close()
     assert status == 7 and [r[0] for r in rows(out)] == list(range(5))
@@ -128,7 +128,7 @@ def test_a_crash_after_the_checkpoint_signal_is_passed_through_not_relaunched(tm
                      "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(5))\n"
                      "time.sleep(30)\n")
     child = ChildProcess([sys.executable, str(crash)])
-    status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05).run(engine.begin())
     engine.close()
     log.close()
     assert status == 5 and child.launches == 1
@@ -152,7 +152,7 @@ DRIVER = textwrap.dedent(
                     deadline=t0 + timedelta(hours=4), step_time_s=3, decide_interval_s=1, progress=False)
     child = ChildProcess([sys.executable, "-c",
                           "import os, time; open({pidfile!r}, 'w').write(str(os.getpid())); time.sleep(120)"])
-    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run(engine.begin())
     print("status", status, flush=True)
     sys.exit(status)
     """
