@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from greentrain.errors import ConfigError
 
-__all__ = ["EventLog", "read_events"]
+__all__ = ["EventLog", "NoEventLog", "read_events"]
 
 
 def _default(value: Any) -> Any:
@@ -39,7 +39,7 @@ class EventLog:
     """Append-only JSONL writer, safe to call from several threads; line-buffered so a crash loses nothing."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path: Path | None = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: TextIO | None = self.path.open("a", encoding="utf-8", buffering=1)
@@ -65,6 +65,18 @@ class EventLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class NoEventLog(EventLog):
+    """Stands where no run log was asked for: every event is dropped, so writers never check for a log."""
+
+    def __init__(self) -> None:  # opens nothing
+        self.path = None
+        self._file = None
+        self._lock = threading.Lock()
+
+    def write(self, event: str, t: datetime, **fields: Any) -> None:
+        """Dropped (nothing is serialised)."""
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:

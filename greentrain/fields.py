@@ -10,11 +10,13 @@ comes from, and a flag's help is the field's own docstring.
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import difflib
 import functools
 import inspect
 import os
+import sys
 import textwrap
 import types
 import typing
@@ -27,10 +29,25 @@ __all__ = ["field_docs", "field_defaults", "choices_in", "type_problem", "read_v
 _UNION_TYPES = (typing.Union, types.UnionType)
 
 
+class _TypeCheckingNames(dict[str, object]):
+    """Names a module imports only for type checkers (``torch.nn.Module`` where torch is not imported) read as
+    ``object``: nothing can be checked against them at run time."""
+
+    def __init__(self, module_globals: Mapping[str, object]) -> None:
+        super().__init__()
+        self._globals = module_globals
+
+    def __missing__(self, name: str) -> object:
+        if name in self._globals or hasattr(builtins, name):
+            raise KeyError(name)  # found in the module or the builtins, as usual
+        return object
+
+
 @functools.cache
 def hints(cls: type) -> Mapping[str, object]:
     """The resolved annotation of each field of the dataclass ``cls``."""
-    return typing.get_type_hints(cls)
+    module = sys.modules.get(cls.__module__)
+    return typing.get_type_hints(cls, localns=_TypeCheckingNames(vars(module) if module else {}))
 
 
 @functools.cache

@@ -198,7 +198,7 @@ class Session:
     @property
     def step_index(self) -> int:
         """Global index of the next step (start_step + steps done in this process)."""
-        return self.engine.steps_done if self.engine is not None else self.start_step
+        return self.engine.progress.steps_done if self.engine is not None else self.start_step
 
     @property
     def pause_mode(self) -> str:
@@ -271,7 +271,7 @@ class Session:
     def deadline_exit_code(self) -> int:
         """The CLI's status for this end: 3 after a late finish unless best-effort, else 0."""
         engine = self.engine
-        if engine is None or not engine.deadline_missed or engine.deadline_policy == "best-effort":
+        if engine is None or not engine.deadline_missed or engine.deadline.policy == "best-effort":
             return 0
         return DEADLINE_MISSED_EXIT_CODE
 
@@ -317,7 +317,7 @@ class Session:
 
     def _checkpoint_pause(self, decision: Decision) -> None:
         engine = self._require_engine()
-        self._checkpoint.save(engine.steps_done)
+        self._checkpoint.save(engine.progress.steps_done)
         self.should_stop = True
         self.resume_at = decision.until
         self._persist(finished=False)

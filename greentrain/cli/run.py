@@ -86,8 +86,8 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
         try:
             start = engine.begin()  # the deadline's one check: refused here, before the plan is said
             _say(plan_line(policy=str(settings.get("policy", options.policy)), zone=options.zone,
-                           provider=settings.get("provider"), work_s=engine.work_total_s,
-                           deadline=engine.deadline, pause_mode=options.pause_mode or "suspend",
+                           provider=settings.get("provider"), work_s=engine.progress.work_total_s,
+                           deadline=engine.deadline.at, pause_mode=options.pause_mode or "suspend",
                            simulated=replay_speedup is not None))
             status = Supervisor(engine, child, pause_mode=options.pause_mode or "suspend",
                                 checkpoint_signal=checkpoint_signal_number, checkpoint_timeout_s=checkpoint_timeout_s,
@@ -103,7 +103,7 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
 
 def final_status(command_status: int, engine: Engine) -> int:
     """The command's own status; a clean exit after a missed deadline is 3 unless best-effort."""
-    if command_status == 0 and engine.deadline_missed and engine.deadline_policy != "best-effort":
+    if command_status == 0 and engine.deadline_missed and engine.deadline.policy != "best-effort":
         return DEADLINE_MISSED_EXIT_CODE
     return command_status
 

@@ -280,7 +280,7 @@ class DemoRunner:
     def _remeasure(self, session: Any) -> None:
         """Keep the step time the engine measured in this segment for the next one's plan (and say so
         when the machine turned out slower or faster than when the job was sized)."""
-        times = session.engine.times if session.engine is not None else None
+        times = session.engine.progress.times if session.engine is not None else None
         if times is None or times.count < 2 or times.mean_s is None:
             return
         measured_real_s = times.mean_s / self.scenario.speedup
@@ -319,7 +319,7 @@ class DemoRunner:
             self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
             return SegmentEnd.INTERRUPTED
         if session.finished:
-            self.say(f"finished all {self.state.steps_total} steps at {_fmt(session.engine.finished_at)}")
+            self.say(f"finished all {self.state.steps_total} steps at {_fmt(session.engine.progress.finished_at)}")
             return SegmentEnd.FINISHED
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume

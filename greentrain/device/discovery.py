@@ -15,14 +15,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from greentrain import plugins
 from greentrain.device.base import GPU, CPUDomain, GPUBackend, PrivilegedRoute
 from greentrain.device.nvml_backend import NVMLBackend
 from greentrain.errors import ActuationError, ConfigError, DeviceError, NotSupportedError
 
-__all__ = ["DeviceSet", "discover", "gpu_backends", "privileged_route", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
+__all__ = ["DeviceSet", "NoDevices", "discover", "gpu_backends", "privileged_route", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
 
 DEFAULT_RAPL_ROOT = "/sys/class/powercap"
 
@@ -47,6 +47,8 @@ class DeviceSet:
     """The initialised pynvml-like module (None without NVIDIA GPUs): driver versions for ``doctor``."""
     backends: list[GPUBackend] = field(default_factory=list)
     """The backends asked; ``close`` releases them."""
+    monitored: ClassVar[bool] = True
+    """Whether a job measures these devices with a monitor (``NoDevices``: no)."""
 
     def measurable(self) -> bool:
         """Whether any figure will be measured or integrated rather than estimated."""
@@ -68,6 +70,14 @@ class DeviceSet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass
+class NoDevices(DeviceSet):
+    """Stands for 'measure nothing' (``devices=False``, ``greentrain run --no-measure``): no device is asked,
+    and no monitor runs, so the job's energy is unknown rather than 0 J."""
+
+    monitored: ClassVar[bool] = False
 
 
 def gpu_backends(nvml: Any = None, notes: list[str] | None = None) -> list[GPUBackend]:

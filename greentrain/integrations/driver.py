@@ -104,7 +104,7 @@ class StepDriver:
                 raise
             self._install_signal_handlers()
         else:  # same process, training again after a checkpoint pause
-            self.engine.steps_done = steps_done
+            self.engine.continue_at(steps_done)
         self.paused = self.stopped_by_signal = False
         self.resume_at = None
         decision = self.engine.begin()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from greentrain.clock import Clock, ReplayClock, SystemClock
+from greentrain.engine import Engine
 from greentrain.job.options import PowerSwitch
 from greentrain.policies.base import Policy
 
@@ -57,7 +58,7 @@ class JobHardware:
     _points_sent: bool = field(default=False, init=False, repr=False)
     _loss_noted: bool = field(default=False, init=False, repr=False)
 
-    def start(self, engine: Any) -> None:
+    def start(self, engine: Engine) -> None:
         """At ``__enter__`` after the first ``step_begin``: bracket the first step."""
         for note in self.notes:
             engine.note(note)
@@ -65,7 +66,7 @@ class JobHardware:
             self._publish_advisory(engine)
         self._before_step(engine)
 
-    def step_end(self, engine: Any, loss: Any) -> None:
+    def step_end(self, engine: Engine, loss: Any) -> None:
         """At a step boundary, after ``engine.step_end``: feed the profiler, then the precision trial."""
         self._drive_profiler(engine, "after_step")
         if self.precision is None or not self._profiling_done() or getattr(self.actuators, "advisory", False):
@@ -75,14 +76,15 @@ class JobHardware:
                 self._loss_noted = True
                 engine.note("precision: pass loss= to session.step() so precisions can be trialled and guarded")
             return
-        energy_j = engine.last_step_energy_j
+        progress = engine.progress
+        energy_j = progress.last_step_energy_j
         switched = engine.guarded("precision.on_step_end", self.precision.on_step_end, loss,
-                                   energy_j if energy_j else None, engine.last_step_s or 0.0)
+                                  energy_j if energy_j else None, progress.last_step_s or 0.0)
         if switched is not None:
-            engine.job_stats.update(precision=switched)
-            engine.event("precision", precision=switched, step=engine.steps_done)
+            engine.io.job_stats.update(precision=switched)
+            engine.event("precision", precision=switched, step=progress.steps_done)
 
-    def step_begin(self, engine: Any) -> None:
+    def step_begin(self, engine: Engine) -> None:
         """Right after ``engine.step_begin``: the next step is bracketed by the profiler."""
         self._before_step(engine)
 
@@ -96,10 +98,10 @@ class JobHardware:
     def _profiling_done(self) -> bool:
         return self.profiler is None or self._points_sent
 
-    def _before_step(self, engine: Any) -> None:
+    def _before_step(self, engine: Engine) -> None:
         self._drive_profiler(engine, "before_step")  # a cached profile is done before any step
 
-    def _drive_profiler(self, engine: Any, method: str) -> None:
+    def _drive_profiler(self, engine: Engine, method: str) -> None:
         if self.profiler is None or self._points_sent:
             return
         try:
@@ -111,7 +113,7 @@ class JobHardware:
             return
         self._publish(engine)
 
-    def _publish_advisory(self, engine: Any) -> None:
+    def _publish_advisory(self, engine: Engine) -> None:
         found = self.advisory_points
         if not found.points:
             engine.note(f"advisory mode: no operating points ({found.note}); power-limit advice needs them")
@@ -122,7 +124,7 @@ class JobHardware:
                                "power_w": p.power_w} for p in found.points])
         engine.set_operating_points(found.points)
 
-    def _publish(self, engine: Any) -> None:
+    def _publish(self, engine: Engine) -> None:
         if not self.profiler.done:
             return
         self._points_sent = True

@@ -13,7 +13,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from greentrain.clock import Clock
+from greentrain.device.discovery import DeviceSet
+from greentrain.engine.collaborators import EnergyMonitor, NoMonitor
 from greentrain.errors import ConfigError
+from greentrain.events import EventLog
 from greentrain.signals.base import CarbonIntensityProvider
 
 __all__ = ["build_signals", "build_monitor", "start_metrics", "close_all"]
@@ -66,13 +69,14 @@ def _zone_of(provider: Any) -> str:
     return str(getattr(provider, "zone", "") or "")
 
 
-def build_monitor(devices: Any, event_log: Any, clock: Clock | None = None) -> tuple[Any, Any]:
-    """Start a Monitor over ``devices`` (default: discovered); ``devices=False`` disables measurement.
+def build_monitor(devices: DeviceSet | None, event_log: EventLog,
+                  clock: Clock | None = None) -> tuple[EnergyMonitor, DeviceSet | None]:
+    """Start a Monitor over ``devices`` (None: discovered); ``NoDevices`` measures nothing (``NoMonitor``).
 
     ``clock`` stamps the monitor's JSONL samples with the job's time (a replayed calendar included).
     """
-    if devices is False:
-        return None, None
+    if devices is not None and not devices.monitored:
+        return NoMonitor(), devices
     try:
         from greentrain.monitor import Monitor
 
@@ -80,14 +84,13 @@ def build_monitor(devices: Any, event_log: Any, clock: Clock | None = None) -> t
             from greentrain.device import discover
 
             devices = discover()
-        monitor = Monitor(list(getattr(devices, "gpus", [])), list(getattr(devices, "cpus", [])),
-                          event_log=event_log, wall_clock=clock)
+        monitor = Monitor(list(devices.gpus), list(devices.cpus), event_log=event_log, wall_clock=clock)
         monitor.start()
     except ConfigError:
         raise
     except Exception as e:  # measurement is optional; training is not
         log.warning("greentrain: energy monitor unavailable (%s: %s); steps are not measured", type(e).__name__, e)
-        return None, devices
+        return NoMonitor(), devices
     return monitor, devices
 
 

@@ -18,10 +18,9 @@ from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.events import read_events
+from greentrain.units import J_PER_KWH
 
 __all__ = ["RunData", "StepRecord", "counterfactual_run_now", "load_run"]
-
-J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import ClockMonitor, RunNowPolicy, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, Progress
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.exporters.collector import GreentrainCollector
@@ -43,8 +44,10 @@ def test_emissions_are_unknown_with_the_reason(case: str, tmp_path: Path) -> Non
         signals.fail = True
         policy = ThresholdPolicy(200)
     log = EventLog(tmp_path / "run.jsonl")
-    engine = Engine(policy, signals=signals, monitor=ClockMonitor(clock), clock=clock, steps_total=5,
-                    step_time_s=60, progress=False, event_log=log)
+    engine = Engine(policy,
+                    Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock), event_log=log),
+                    progress=Progress(steps_total=5, step_time_s=60),
+                    countdown=False)
     _run(engine, clock, 5)
     log.close()
 
@@ -56,11 +59,11 @@ def test_emissions_are_unknown_with_the_reason(case: str, tmp_path: Path) -> Non
     assert summary["emissions_g"] is None and summary["emissions_avoided_g"] is None
     assert reason in summary["emissions_unknown"] and summary["unpriced_energy_j"] == pytest.approx(5 * 60 * 250)
 
-    stats = engine.job_stats.snapshot()
+    stats = engine.io.job_stats.snapshot()
     assert not stats.emissions_known and reason in stats.emissions_unknown_reason
     assert stats.emissions_g == 0.0 and stats.unpriced_energy_j == pytest.approx(75_000)
 
-    collector = GreentrainCollector(job="j", job_stats=engine.job_stats)
+    collector = GreentrainCollector(job="j", job_stats=engine.io.job_stats)
     names = {s.name: s for family in collector.collect() for s in family.samples}
     assert "greentrain_emissions_grams_total" not in names, "unknown is absent, not 0"
     assert "greentrain_emissions_avoided_grams_total" not in names
@@ -70,10 +73,12 @@ def test_emissions_are_unknown_with_the_reason(case: str, tmp_path: Path) -> Non
 def test_a_known_signal_prices_every_joule(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
     signals = TraceSignals(hourly(T0, [300.0] * 4), clock)
-    engine = Engine(RunNowPolicy(), signals=signals, monitor=ClockMonitor(clock), clock=clock, steps_total=5,
-                    step_time_s=60, progress=False)
+    engine = Engine(RunNowPolicy(),
+                    Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock)),
+                    progress=Progress(steps_total=5, step_time_s=60),
+                    countdown=False)
     _run(engine, clock, 5)
-    stats = engine.job_stats.snapshot()
+    stats = engine.io.job_stats.snapshot()
     assert stats.emissions_known and stats.emissions_unknown_reason is None
     assert stats.emissions_g == pytest.approx(75_000 / 3.6e6 * 300.0)
 

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly  # noqa: E402
 
 from greentrain.clock import ReplayClock
+from greentrain.engine import Collaborators, DeadlineGuard, Progress
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.job.process import ChildProcess
@@ -52,9 +53,12 @@ def make(tmp_path: Path, values: list[float], work_h: float, deadline_h: float):
     clock = ReplayClock(T0, speedup=SPEEDUP)
     signals = TraceSignals(hourly(T0, values), clock)
     log = EventLog(tmp_path / "run.jsonl")
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, work_total_s=work_h * 3600,
-                    deadline=T0 + timedelta(hours=deadline_h), event_log=log, step_time_s=0.05 * SPEEDUP,
-                    decide_interval_s=120, progress=False)
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=signals, event_log=log),
+                    progress=Progress(work_total_s=work_h * 3600, step_time_s=0.05 * SPEEDUP),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=deadline_h), simulated=True),
+                    decide_interval_s=120,
+                    countdown=False)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     return clock, engine, log, script
@@ -141,15 +145,17 @@ DRIVER = textwrap.dedent(
     sys.path.insert(0, {engine_dir!r})
     from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly
     from greentrain.clock import ReplayClock
-    from greentrain.engine import Engine
+    from greentrain.engine import Collaborators, DeadlineGuard, Engine, Progress
     from greentrain.job.process import ChildProcess
     from greentrain.job.supervisor import Supervisor
 
     t0 = datetime(2022, 5, 1, tzinfo=UTC)
     clock = ReplayClock(t0, speedup=60.0)  # the dirty hour lasts a minute: long enough to be killed in
     signals = TraceSignals(hourly(t0 - timedelta(minutes=59), [100, 900, 100, 100]), clock)
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, work_total_s=3600,
-                    deadline=t0 + timedelta(hours=4), step_time_s=3, decide_interval_s=1, progress=False)
+    engine = Engine(ThresholdPolicy(200), Collaborators(clock=clock, signals=signals),
+                    progress=Progress(work_total_s=3600, step_time_s=3),
+                    deadline=DeadlineGuard(t0 + timedelta(hours=4), simulated=True), decide_interval_s=1,
+                    countdown=False)
     child = ChildProcess([sys.executable, "-c",
                           "import os, time; open({pidfile!r}, 'w').write(str(os.getpid())); time.sleep(120)"])
     status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run(engine.begin())

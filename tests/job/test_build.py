@@ -74,7 +74,7 @@ def test_a_relaunched_job_keeps_its_first_deadline_and_closes_in_order(tmp_path:
                                jsonl=tmp_path / "run.jsonl"),
                     JobParts(clock=FrozenClock(NOW), devices=DeviceSet([gpu], [], [])),
                     policy=load_policy("run-now"), job_stats=JobStats(), prior=prior, steps_done=40)
-    assert job.engine.deadline == first + timedelta(hours=12) and job.engine.steps_done == 40
+    assert job.engine.deadline.at == first + timedelta(hours=12) and job.engine.progress.steps_done == 40
     assert job.monitor is not None and job.devices.gpus == [gpu]
     job.close()
     job.close()  # safe twice

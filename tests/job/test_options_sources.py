@@ -16,6 +16,7 @@ from greentrain.cli.jobflags import flag_of, job_options
 from greentrain.cli.run import run as run_command
 from greentrain.cli.train import FLAG_KEYS, build_config
 from greentrain.cli.train import train as train_command
+from greentrain.device.discovery import NoDevices
 from greentrain.errors import ConfigError
 from greentrain.fields import field_docs
 from greentrain.integrations.driver import PART_NAMES, CallbackKeywords, StepDriver, callback_job
@@ -85,7 +86,7 @@ def test_callback_keywords_are_every_setting_and_part() -> None:
     assert set(typing.get_type_hints(CallbackKeywords)) == set(OPTIONS) | PARTS
     options, parts = callback_job(zone="GB", power=False, precision=["fp32", "bf16"], devices=False, job="hf")
     assert (options.zone, options.power, options.precision, options.job) == ("GB", False, ["fp32", "bf16"], "hf")
-    assert parts.devices is False and options.pause_mode == "checkpoint"  # a callback's default
+    assert isinstance(parts.devices, NoDevices) and options.pause_mode == "checkpoint"  # a callback's default
     with pytest.raises(ConfigError, match="precision: 'fp16' needs a grad scaler"):
         StepDriver(*callback_job(precision=["fp32", "fp16"]))
     with pytest.raises(ConfigError, match="^pause_mode: 'auto' is not 'checkpoint' or 'suspend'"):

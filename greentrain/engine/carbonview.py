@@ -24,13 +24,13 @@ from typing import Any
 from greentrain.signals.base import IntensityPoint
 from greentrain.engine.background import PENDING, BackgroundFetch, Outcome
 
-__all__ = ["SignalView", "FETCH_BUDGET_S"]
+__all__ = ["CarbonView", "FETCH_BUDGET_S"]
 
 FETCH_BUDGET_S = 0.5
 """Longest a step boundary waits for a carbon fetch before going on with the last value or the fallback."""
 
 
-class SignalView:
+class CarbonView:
     """Cached access to ``latest`` and ``forecast`` with notes instead of exceptions."""
 
     def __init__(
