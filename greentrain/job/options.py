@@ -110,6 +110,10 @@ class JobOptions:
     status 4)."""
     max_energy_j: float | None = None
     """Energy budget, joules (as the carbon budget)."""
+    max_replicas: int | None = None
+    """The most data-parallel replicas carbon scaling may use (None: no scaling, the job keeps its size)."""
+    min_replicas: int = 1
+    """The fewest data-parallel replicas carbon scaling may use."""
     power: PowerSwitch = field(default="auto", metadata=offered("session"))
     """Profile power limits in the first steps: True, False, or 'auto' (when the policy uses power and a GPU
     has power-limit control). Limits are journaled and restored on every exit."""
@@ -242,6 +246,11 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     steps = o["steps_total"]
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
         yield "steps_total", f"must be >= 0, got {steps}"
+    fewest, most = o["min_replicas"], o["max_replicas"]
+    if isinstance(fewest, int) and fewest < 1:
+        yield "min_replicas", f"must be >= 1, got {fewest}"
+    elif isinstance(most, int) and isinstance(fewest, int) and most < fewest:
+        yield "max_replicas", f"must be >= min_replicas ({fewest}), got {most}"
     port = o["metrics_port"]
     if port is not None and not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
         yield "metrics_port", f"must be a port number 0..65535, got {port!r}"

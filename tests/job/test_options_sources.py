@@ -155,3 +155,29 @@ def test_flags_land_in_the_options_and_bad_ones_name_the_flag() -> None:
     assert (cfg.greentrain.zone, cfg.greentrain.actuation, cfg.greentrain.max_energy_j) == ("GB", "advise", 7.0)
     with pytest.raises(ConfigError, match="^--max-energy-j: must be a number > 0"):
         build_config("tiny", {"max_energy_j": -7.0}, ())
+
+
+def test_a_new_setting_is_one_field_everywhere_at_once(tmp_path) -> None:
+    """max_replicas/min_replicas (carbon scaling) were added to job/options.py alone: each is a flag of
+    `greentrain run` and `train`, a Session keyword and a [greentrain] key, checked by one rule."""
+    for command in (run_command, train_command):
+        params = _params(command)
+        assert params["max_replicas"].opts == ["--max-replicas"] and params["min_replicas"].opts == ["--min-replicas"]
+        assert isinstance(params["max_replicas"].type, click.types.IntParamType)
+        assert "data-parallel replicas carbon scaling may use" in (params["max_replicas"].help or "")
+    assert {"max_replicas", "min_replicas"} <= set(typing.get_type_hints(SessionSettings))
+    session = Session("run-now", max_replicas=8, min_replicas=2, devices=False)
+    assert (session.options.max_replicas, session.options.min_replicas) == (8, 2)
+    assert JobOptions().max_replicas is None and JobOptions().min_replicas == 1  # no scaling by default
+    (tmp_path / "job.toml").write_text("[greentrain]\nmax_replicas = 4\n")
+    cfg = config_from_dict({"greentrain": {"max_replicas": 4, "min_replicas": 2}})
+    assert (cfg.greentrain.max_replicas, cfg.greentrain.min_replicas) == (4, 2)
+    assert build_config(str(tmp_path / "job.toml"), {"min_replicas": 2}, ()).greentrain.min_replicas == 2
+    with pytest.raises(ConfigError, match="^max_replicas: must be >= min_replicas \\(2\\), got 1$"):
+        JobOptions(max_replicas=1, min_replicas=2)
+    with pytest.raises(ConfigError, match="^min_replicas: must be >= 1, got 0$"):
+        Session(min_replicas=0)
+    with pytest.raises(ConfigError, match="greentrain.max_replicas: expected int | None, got str 'many'"):
+        config_from_dict({"greentrain": {"max_replicas": "many"}})
+    with pytest.raises(ConfigError, match="^--max-replicas: must be >= min_replicas"):
+        job_options({"max_replicas": 1, "min_replicas": 3})
