@@ -68,7 +68,7 @@ def _option(setting: Setting, defaults: Mapping[str, object], notes: Mapping[str
     show: dict[str, object] = {}
     if default is not None:
         show["show_default"] = True  # this command's own default: click passes it in and shows it
-    elif setting.name not in defaults and setting.default not in (None, False, True, ()):
+    elif setting.name not in defaults and setting.default is not None and not isinstance(setting.default, bool | tuple):
         help_text += f"  [default: {setting.default}]"  # the field's: applied by JobOptions (or a config file)
     if setting.flag is not None:
         spelling, value = setting.flag
