@@ -15,7 +15,7 @@ a checkpoint and exits with ``BUDGET_EXIT_CODE``; ``"warn"`` only warns.
 projection exceeds the budget, plans each interval net-optimally with no
 margin for forecast error: whatever the job's own policy says, the interval is
 paused (or the start delayed) whenever the carbon-aware planner
-(``greentrain.policies.optimal``, ``min_pause_saving=0``) expects a pause to
+(``greentrain.policies.carbon_aware``, ``min_pause_saving=0``) expects a pause to
 save emissions net of the held hardware's waiting draw and the resume, within
 the deadline. It never stops the job; the deadline guard still wins.
 """
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from greentrain.exitcodes import BUDGET_SPENT_EXIT_CODE
 from greentrain.policies.base import Action, Decision, Snapshot
-from greentrain.policies.optimal import CarbonAwareConfig, CarbonAwarePolicy
+from greentrain.policies.carbon_aware import CarbonAwareConfig, CarbonAwarePolicy
 from greentrain.policies.settings import PolicySettings
 from greentrain.units import J_PER_KWH
 

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from greentrain.signals.base import IntensityPoint
-from greentrain.engine.background import PENDING, BackgroundFetch, Outcome
+from greentrain.engine.background import PENDING, BackgroundFetch, FetchOutcome
 
 __all__ = ["CarbonView", "FETCH_BUDGET_S"]
 
@@ -148,7 +148,7 @@ class CarbonView:
             return 0
         return self._apply_backfill(outcome, ledger)
 
-    def _apply_backfill(self, outcome: Outcome, ledger: Any) -> int:
+    def _apply_backfill(self, outcome: FetchOutcome, ledger: Any) -> int:
         if outcome.error is not None:  # optional: without history the counterfactual uses the nearest value
             e = outcome.error
             self._on_note(f"carbon history unavailable ({type(e).__name__}: {e}); "
@@ -165,15 +165,15 @@ class CarbonView:
             ledger, self._backfill_ledger = self._backfill_ledger, None
             self._apply_backfill(outcome, ledger)
 
-    def _fetch(self, key: str, call: Callable[[], Any], now: datetime | None = None) -> Outcome:
+    def _fetch(self, key: str, call: Callable[[], Any], now: datetime | None = None) -> FetchOutcome:
         """``call()`` directly for an offline source; else on the background thread within the budget.
 
         Calls made at the same ``now`` (one step boundary: latest, then forecast) share one budget."""
         if self._background is None:
             try:
-                return Outcome(value=call())
+                return FetchOutcome(value=call())
             except Exception as e:  # noqa: BLE001 - handed back as an outcome
-                return Outcome(error=e)
+                return FetchOutcome(error=e)
         if now is None or now != self._budget_at:
             self._budget_at, self._budget_left_s = now, self.fetch_budget_s
         fresh = not self._background.busy(key)

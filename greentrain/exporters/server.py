@@ -101,13 +101,13 @@ class MetricsServer:
                  addr: str = "127.0.0.1", port: int = 0, registry: CollectorRegistry | None = None,
                  allow_public: bool = False, pushgateway: str | PushgatewayConfig | None = None,
                  clock: Clock | None = None, multiprocess_dir: str | os.PathLike[str] | None = None,
-                 local_rank: int | None = None, cache_s: float = 0.5) -> None:
+                 cache_s: float = 0.5) -> None:
         _validate(job, addr, port, allow_public)
         self.job, self.addr, self.port = job, addr, port
         self.registry = registry if registry is not None else CollectorRegistry()
         self.collector = GreentrainCollector(job=job, monitor=monitor, signals=signals, job_stats=job_stats,
                                              clock=clock or SystemClock())
-        self.local_rank = _local_rank(local_rank) if multiprocess_dir is not None else 0
+        self.local_rank = _local_rank() if multiprocess_dir is not None else 0
         self._writer: RankWriter | None = None
         if multiprocess_dir is not None:
             files = RankFiles(multiprocess_dir, job=job, run_id=os.environ.get("TORCHELASTIC_RUN_ID", ""))
@@ -203,9 +203,8 @@ def _validate(job: str, addr: str, port: int, allow_public: bool) -> None:
                           "network could read these metrics; pass --metrics-allow-public to bind it anyway")
 
 
-def _local_rank(local_rank: int | None) -> int:
-    if local_rank is not None:
-        return local_rank
+def _local_rank() -> int:
+    """This process's rank on its node, as torchrun (and every launcher after it) says."""
     text = os.environ.get("LOCAL_RANK", "0")
     try:
         return int(text)

@@ -71,9 +71,7 @@ class FakeGPU(GPU):
         energy_counter: bool = True,
         draw: PowerDraw | None = None,
         refresh_period_s: float | None = NVML_REFRESH_S,
-        refresh_phase_s: float | None = None,
         call_costs: bool = False,
-        counter_offset_j: float = 1.0e6,
     ) -> None:
         profile = load_gpu_profile(gpu_model)
         self.points: list[ProfilePoint] = profile.points(workload, batch_size)  # highest first
@@ -92,12 +90,11 @@ class FakeGPU(GPU):
         self.draw = draw
         """Replaces the profile's power (and ignores the power limit) when set."""
         self.refresh_period_s = refresh_period_s
-        # GPUs of one node do not refresh in step: a fixed, index-dependent phase.
-        self.refresh_phase_s = (
-            refresh_phase_s if refresh_phase_s is not None else (0.0137 * (index + 1)) % (refresh_period_s or 1.0)
-        )
+        self.refresh_phase_s = (0.0137 * (index + 1)) % (refresh_period_s or 1.0)
+        """When in each period the counter refreshes: GPUs of one node do not refresh in step, so a fixed,
+        index-dependent phase (set it to line a test up with the refresh)."""
         self.call_costs = call_costs
-        self.counter_offset_j = counter_offset_j
+        self.counter_offset_j = 1.0e6
         """What the counter held at construction: NVML counts from driver load, never from 0 at job start."""
         self.truth_at_counter_read_j: float | None = None
         """The true energy at the moment of the last counter read (to judge a figure built on that read)."""
