@@ -20,14 +20,17 @@ import json
 import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from greentrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from greentrain.userfile import JSONObject
 
 __all__ = ["EventLog", "NoEventLog", "read_events"]
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> object:
     if isinstance(value, datetime):
         return value.isoformat().replace("+00:00", "Z")
     if hasattr(value, "value"):  # enums
@@ -47,7 +50,7 @@ class EventLog:
             raise ConfigError(f"--jsonl {self.path}: cannot write ({e.strerror}); choose a writable path") from None
         self._lock = threading.Lock()
 
-    def write(self, event: str, t: datetime, **fields: Any) -> None:
+    def write(self, event: str, t: datetime, **fields: object) -> None:
         """Append one event at time ``t`` (aware UTC)."""
         line = json.dumps({"t": t, "event": event, **fields}, default=_default, allow_nan=False)
         with self._lock:
@@ -75,17 +78,17 @@ class NoEventLog(EventLog):
         self._file = None
         self._lock = threading.Lock()
 
-    def write(self, event: str, t: datetime, **fields: Any) -> None:
+    def write(self, event: str, t: datetime, **fields: object) -> None:
         """Dropped (nothing is serialised)."""
 
 
-def read_events(path: str | Path) -> list[dict[str, Any]]:
+def read_events(path: str | Path) -> list[JSONObject]:
     """Read a run log; a truncated last line (crash mid-write) is ignored, other bad lines are errors."""
     from greentrain.userfile import LOG_MAX_BYTES, read_text
 
     path = Path(path)
     lines = read_text(path, what="run log", max_bytes=LOG_MAX_BYTES).splitlines()
-    events: list[dict[str, Any]] = []
+    events: list[JSONObject] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

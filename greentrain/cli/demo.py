@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,7 +23,10 @@ from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, INTERRUPTED_EXIT_COD
 from greentrain.units import format_time
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from greentrain.demo.scenario import Scenario
+    from greentrain.demo.summary import DemoSummary
     from greentrain.demo.state import DemoState
     from greentrain.job.options import JobOptions
 
@@ -33,7 +36,7 @@ MIN_STEPS = 20
 """Fewest steps a demo job has, however fast the machine: enough to pause and resume visibly."""
 
 
-def _console(stderr: bool = False) -> Any:
+def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     console = Console(stderr=stderr)
@@ -61,7 +64,7 @@ def _parse_start(text: str) -> datetime:
 
 
 def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, deadline: str | None,
-              speedup: float) -> Any:
+              speedup: float) -> Scenario:
     from greentrain.demo.scenario import (
         DEFAULT_DEADLINE_H,
         DEFAULT_STARTS,
@@ -86,7 +89,7 @@ def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, d
                     speedup=speedup)
 
 
-def _check_trace_covers(scenario: Any) -> None:
+def _check_trace_covers(scenario: Scenario) -> None:
     from greentrain.signals.trace import load_trace
     from greentrain.sim import TraceIndex
 
@@ -95,8 +98,8 @@ def _check_trace_covers(scenario: Any) -> None:
     index.require_cover(scenario.start, scenario.deadline, "the deadline")
 
 
-def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, deadline_policy: str,
-               say: Any) -> Any:
+def _new_state(scenario: Scenario, policy: str, reserve_h: float, steps: int | None, deadline_policy: str,
+               say: Callable[[str], None]) -> DemoState:
     from greentrain.demo.runner import measure_step_time_s
     from greentrain.demo.state import DemoState
 
@@ -116,7 +119,7 @@ def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, 
                      sim_now=scenario.start.isoformat(), deadline_policy=deadline_policy)
 
 
-def _scenario_of(state: Any) -> Any:
+def _scenario_of(state: DemoState) -> Scenario:
     from greentrain.demo.scenario import Scenario
 
     start = state.time("start")
@@ -217,7 +220,7 @@ def demo(ctx: click.Context, out_dir: Path, trace: Path | None, start: str | Non
     _exit_for(_finish(console, out_dir, state, report, say, as_json), state)
 
 
-def _exit_for(summary: Any, state: Any) -> None:
+def _exit_for(summary: DemoSummary, state: DemoState) -> None:
     """Status 3 after a late finish, unless the job runs best-effort (the miss was said either way)."""
     if summary.finished_at is not None and not summary.deadline_met and state.deadline_policy != "best-effort":
         sys.exit(DEADLINE_MISSED_EXIT_CODE)
@@ -240,7 +243,8 @@ def _forget_job(out_dir: Path, *, remove_folder: bool) -> None:
             pass
 
 
-def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int, out_dir: Path) -> None:
+def _header(console: Console, state: DemoState, scenario: Scenario, attribution: str, port: int,
+            out_dir: Path) -> None:
     resumed = f" (run {state.runs}, resuming at {format_time(state.time('sim_now'), simulated=True)})" \
         if state.began else ""
     console.print(f"[bold]greentrain demo[/bold]{resumed}", highlight=False, soft_wrap=True)
@@ -265,7 +269,8 @@ def _run(state: DemoState, scenario: Scenario, out_dir: Path, port: int, say: Ca
     return runner.run()
 
 
-def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any, as_json: bool = False) -> Any:
+def _finish(console: Console, out_dir: Path, state: DemoState, report: bool, say: Callable[[str], None],
+            as_json: bool = False) -> DemoSummary:
     from greentrain.demo.summary import render_summary, summarize_run, summary_json
 
     jsonl = out_dir / "run.jsonl"

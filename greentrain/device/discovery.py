@@ -15,11 +15,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from greentrain import plugins
 from greentrain.device.base import GPU, CPUDomain, GPUBackend, PrivilegedRoute
 from greentrain.device.nvml_backend import NVMLBackend
+from greentrain.device.nvml_errors import NVMLLibrary
 from greentrain.errors import ActuationError, ConfigError, DeviceError, NotSupportedError
 
 __all__ = ["DeviceSet", "NoDevices", "discover", "gpu_backends", "privileged_route", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
@@ -32,7 +33,7 @@ class _FromEnv:
         return "<os.environ['CUDA_VISIBLE_DEVICES']>"
 
 
-FROM_ENV: Any = _FromEnv()
+FROM_ENV = _FromEnv()
 """Default of ``discover(cuda_visible_devices=...)``: read the environment at call time."""
 
 
@@ -43,7 +44,7 @@ class DeviceSet:
     gpus: list[GPU] = field(default_factory=list)
     cpus: list[CPUDomain] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    nvml: Any = None
+    nvml: NVMLLibrary | None = None
     """The initialised pynvml-like module (None without NVIDIA GPUs): driver versions for ``doctor``."""
     backends: list[GPUBackend] = field(default_factory=list)
     """The backends asked; ``close`` releases them."""
@@ -80,7 +81,7 @@ class NoDevices(DeviceSet):
     monitored: ClassVar[bool] = False
 
 
-def gpu_backends(nvml: Any = None, notes: list[str] | None = None) -> list[GPUBackend]:
+def gpu_backends(nvml: NVMLLibrary | None = None, notes: list[str] | None = None) -> list[GPUBackend]:
     """One instance of each registered GPU backend, in declaration order.
 
     ``nvml`` (a pynvml-like module) replaces the library of the NVML backend. A
@@ -159,9 +160,9 @@ def _cpu_domains(rapl_root: str | Path | None, estimate_cpu: bool, notes: list[s
 
 
 def discover(
-    cuda_visible_devices: str | None = FROM_ENV,
+    cuda_visible_devices: str | _FromEnv | None = FROM_ENV,
     *,
-    nvml: Any = None,
+    nvml: NVMLLibrary | None = None,
     backends: Sequence[GPUBackend] | None = None,
     rapl_root: str | Path | None = "/sys/class/powercap",
     estimate_cpu: bool = True,

@@ -9,7 +9,7 @@ the ``advised_*`` fields of ``JobStats`` that the exporter publishes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greentrain.policies.base import Decision
 
@@ -31,10 +31,10 @@ def advise(engine: EngineCore, decision: Decision) -> None:
     """Record ``decision``'s knobs as advice: event (when it changed), JobStats gauges; applies nothing."""
     actuators = engine.io.actuators
     before = len(getattr(actuators, "history", ()))
-    advice: dict[str, Any] = engine.guarded("actuators.advise", getattr(actuators, "advise"), decision) or {}
+    advice: dict[str, object] = engine.guarded("actuators.advise", getattr(actuators, "advise"), decision) or {}
     if not advice:
         return
-    changes: dict[str, Any] = {}
+    changes: dict[str, object] = {}
     if "power_limit_w" in advice:
         advice["estimate"] = _power_estimate(engine, advice)
         estimate = advice["estimate"] or {}
@@ -52,7 +52,7 @@ def advise(engine: EngineCore, decision: Decision) -> None:
         engine.event("advice", **advice)
 
 
-def _power_estimate(engine: EngineCore, advice: dict[str, Any]) -> dict[str, Any] | None:
+def _power_estimate(engine: EngineCore, advice: dict[str, object]) -> dict[str, object] | None:
     from greentrain.profiler.estimate import estimated_effect
 
     effect = estimated_effect(engine.operating_points, advice["power_limit_w"], advice.get("current_power_limit_w"))
@@ -62,7 +62,7 @@ def _power_estimate(engine: EngineCore, advice: dict[str, Any]) -> dict[str, Any
     return {**effect, "source": "estimated", "points": source}
 
 
-def advice_summary(engine: EngineCore) -> dict[str, Any] | None:
+def advice_summary(engine: EngineCore) -> dict[str, object] | None:
     """The job's last advice per knob for the summary event (None outside advisory mode)."""
     if not is_advisory(engine):
         return None

@@ -12,27 +12,29 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 __all__ = ["BackgroundFetch", "FetchOutcome", "PENDING"]
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
-class FetchOutcome:
+class FetchOutcome(Generic[T]):
     """A finished call: its value, or the exception it raised."""
 
-    value: Any = None
+    value: T | None = None
     error: BaseException | None = None
 
 
-PENDING = FetchOutcome()
+PENDING: FetchOutcome[object] = FetchOutcome()
 """The call is still running (compare with ``is``)."""
 
 
 class _Job:
-    def __init__(self, fn: Callable[[], Any], name: str) -> None:
+    def __init__(self, fn: Callable[[], object], name: str) -> None:
         self.done = threading.Event()
-        self.outcome: FetchOutcome | None = None
+        self.outcome: FetchOutcome[object] | None = None
         self._fn = fn
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -60,7 +62,7 @@ class BackgroundFetch:
         with self._lock:
             return key in self._jobs
 
-    def poll(self, key: str, fn: Callable[[], Any] | None = None, budget_s: float = 0.0) -> FetchOutcome:
+    def poll(self, key: str, fn: Callable[[], object] | None = None, budget_s: float = 0.0) -> FetchOutcome[object]:
         """The finished outcome for ``key`` if there is one; else start ``fn`` (when given and none is
         running) and wait up to ``budget_s`` for it. ``PENDING`` when no outcome is ready."""
         with self._lock:

@@ -19,9 +19,13 @@ import math
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
-from greentrain.signals.base import IntensityPoint
+from greentrain.signals.base import IntensityPoint, ProviderStatus
+
+if TYPE_CHECKING:
+    from greentrain.engine.collaborators import CarbonSignal
+    from greentrain.engine.ledger import CarbonLedger
 from greentrain.engine.background import PENDING, BackgroundFetch, FetchOutcome
 
 __all__ = ["CarbonView", "FETCH_BUDGET_S"]
@@ -35,7 +39,7 @@ class CarbonView:
 
     def __init__(
         self,
-        signals: Any,
+        signals: CarbonSignal | None,
         *,
         horizon_h: float = 72.0,
         latest_refresh_s: float = 300.0,
@@ -49,7 +53,7 @@ class CarbonView:
         self._background = BackgroundFetch() if getattr(signals, "uses_network", False) else None
         self.stale = False
         """True while the value in use is not a fresh answer (a fetch overran its budget, or failed)."""
-        self._backfill_ledger: Any = None
+        self._backfill_ledger: CarbonLedger | None = None
         self._budget_at: datetime | None = None
         self._budget_left_s = fetch_budget_s
         self.horizon_h = horizon_h
@@ -86,7 +90,7 @@ class CarbonView:
         self._latest_at = None
         self._forecast_at = None
 
-    def latest(self, now: datetime, ledger: Any = None) -> IntensityPoint | None:
+    def latest(self, now: datetime, ledger: CarbonLedger | None = None) -> IntensityPoint | None:
         """Current intensity, or the last good one, or None when there never was one."""
         if self.signals is None:
             return None
@@ -112,7 +116,7 @@ class CarbonView:
                        provider=point.provider, zone=point.zone, start=point.start)
         return point
 
-    def forecast(self, now: datetime, ledger: Any = None) -> tuple[IntensityPoint, ...]:
+    def forecast(self, now: datetime, ledger: CarbonLedger | None = None) -> tuple[IntensityPoint, ...]:
         """Future points in time order (possibly empty); refreshed at most every ``forecast_refresh_s``."""
         if self.signals is None:
             return ()
@@ -136,7 +140,7 @@ class CarbonView:
             self._on_event("forecast", points=[[p.start, p.intensity_g_per_kwh] for p in points])
         return tuple(p for p in points if p.end > now)
 
-    def backfill(self, start: datetime, end: datetime, ledger: Any) -> int:
+    def backfill(self, start: datetime, end: datetime, ledger: CarbonLedger) -> int:
         """Load actual points of [start, end) into ``ledger`` where the source keeps history (a relaunch
         needs them to price the run-now counterfactual of hours before it started); the count loaded."""
         history = getattr(self.signals, "history", None)
@@ -148,7 +152,7 @@ class CarbonView:
             return 0
         return self._apply_backfill(outcome, ledger)
 
-    def _apply_backfill(self, outcome: FetchOutcome, ledger: Any) -> int:
+    def _apply_backfill(self, outcome: FetchOutcome[object], ledger: CarbonLedger) -> int:
         if outcome.error is not None:  # optional: without history the counterfactual uses the nearest value
             e = outcome.error
             self._on_note(f"carbon history unavailable ({type(e).__name__}: {e}); "
@@ -165,7 +169,7 @@ class CarbonView:
             ledger, self._backfill_ledger = self._backfill_ledger, None
             self._apply_backfill(outcome, ledger)
 
-    def _fetch(self, key: str, call: Callable[[], Any], now: datetime | None = None) -> FetchOutcome:
+    def _fetch(self, key: str, call: Callable[[], object], now: datetime | None = None) -> FetchOutcome[object]:
         """``call()`` directly for an offline source; else on the background thread within the budget.
 
         Calls made at the same ``now`` (one step boundary: latest, then forecast) share one budget."""
@@ -185,7 +189,7 @@ class CarbonView:
                           "training goes on with the last value or the fallback (signal stale)")
         return outcome
 
-    def _fallback_latest(self, now: datetime, ledger: Any) -> IntensityPoint | None:
+    def _fallback_latest(self, now: datetime, ledger: CarbonLedger | None) -> IntensityPoint | None:
         """While a fetch runs: the last value, else the source's offline fallback, else None (run now)."""
         self.stale = True
         if self._latest is not None:
@@ -206,7 +210,7 @@ class CarbonView:
             return f"carbon signal unavailable ({self.failure})"
         return "no carbon intensity known for this time"
 
-    def status(self) -> Any:
+    def status(self) -> ProviderStatus | None:
         """The wrapped chain's ``status()`` (None if it has none or fails)."""
         try:
             return self.signals.status() if self.signals is not None else None

@@ -21,7 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from greentrain.jobstats import JobStats
+    from greentrain.monitor import Monitor
+    from greentrain.signals.chain import SignalChain
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -37,7 +42,7 @@ __all__ = ["MetricsServer", "is_loopback"]
 
 log = logging.getLogger(__name__)
 
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+StartResponse = Callable[[str, list[tuple[str, str]]], object]
 
 
 def is_loopback(addr: str) -> bool:
@@ -51,7 +56,7 @@ def is_loopback(addr: str) -> bool:
 
 
 class _SilentHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         """Scrapes are not worth a log line each."""
 
 
@@ -80,7 +85,7 @@ class _CachedExposition:
                 self._rendered_at = time.monotonic()
             return self._body
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: dict[str, object], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not found; metrics are at /metrics\n"]
@@ -97,7 +102,8 @@ class MetricsServer:
     and closes the socket. Usable as a context manager.
     """
 
-    def __init__(self, *, job: str, monitor: Any = None, signals: Any = None, job_stats: Any = None,
+    def __init__(self, *, job: str, monitor: Monitor | None = None, signals: SignalChain | None = None,
+                 job_stats: JobStats | None = None,
                  addr: str = "127.0.0.1", port: int = 0, registry: CollectorRegistry | None = None,
                  allow_public: bool = False, pushgateway: str | PushgatewayConfig | None = None,
                  clock: Clock | None = None, multiprocess_dir: str | os.PathLike[str] | None = None,

@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypeAlias, TypedDict, Unpack
 
 from greentrain.clock import SystemClock
 from greentrain.errors import ConfigError
@@ -30,6 +30,17 @@ from greentrain.job.build import JobParts
 from greentrain.job.options import JobOptions, JobSettings, PolicySpec, unknown_settings
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from greentrain.engine import Engine
+    from greentrain.engine.collaborators import Loss
+    from greentrain.job.build import Job
+    from greentrain.job.state import EngineState
+
+SignalHandler: TypeAlias = "Callable[[int, FrameType | None], object] | int | None"
+"""What ``signal.signal`` hands back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)."""
 
 __all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "CallbackKeywords", "callback_job"]
 
@@ -73,9 +84,9 @@ class StepDriver:
         self.parts.clock = self.clock
         self.pause_mode = options.pause_mode or "checkpoint"
         """'checkpoint' or 'suspend'."""
-        self.job: Any = None
+        self.job: Job | None = None
         """The ``greentrain.job.build.Job`` while training (engine, hardware, resources)."""
-        self.engine: Any = None
+        self.engine: Engine | None = None
         self.job_stats = JobStats(job=options.job)
         self.resume_at: datetime | None = None
         """Set by a checkpoint-mode pause: when to train again."""
@@ -85,13 +96,13 @@ class StepDriver:
         self.budget_spent = False
         """The last stop came from a spent budget (``greentrain.engine.budget``): do not relaunch."""
         self._stop_requested = False
-        self._previous_handlers: dict[int, Any] = {}
+        self._previous_handlers: dict[int, SignalHandler] = {}
         self._hardware_started = False
-        self._autocast: AbstractContextManager[Any] | None = None
+        self._autocast: AbstractContextManager[None] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
-    def open(self, *, steps_total: int | None, steps_done: int, prior: Any = None) -> Decision:
+    def open(self, *, steps_total: int | None, steps_done: int, prior: EngineState | None = None) -> Decision:
         """Start (or continue) the job at ``steps_done``; waits out a delayed start.
 
         ``prior`` is the ``EngineState`` saved with the checkpoint being resumed (deadline, totals).
@@ -112,7 +123,7 @@ class StepDriver:
             self.engine.wait_until(decision.until, decision.reason or "delayed start")
         return decision
 
-    def _build(self, steps_total: int | None, steps_done: int, prior: Any) -> None:
+    def _build(self, steps_total: int | None, steps_done: int, prior: EngineState | None) -> None:
         from greentrain.engine.broadcast import auto_broadcast
         from greentrain.job.build import build_job
         from greentrain.policies.loader import load_policy
@@ -168,7 +179,7 @@ class StepDriver:
         if autocast:
             self._enter_autocast()
 
-    def step_end(self, tokens: int = 0, loss: Any = None) -> bool:
+    def step_end(self, tokens: int = 0, loss: Loss = None) -> bool:
         """Close the step; True means 'checkpoint pause: save and stop the trainer now'."""
         engine = self.engine
         if engine is None:
@@ -202,13 +213,13 @@ class StepDriver:
         for signum in self.options.stop_signals:
             self._previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
 
-    def _on_stop_signal(self, signum: int, frame: Any) -> None:
+    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
         # Only set flags here: the checkpoint is written at the next step boundary, by the framework.
         self._stop_requested = True
         if self.engine is not None:
             self.engine.interrupt()  # end a suspend-mode wait at once
 
-    def state(self) -> Any:
+    def state(self) -> EngineState | None:
         """The job's deadline and totals as an ``EngineState``, to save with a checkpoint (None before open)."""
         engine = self.engine
         if engine is None:

@@ -22,16 +22,30 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from greentrain.clock import Clock, ReplayClock, SystemClock
+from greentrain.device.base import GPU
 from greentrain.engine import Engine
+from greentrain.engine.collaborators import Actuators, EnergyMonitor
 from greentrain.job.options import PowerSwitch
+
+if TYPE_CHECKING:
+    from torch.nn import Module
+
+    from greentrain.device.discovery import DeviceSet
+    from greentrain.engine.collaborators import Loss
+    from greentrain.precision import PrecisionController
+    from greentrain.profiler import OperatingPointProfiler
+    from greentrain.profiler.estimate import AdvisoryPoints
 from greentrain.policies.base import Policy
 
 __all__ = ["JobHardware", "build_hardware", "discover_devices", "policy_uses_power"]
 
 log = logging.getLogger("greentrain.session")
+
+CacheDir = str | Path | Literal[False] | None
+"""Where measured operating points are cached (None: the default folder; False: no cache)."""
 
 
 def policy_uses_power(policy: Policy) -> bool:
@@ -43,17 +57,17 @@ def policy_uses_power(policy: Policy) -> bool:
 class JobHardware:
     """What a job drives at its step boundaries, under Session or a framework callback (each part optional)."""
 
-    actuators: Any = None
+    actuators: Actuators | None = None
     """The ``ActuatorSet`` the engine applies decisions through (built here or the user's)."""
-    profiler: Any = None
+    profiler: OperatingPointProfiler | None = None
     """The ``OperatingPointProfiler`` sweeping power limits during warm-up, or None."""
-    precision: Any = None
+    precision: PrecisionController | None = None
     """The ``PrecisionController``, or None."""
     owns_actuators: bool = False
     """Built here: closed (restore + release locks + remove exit hooks) when the session closes."""
     notes: list[str] = field(default_factory=list)
     """Why power control is off, where it was wanted (passed to the engine's notes)."""
-    advisory_points: Any = None
+    advisory_points: AdvisoryPoints | None = None
     """Advisory mode: the ``AdvisoryPoints`` published to the engine at ``start`` (no sweep)."""
     _points_sent: bool = field(default=False, init=False, repr=False)
     _loss_noted: bool = field(default=False, init=False, repr=False)
@@ -66,7 +80,7 @@ class JobHardware:
             self._publish_advisory(engine)
         self._before_step(engine)
 
-    def step_end(self, engine: Engine, loss: Any) -> None:
+    def step_end(self, engine: Engine, loss: Loss) -> None:
         """At a step boundary, after ``engine.step_end``: feed the profiler, then the precision trial."""
         self._drive_profiler(engine, "after_step")
         if self.precision is None or not self._profiling_done() or getattr(self.actuators, "advisory", False):
@@ -142,17 +156,17 @@ class JobHardware:
 
 def build_hardware(
     policy: Policy,
-    gpus: Sequence[Any],
+    gpus: Sequence[GPU],
     *,
     power: PowerSwitch,
     precision: Sequence[str] | None,
-    actuators: Any,
-    profile_cache_dir: str | Path | None | Literal[False],
+    actuators: Actuators | None,
+    profile_cache_dir: CacheDir,
     state_dir: str | Path | None,
     job: str,
     clock: Clock,
-    model: Any = None,
-    monitor: Any = None,
+    model: Module | None = None,
+    monitor: EnergyMonitor | None = None,
     actuation: str = "apply",
 ) -> JobHardware:
     """Build the actuators, profiler and precision controller this job's switches ask for."""
@@ -180,7 +194,7 @@ def build_hardware(
     return hw
 
 
-def _advisory_hardware(hw: JobHardware, gpus: list[Any], cache_dir: Any, model: Any) -> JobHardware:
+def _advisory_hardware(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, model: Module | None) -> JobHardware:
     """Advisory actuators over ``gpus`` (never a setter call) and points from the cache or an estimate."""
     from greentrain.actuators.advisory import AdvisoryActuators
 
@@ -202,7 +216,7 @@ def _advisory_hardware(hw: JobHardware, gpus: list[Any], cache_dir: Any, model: 
     return hw
 
 
-def discover_devices() -> Any:
+def discover_devices() -> DeviceSet | None:
     """``greentrain.device.discover()``, or None when discovery fails (a timing-only job, not an error)."""
     try:
         from greentrain.device import discover
@@ -213,14 +227,14 @@ def discover_devices() -> Any:
         return None
 
 
-def _can_limit_power(gpu: Any) -> bool:
+def _can_limit_power(gpu: GPU) -> bool:
     try:
         return bool(gpu.capabilities.power_limit_control)
     except Exception:  # a GPU that stopped answering is simply not controllable
         return False
 
 
-def _build_precision(allowed: Sequence[str]) -> Any:
+def _build_precision(allowed: Sequence[str]) -> PrecisionController:
     import torch
 
     from greentrain.precision import PrecisionController
@@ -229,8 +243,8 @@ def _build_precision(allowed: Sequence[str]) -> Any:
     return PrecisionController(tuple(allowed), device_type=device_type)
 
 
-def _build_profiler(hw: JobHardware, gpus: list[Any], cache_dir: Any, clock: Clock, model: Any,
-                    monitor: Any) -> Any:
+def _build_profiler(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, clock: Clock, model: Module | None,
+                    monitor: EnergyMonitor | None) -> OperatingPointProfiler | None:
     from greentrain.profiler import (
         OperatingPointProfiler,
         ProfileCache,
@@ -239,7 +253,7 @@ def _build_profiler(hw: JobHardware, gpus: list[Any], cache_dir: Any, clock: Clo
 
     energy_fn: Callable[[], float] | None = None
     if not all(g.capabilities.energy_counter for g in gpus):
-        if not callable(getattr(monitor, "total_energy_j", None)):
+        if not getattr(monitor, "measures", True) or not callable(getattr(monitor, "total_energy_j", None)):
             hw.notes.append("power control off: no GPU energy counter and no monitor to integrate power; "
                             "the job goes on timing-only")
             return None

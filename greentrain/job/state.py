@@ -13,7 +13,7 @@ import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greentrain.errors import ConfigError
 from greentrain.userfile import load_json
@@ -74,7 +74,7 @@ def load_state(path: str | Path, job: str) -> EngineState | None:
     if not path.exists():
         return None
     try:
-        payload: dict[str, Any] = load_json(path, what="state file")
+        payload = load_json(path, what="state file")
     except ConfigError as e:
         raise ConfigError(f"{e}; delete it to start the job afresh") from None
     if not isinstance(payload, dict):

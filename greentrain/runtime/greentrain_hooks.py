@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greentrain.job.state import STATE_FILE_NAME
 from greentrain.jobstats import JobState, JobStats
@@ -28,6 +28,8 @@ from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
 
 if TYPE_CHECKING:
+    from greentrain.engine.collaborators import Loss
+    from greentrain.policies.base import Decision
     from greentrain.session import Session
 
 __all__ = ["SessionHook", "run_training"]
@@ -36,18 +38,18 @@ __all__ = ["SessionHook", "run_training"]
 class SessionHook:
     """Adapts a Session to the trainer's ``on_step_end`` hook."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
 
     @property
     def should_stop(self) -> bool:
         return bool(self.session.should_stop)
 
-    def on_step_end(self, step: int, tokens: int, loss: Any) -> Any:
+    def on_step_end(self, step: int, tokens: int, loss: Loss) -> Decision:
         return self.session.step(tokens=tokens, loss=loss)
 
 
-def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, Any]) -> Session:
+def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, object]) -> Session:
     """The Session of one rank: the ``[greentrain]`` settings as they are, the trainer's checkpoint and metrics."""
     from greentrain.session import Session
 
@@ -60,7 +62,7 @@ def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, Any]) -> Session
         return trainer.resume() if trainer.checkpointer is not None else None
 
     has_checkpoint = trainer.checkpointer is not None
-    settings: dict[str, Any] = {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)}
+    settings: dict[str, object] = {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)}
     settings.update(
         steps_total=cfg.train.steps, pause_mode=settings["pause_mode"] if has_checkpoint else "suspend",
         metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
@@ -98,7 +100,7 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
             server.stop()
 
 
-def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, Any] | None = None,
+def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, object] | None = None,
                  handle_signals: bool = False) -> tuple[Trainer, list[StepMetrics]]:
     """Build the trainer for this rank and train, under the greentrain session when a policy is set.
 
