@@ -99,7 +99,7 @@ def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:
     return subprocess.call(args, env=env)
 
 
-def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
+def argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
     """The same command line for the launched ranks (without --nproc/--max-restarts)."""
     argv = ["--config", config]
     for item in sets:
@@ -257,6 +257,6 @@ def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: i
 
     preflight(cfg, where, world_size=world_size)  # every value and folder checked before step 1
     if launching:
-        _launch_until_done(cfg, nproc, max_restarts, _argv_for_ranks(config, sets, flags))
+        _launch_until_done(cfg, nproc, max_restarts, argv_for_ranks(config, sets, flags))
         return
     _train_here(cfg)

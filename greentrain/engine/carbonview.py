@@ -50,7 +50,8 @@ class CarbonView:
     ) -> None:
         self.signals = signals
         self.fetch_budget_s = fetch_budget_s
-        self._background = BackgroundFetch() if getattr(signals, "uses_network", False) else None
+        self.fetcher = BackgroundFetch() if getattr(signals, "uses_network", False) else None
+        """Reads the source off the training thread (None: a source without network I/O, read directly)."""
         self.stale = False
         """True while the value in use is not a fresh answer (a fetch overran its budget, or failed)."""
         self._backfill_ledger: CarbonLedger | None = None
@@ -162,9 +163,9 @@ class CarbonView:
         return len(outcome.value)
 
     def _collect_backfill(self) -> None:
-        if self._backfill_ledger is None or self._background is None:
+        if self._backfill_ledger is None or self.fetcher is None:
             return
-        outcome = self._background.poll("history")
+        outcome = self.fetcher.poll("history")
         if outcome is not PENDING:
             ledger, self._backfill_ledger = self._backfill_ledger, None
             self._apply_backfill(outcome, ledger)
@@ -173,16 +174,16 @@ class CarbonView:
         """``call()`` directly for an offline source; else on the background thread within the budget.
 
         Calls made at the same ``now`` (one step boundary: latest, then forecast) share one budget."""
-        if self._background is None:
+        if self.fetcher is None:
             try:
                 return FetchOutcome(value=call())
             except Exception as e:  # noqa: BLE001 - handed back as an outcome
                 return FetchOutcome(error=e)
         if now is None or now != self._budget_at:
             self._budget_at, self._budget_left_s = now, self.fetch_budget_s
-        fresh = not self._background.busy(key)
+        fresh = not self.fetcher.busy(key)
         started = time.monotonic()
-        outcome = self._background.poll(key, call, self._budget_left_s)
+        outcome = self.fetcher.poll(key, call, self._budget_left_s)
         self._budget_left_s = max(0.0, self._budget_left_s - (time.monotonic() - started))
         if outcome is PENDING and fresh:
             self._on_note(f"carbon {key} fetch still running after {self.fetch_budget_s:g} s; "

@@ -133,6 +133,11 @@ class MetricsServer:
         self._started = self._stopped = False
 
     @property
+    def pusher(self) -> Pusher | None:
+        """The Pushgateway pusher (None without ``pushgateway=``, and on non-leader ranks)."""
+        return self._pusher
+
+    @property
     def serving(self) -> bool:
         """Whether this process serves HTTP (False on non-leader ranks)."""
         return self._writer is None

@@ -117,18 +117,19 @@ class FakeGPU(GPU):
     def reset_failure(self) -> None:
         self._failure = None
 
-    def _interpolate(self, limit_w: float) -> tuple[float, float]:
-        """(average power W, time per epoch s) at ``limit_w``, linear between measured limits."""
+    def measured_at(self, limit_w: float) -> tuple[float, float]:
+        """(average power W, time per epoch s) at ``limit_w``, linear between the profile's measured limits:
+        the truth the fake's readings follow."""
         point = interpolate(self.points, limit_w)
         return point.average_power_w, point.time_per_epoch_s
 
     def base_power_w(self) -> float:
         """Profile power at the current limit, without ripple."""
-        return self._interpolate(self._limit_w)[0]
+        return self.measured_at(self._limit_w)[0]
 
     def relative_speed(self) -> float:
         """t_epoch(max limit) / t_epoch(current limit): 1.0 at full power, < 1 when capped."""
-        return self.points[0].time_per_epoch_s / self._interpolate(self._limit_w)[1]
+        return self.points[0].time_per_epoch_s / self.measured_at(self._limit_w)[1]
 
     def step_time_s(self, base_step_s: float) -> float:
         """How long a step that takes ``base_step_s`` at full power takes at the current limit."""
@@ -137,7 +138,7 @@ class FakeGPU(GPU):
     def _segment_energy_j(self, limit_w: float, t0: float, t1: float) -> float:
         if self.draw is not None:
             return self.draw.energy_j(t0, t1)
-        base_w = self._interpolate(limit_w)[0]
+        base_w = self.measured_at(limit_w)[0]
         return base_w * ((t1 - t0) + self.ripple * (_ripple_integral(t1) - _ripple_integral(t0)))
 
     def _energy_at(self, t: float) -> float:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, drive, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
 from greentrain.engine import Collaborators, Progress
@@ -42,13 +42,8 @@ def _engine(budget: Budget) -> tuple[Engine, FrozenClock]:
 
 def _drive(engine: Engine, clock: FrozenClock) -> int | None:
     """Run until done or stopped; the step at which the engine said STOP."""
-    engine.begin()
-    while not engine.finished:
-        engine.step_begin()
-        clock.advance(60.0)
-        if engine.step_end().action == Action.STOP:
-            return engine.progress.steps_done
-    return None
+    waits = drive(engine, clock, tokens=0)
+    return waits[-1].step if waits and waits[-1].decision.action == Action.STOP else None
 
 
 def test_warning_fires_once_when_the_projection_first_exceeds_the_budget():

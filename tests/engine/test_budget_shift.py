@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, drive, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
 from greentrain.engine import Collaborators, DeadlineGuard, PauseCost, Progress
@@ -41,15 +41,8 @@ def _run(budget: Budget) -> tuple[Engine, list[tuple[int, Action, str]]]:
                     budget=budget,
                     decide_interval_s=60,
                     countdown=False)
-    pauses: list[tuple[int, Action, str]] = []
-    decision = engine.begin()
-    while not engine.finished:
-        engine.step_begin()
-        clock.advance(60.0)
-        decision = engine.step_end(tokens=1)
-        if decision.action != Action.RUN and not engine.finished:
-            pauses.append((engine.progress.steps_done, decision.action, decision.reason))
-            engine.wait_until(decision.until, decision.reason)
+    waits = drive(engine, clock)
+    pauses = [(w.step, w.decision.action, w.decision.reason) for w in waits]
     engine.close()
     return engine, pauses
 

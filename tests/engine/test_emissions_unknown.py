@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, RunNowPolicy, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, RunNowPolicy, ThresholdPolicy, TraceSignals, drive, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
 from greentrain.engine import Collaborators, Progress
@@ -24,13 +24,8 @@ T0 = datetime(2022, 3, 1, 1, tzinfo=UTC)
 pytestmark = pytest.mark.timeout(30)
 
 
-def _run(engine: Engine, clock: FrozenClock, steps: int) -> None:
-    decision = engine.begin()
-    assert decision.action == Action.RUN
-    for _ in range(steps):
-        engine.step_begin()
-        clock.advance(60.0)
-        engine.step_end(tokens=10)
+def _run(engine: Engine, clock: FrozenClock) -> None:
+    assert drive(engine, clock, tokens=10) == []  # runs now, start to end
     engine.close()
 
 
@@ -48,7 +43,7 @@ def test_emissions_are_unknown_with_the_reason(case: str, tmp_path: Path) -> Non
                     Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock), event_log=log),
                     progress=Progress(steps_total=5, step_time_s=60),
                     countdown=False)
-    _run(engine, clock, 5)
+    _run(engine, clock)
     log.close()
 
     events = read_events(tmp_path / "run.jsonl")
@@ -77,7 +72,7 @@ def test_a_known_signal_prices_every_joule(tmp_path: Path) -> None:
                     Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock)),
                     progress=Progress(steps_total=5, step_time_s=60),
                     countdown=False)
-    _run(engine, clock, 5)
+    _run(engine, clock)
     stats = engine.io.job_stats.snapshot()
     assert stats.emissions_known and stats.emissions_unknown_reason is None
     assert stats.emissions_g == pytest.approx(75_000 / 3.6e6 * 300.0)

@@ -16,6 +16,7 @@ from gt_engine_doubles import (  # noqa: E402
     ThresholdPolicy,
     TraceSignals,
     WindowPolicy,
+    drive,
     hourly,
 )
 
@@ -33,25 +34,6 @@ T0 = datetime(2022, 3, 1, 1, tzinfo=UTC)
 pytestmark = pytest.mark.timeout(30)
 
 
-def drive(engine: Engine, clock: FrozenClock, step_s) -> list[tuple[int, datetime, datetime]]:
-    """Run the loop the way every driver does; return (step, paused_at, resumed_at) of each wait."""
-    waits = []
-    decision = engine.begin()
-    if decision.action != Action.RUN:
-        at = clock.now()
-        engine.wait_until(decision.until, decision.reason)
-        waits.append((engine.progress.steps_done, at, clock.now()))
-    while not engine.finished:
-        engine.step_begin()
-        clock.advance(step_s(engine.progress.steps_done))
-        decision = engine.step_end(tokens=10)
-        if decision.action != Action.RUN and not engine.finished:
-            at = clock.now()
-            engine.wait_until(decision.until, decision.reason)
-            waits.append((engine.progress.steps_done, at, clock.now()))
-    return waits
-
-
 def test_delayed_start_and_emissions_versus_run_now(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
     signals = TraceSignals(hourly(T0 - timedelta(hours=1), [100, 400, 400, 100, 100, 100, 100]), clock)
@@ -63,11 +45,11 @@ def test_delayed_start_and_emissions_versus_run_now(tmp_path: Path) -> None:
                     progress=Progress(steps_total=100, step_time_s=60),
                     deadline=DeadlineGuard(T0 + timedelta(hours=5), simulated=True),
                     countdown=False)
-    waits = drive(engine, clock, lambda i: 60.0)
+    waits = drive(engine, clock, tokens=10)
     engine.close()
     log.close()
     # Started at the first clean hour, not before.
-    assert waits == [(0, T0, T0 + timedelta(hours=2))]
+    assert [w[:3] for w in waits] == [(0, T0, T0 + timedelta(hours=2))]
     energy_kwh = 100 * 60 * 250 / 3.6e6
     assert engine.ledger.energy_j == pytest.approx(100 * 60 * 250)
     assert engine.ledger.emissions_g == pytest.approx(energy_kwh * 100)
@@ -94,9 +76,9 @@ def test_pause_mid_run_resumes_at_clean_hour() -> None:
                     deadline=DeadlineGuard(T0 + timedelta(hours=6), simulated=True),
                     decide_interval_s=60,
                     countdown=False)
-    waits = drive(engine, clock, lambda i: 60.0)
+    waits = drive(engine, clock, tokens=10)
     assert len(waits) == 1
-    step, paused_at, resumed_at = waits[0]
+    step, paused_at, resumed_at, _decision = waits[0]
     assert paused_at == T0 + timedelta(hours=1) and resumed_at == T0 + timedelta(hours=3)
     assert step == 60
     assert engine.progress.steps_done == 90
@@ -122,11 +104,11 @@ def test_deadline_guard_resumes_early_when_steps_slow_down(slow_factor: float) -
     def step_s(i: int) -> float:
         return base_s if i < 40 else base_s * slow_factor
 
-    waits = drive(engine, clock, step_s)
+    waits = drive(engine, clock, step_s=step_s, tokens=10)
     assert engine.progress.steps_done == steps_total
     assert clock.now() <= deadline
     assert len(waits) == 1, "the job did pause"
-    _step, paused_at, resumed_at = waits[0]
+    _step, paused_at, resumed_at, _decision = waits[0]
     assert resumed_at < policy.pause_to, "resumed before the policy's plan"
     # And not needlessly early: no more than the guard's safety margin ahead of the last safe moment.
     slack_s = (deadline - clock.now()).total_seconds()
@@ -191,7 +173,7 @@ def test_carbon_signal_failure_degrades_to_run_now_with_a_note() -> None:
                     progress=Progress(steps_total=20, step_time_s=60),
                     decide_interval_s=60,
                     countdown=False)
-    waits = drive(engine, clock, lambda i: 60.0)
+    waits = drive(engine, clock, tokens=10)
     assert waits == [] and engine.progress.steps_done == 20
     assert any("carbon signal unavailable" in n for n in engine.notes)
     # No intensity ever known: energy is still counted, emissions not invented.
@@ -238,7 +220,7 @@ def test_policy_and_monitor_failures_never_reach_training() -> None:
                     Collaborators(clock=clock, signals=signals, monitor=monitor),
                     progress=Progress(steps_total=5, step_time_s=1),
                     countdown=False)
-    drive(engine, clock, lambda i: 1.0)
+    drive(engine, clock, step_s=1.0, tokens=10)
     assert engine.progress.steps_done == 5
     assert any("policy" in n and "ZeroDivisionError" in n for n in engine.notes)
     assert any("monitor.step_end failed" in n for n in engine.notes)
@@ -253,7 +235,7 @@ def test_decisions_are_rate_limited_between_replans() -> None:
                     progress=Progress(steps_total=100, step_time_s=1),
                     decide_interval_s=30,
                     countdown=False)
-    drive(engine, clock, lambda i: 1.0)
+    drive(engine, clock, step_s=1.0, tokens=10)
     # 100 s of steps with a re-plan every 30 s: a handful of decisions, not one per step.
     assert 3 <= len(policy.snapshots) <= 8
     snap = policy.snapshots[-1]
@@ -288,7 +270,7 @@ def test_power_decisions_go_through_the_actuators_and_are_restored(tmp_path: Pat
                                   actuators=actuators, job_stats=stats),
                     progress=Progress(steps_total=5, step_time_s=1),
                     countdown=False)
-    drive(engine, clock, lambda i: 1.0)
+    drive(engine, clock, step_s=1.0, tokens=10)
     assert gpu.power_limit_w() == pytest.approx(200.0)
     snap = stats.snapshot()
     assert snap.power_limit_w == 200.0 and snap.actions_total["power_limit"] >= 1

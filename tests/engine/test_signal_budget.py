@@ -57,7 +57,7 @@ def test_one_boundary_waits_one_budget_and_the_answer_arrives_later() -> None:
                     progress=Progress(steps_total=100, step_time_s=1.0),
                     countdown=False)
     view = engine.signals
-    spy = view._background = SpyFetch()
+    spy = view.fetcher = SpyFetch()
     view.fetch_budget_s = 0.05
     engine.begin()  # the fetch is held: begin returns without a value
     assert not signals.release.is_set()

@@ -20,33 +20,11 @@ from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.job.process import ChildProcess
 from greentrain.job.supervisor import Supervisor
+from tests.gt_commands import CHECKPOINTING_WORKER
 
 T0 = datetime(2022, 5, 1, 0, tzinfo=UTC)
 SPEEDUP = 3600.0  # one trace hour per real second
 
-WORKER = textwrap.dedent(
-    """
-    import os, signal, sys, time
-    out, state, n, tick = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    stop = False
-    def on_usr1(signum, frame):
-        global stop
-        stop = True
-    signal.signal(signal.SIGUSR1, on_usr1)
-    start = int(open(state).read()) if os.path.exists(state) else 0
-    for i in range(start, n):
-        time.sleep(tick)
-        with open(out, "a") as f:
-            f.write(f"{i} {time.monotonic()!r} {os.environ.get('GREENTRAIN_RESTARTS')}\\n")
-        if stop:
-            with open(state + ".tmp", "w") as f:
-                f.write(str(i + 1))
-            os.replace(state + ".tmp", state)
-            sys.exit(0)
-    print("worker done")
-    sys.exit(7)
-    """
-)
 
 
 def make(tmp_path: Path, values: list[float], work_h: float, deadline_h: float):
@@ -60,7 +38,7 @@ def make(tmp_path: Path, values: list[float], work_h: float, deadline_h: float):
                     decide_interval_s=120,
                     countdown=False)
     script = tmp_path / "worker.py"
-    script.write_text(WORKER)
+    script.write_text(CHECKPOINTING_WORKER)
     return clock, engine, log, script
 
 

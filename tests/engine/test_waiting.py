@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, drive, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
 from greentrain.engine import Collaborators, DeadlineGuard, PauseCost, Progress
@@ -43,17 +43,6 @@ class HeldDevicesMonitor(ClockMonitor):
         if self.fail_after is not None and self.clock.now() >= self.fail_after:
             raise RuntimeError("test: NVML_ERROR_GPU_IS_LOST")
         return super().total_energy_j()
-
-
-def drive(engine: Engine, clock: FrozenClock, on_pause=lambda: None) -> None:
-    decision = engine.begin()
-    while not engine.finished:
-        engine.step_begin()
-        clock.advance(60.0)
-        decision = engine.step_end(tokens=1)
-        if decision.action != Action.RUN and not engine.finished:
-            on_pause()
-            engine.wait_until(decision.until, decision.reason)
 
 
 def _job(tmp_path: Path, pause_cost: PauseCost | None = None):
