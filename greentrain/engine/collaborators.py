@@ -111,6 +111,10 @@ class NoMonitor:
     def held_energy_j(self) -> None:
         """No energy known."""
 
+    def readings(self) -> list[object]:
+        """No device readings (the exporter publishes none)."""
+        return []
+
     def stop(self) -> None:
         """Nothing to stop."""
 
