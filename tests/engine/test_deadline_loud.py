@@ -171,11 +171,10 @@ def test_a_rate_probe_during_a_delayed_start_moves_the_start_up(tmp_path: Path) 
 
     engine = Engine(WindowPolicy(T0, T0 + timedelta(hours=10)),
                     Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 14), clock)),
-                    progress=Progress(steps_total=100, step_time_s=36.0),
+                    progress=Progress(steps_total=100, step_time_s=36.0, rate_probe=probe),
                     deadline=DeadlineGuard(T0 + timedelta(hours=12), simulated=True),
                     decide_interval_s=300.0,
                     countdown=False)
-    engine.progress.rate_probe = probe
     decision = engine.begin()
     assert decision.action == Action.DELAY_START and decision.until == T0 + timedelta(hours=10)
     engine.wait_until(decision.until, decision.reason)
