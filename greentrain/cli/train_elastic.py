@@ -1,6 +1,6 @@
 """``greentrain train`` for elastic jobs: carbon scaling under ``--nproc``, and ``--profile-scaling``.
 
-With ``--scaling-profile FILE`` (``[elastic] scaling_profile``), a policy and
+With ``--scaling-profile FILE`` (``[greentrain] scaling_profile``), a policy and
 ``--nproc N``, the job starts at N processes and the policy picks the replica
 count per interval: a change is a checkpoint, a relaunch of torchrun at the
 new size (``greentrain.runtime.relaunch.ElasticLauncher``) and a DCP reshard.
@@ -30,14 +30,14 @@ def check_elastic(cfg: Any, nproc: int | None) -> None:
     if not cfg.checkpoint.dir:
         raise ConfigError("--scaling-profile: carbon scaling needs --checkpoint-dir (each change of replica count "
                           "is a checkpoint and a relaunch)")
-    profile = load_scaling_profile(cfg.elastic.scaling_profile)
+    profile = load_scaling_profile(cfg.greentrain.scaling_profile)
     try:
         replicas = replicas_of(cfg, nproc)
     except ConfigError as e:
         raise ConfigError(f"--nproc: {e}") from None
     if replicas not in profile.replica_counts:
         raise ConfigError(f"--nproc: {nproc} processes are {replicas} replicas, not a count in "
-                          f"{cfg.elastic.scaling_profile} (valid: {', '.join(map(str, profile.replica_counts))})")
+                          f"{cfg.greentrain.scaling_profile} (valid: {', '.join(map(str, profile.replica_counts))})")
     try:
         micro_batch(cfg, nproc)
     except ConfigError as e:
@@ -74,7 +74,7 @@ def profile_scaling(cfg: Any, nproc: int | None, max_restarts: int) -> None:
     from greentrain.runtime.scaling_measure import measure_scaling, profile_counts, torchrun_launch
     from greentrain.userfile import check_writable_dir
 
-    out = cfg.elastic.scaling_profile
+    out = cfg.greentrain.scaling_profile
     if not out:
         raise ConfigError("--profile-scaling: give --scaling-profile FILE to write the profile to")
     if nproc is None or nproc < 1:
@@ -84,9 +84,9 @@ def profile_scaling(cfg: Any, nproc: int | None, max_restarts: int) -> None:
     devices = discover()
     monitor = Monitor.from_devices(devices, interval_s=0.1).start()
     try:
-        click.echo(f"measuring {', '.join(map(str, counts))} replicas, {cfg.elastic.profile_steps} steps each "
+        click.echo(f"measuring {', '.join(map(str, counts))} replicas, {cfg.greentrain.scaling_profile_steps} steps each "
                    f"(micro-batch {micro}, global batch {cfg.train.global_batch})", err=True)
-        profile = measure_scaling(cfg, counts, micro, torchrun_launch(cfg.elastic.profile_steps, max_restarts),
+        profile = measure_scaling(cfg, counts, micro, torchrun_launch(cfg.greentrain.scaling_profile_steps, max_restarts),
                                   monitor, note=lambda line: click.echo(line, err=True))
     finally:
         monitor.stop()

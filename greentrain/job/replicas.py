@@ -61,8 +61,7 @@ def with_nproc(argv: Sequence[str], replicas: int) -> list[str]:
 class CommandScaler:
     """Replica actuator of ``greentrain run`` (``greentrain.engine.scaler.ReplicaScaler``)."""
 
-    def __init__(self, profile: ScalingProfile, argv: Sequence[str], *, min_replicas: int = 1,
-                 max_replicas: int | None = None) -> None:
+    def __init__(self, profile: ScalingProfile, argv: Sequence[str]) -> None:
         count = nproc_of(argv)
         if count is None:
             raise ConfigError(f"--scaling-profile: COMMAND has no {' / '.join(NPROC_FLAGS)} flag; carbon scaling "
@@ -72,8 +71,6 @@ class CommandScaler:
                               f"(valid: {', '.join(map(str, profile.replica_counts))})")
         self._profile = profile
         self.argv = list(argv)
-        self.min_replicas = min_replicas
-        self.max_replicas = max_replicas
         self._replicas = count
         self.failed: set[int] = set()
         self.pending: int | None = None

@@ -23,7 +23,8 @@ from typing import Protocol
 
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
-from greentrain.policies.planner import J_PER_KWH, Mode, Slot
+from greentrain.policies.planner import Mode, Slot
+from greentrain.units import J_PER_KWH
 from greentrain.policies.scaling_planner import FRESH, PAUSED, ScalingPlan, plan_scaling, running_state
 from greentrain.policies.window import horizon_end, intensity_slots, pause_decision, run_decision, safety_margin_s
 

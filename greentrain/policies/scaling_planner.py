@@ -31,7 +31,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from greentrain.policies.planner import J_PER_KWH, Mode, Slot
+from greentrain.policies.planner import Mode, Slot
+from greentrain.units import J_PER_KWH
 
 __all__ = ["FRESH", "PAUSED", "ScalingPlan", "plan_scaling", "running_state"]
 

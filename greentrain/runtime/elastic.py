@@ -131,8 +131,6 @@ class RuntimeScaler:
     def __init__(self, cfg: JobConfig, profile: ScalingProfile, world_size: int, *, micro: int,
                  failed: tuple[int, ...] = ()) -> None:
         self.cfg = cfg
-        self.min_replicas = cfg.elastic.min_replicas
-        self.max_replicas = cfg.elastic.max_replicas
         self.micro = micro
         self.failed = tuple(failed)
         self._replicas = replicas_of(cfg, world_size)
@@ -198,7 +196,7 @@ def load_profile_for(cfg: JobConfig) -> ScalingProfile:
     estimate = Path(cfg.checkpoint.dir or ".") / ESTIMATE_FILE
     if cfg.checkpoint.dir and estimate.is_file():
         return load_scaling_profile(estimate)
-    if not cfg.elastic.scaling_profile:
-        raise ConfigError("elastic.scaling_profile: not set")
-    return load_scaling_profile(cfg.elastic.scaling_profile)
+    if not cfg.greentrain.scaling_profile:
+        raise ConfigError("greentrain.scaling_profile: not set")
+    return load_scaling_profile(cfg.greentrain.scaling_profile)
 

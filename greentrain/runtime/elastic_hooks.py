@@ -1,7 +1,7 @@
 """Carbon scaling inside ``run_training``: the scaler for the session, and the stop for a relaunch.
 
 ``attach_scaler`` gives the session's engine a ``RuntimeScaler`` when the job
-has ``[elastic] scaling_profile`` and a policy. When the policy asks for
+has ``[greentrain] scaling_profile`` and a policy. When the policy asks for
 another count, every rank stops at that step boundary after the trainer's
 checkpoint; ``finish_rescale`` then writes the request for the launcher
 (rank 0) and the running profile estimate. A request made before step 0 (the
@@ -26,18 +26,18 @@ __all__ = ["attach_scaler", "elastic_config", "finish_rescale", "observer", "sin
 def elastic_config(cfg: JobConfig, world_size: int) -> JobConfig:
     """The config this launch trains with: an elastic job's is sized for ``world_size`` (same global batch,
     the first launch's micro-batch, accumulation absorbing the rest), whoever launched it; others as given."""
-    if not (cfg.elastic.scaling_profile and cfg.checkpoint.dir):
+    if not (cfg.greentrain.scaling_profile and cfg.checkpoint.dir):
         return cfg
     return sized_config(cfg, world_size)[0]
 
 
 def attach_scaler(cfg: JobConfig, world_size: int, session: Any) -> RuntimeScaler | None:
-    """A scaler for an elastic job (None for a fixed-size one), set as the session's ``parts.scaler`` (before
+    """A scaler for an elastic job (None for a fixed-size one), set as the session's ``scaler`` (before
     the session is entered, so its first decision already plans the count)."""
-    if not cfg.elastic.scaling_profile:
+    if not cfg.greentrain.scaling_profile:
         return None
     if not cfg.checkpoint.dir:
-        raise ConfigError("elastic.scaling_profile: carbon scaling needs checkpoint.dir (--checkpoint-dir): "
+        raise ConfigError("greentrain.scaling_profile: carbon scaling needs checkpoint.dir (--checkpoint-dir): "
                           "a change of replica count is a checkpoint and a relaunch")
     state = ReplicaState.load(cfg.checkpoint.dir)
     failed = set(state.failed) if state else set()
@@ -52,9 +52,9 @@ def attach_scaler(cfg: JobConfig, world_size: int, session: Any) -> RuntimeScale
     scaler = RuntimeScaler(cfg, load_profile_for(cfg), world_size, micro=micro_batch(cfg, world_size),
                            failed=tuple(sorted(failed)))
     if scaler.replicas not in scaler.profile.replica_counts:
-        raise ConfigError(f"elastic.scaling_profile: {scaler.replicas} replicas (this launch) is not a count in "
-                          f"{cfg.elastic.scaling_profile}; valid: {', '.join(map(str, scaler.profile.replica_counts))}")
-    session.parts.scaler = scaler
+        raise ConfigError(f"greentrain.scaling_profile: {scaler.replicas} replicas (this launch) is not a count in "
+                          f"{cfg.greentrain.scaling_profile}; valid: {', '.join(map(str, scaler.profile.replica_counts))}")
+    session.scaler = scaler
     return scaler
 
 

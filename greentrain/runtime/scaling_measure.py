@@ -3,7 +3,7 @@
 For each count r the launcher starts the ranks (``r × tp × pp`` processes)
 with this module as their program: they build the job at that size (same
 global batch, the micro-batch kept, accumulation absorbing the rest; no
-checkpoint, no policy), run one warm-up step, then ``elastic.profile_steps``
+checkpoint, no policy), run one warm-up step, then ``greentrain.scaling_profile_steps``
 timed steps, and rank 0 writes the timed window's wall-clock edges and tokens.
 Meanwhile the launcher's own energy monitor samples this node's devices
 (GPUs through NVML, CPU packages through RAPL, else the labelled estimate);

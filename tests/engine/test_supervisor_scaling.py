@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import TraceSignals, hourly  # noqa: E402
 
 from greentrain.clock import ReplayClock
-from greentrain.engine import Engine
+from greentrain.engine import Collaborators, DeadlineGuard, Engine, Progress
+from greentrain.engine.scaler import Scaling
 from greentrain.errors import ConfigError
 from greentrain.events import EventLog, read_events
 from greentrain.job.process import ChildProcess
@@ -80,12 +81,12 @@ def _run(tmp_path: Path, fail_at: str) -> tuple[int, list[str], list[dict], Engi
     out = tmp_path / "out.txt"
     argv = [sys.executable, str(script), str(out), str(tmp_path / "state"), "150", fail_at, "--nproc-per-node", "2"]
     scaler = CommandScaler(PROFILE, argv)
-    engine = Engine(load_policy("carbon-aware"), signals=signals, clock=clock, work_total_s=2 * 3600,
-                    deadline=T0 + timedelta(hours=10), event_log=log, step_time_s=0.05 * SPEEDUP,
-                    decide_interval_s=120, progress=False)
-    engine.scaler = scaler
+    engine = Engine(load_policy("carbon-aware"), Collaborators(clock=clock, signals=signals, event_log=log),
+                    progress=Progress(work_total_s=2 * 3600, step_time_s=0.05 * SPEEDUP),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=10), simulated=True),
+                    decide_interval_s=120, countdown=False, scaling=Scaling(scaler=scaler))
     child = ChildProcess(argv, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05, scaler=scaler).run()
+    status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05, scaler=scaler).run(engine.begin())
     engine.close()
     log.close()
     return status, out.read_text().split(), read_events(tmp_path / "run.jsonl"), engine
@@ -99,8 +100,8 @@ def test_a_clean_grid_relaunches_the_command_with_more_processes(tmp_path: Path)
     assert changed and changed[0]["replicas_from"] == 2 and changed[0]["replicas"] == 4
     planned = [e["replicas"] for e in events if e["event"] == "replicas" and e["kind"] == "planned"]
     assert planned[:2] == [0, 4], "a delayed start (0 replicas), then 4"
-    assert engine.work_total_s == pytest.approx(3600.0)  # 2 h at 2 processes is 1 h at 4
-    assert engine.job_stats.replicas_actual == 4 and engine.job_stats.replicas_planned == 4
+    assert engine.progress.work_total_s == pytest.approx(3600.0)  # 2 h at 2 processes is 1 h at 4
+    assert engine.io.job_stats.replicas_actual == 4 and engine.io.job_stats.replicas_planned == 4
 
 
 def test_a_count_that_fails_at_launch_falls_back(tmp_path: Path) -> None:
@@ -109,4 +110,4 @@ def test_a_count_that_fails_at_launch_falls_back(tmp_path: Path) -> None:
     assert ticks and set(ticks) == {"2"}, "the launch at 4 failed; the work ran at 2"
     notes = [n for n in engine.notes if "falling back to 2 replicas" in n]
     assert notes and "relaunch at 4 replicas failed (exit 1)" in notes[0]
-    assert 4 not in engine.scaler.profile.replica_counts
+    assert engine.scaling is not None and 4 not in engine.scaling.scaler.profile.replica_counts

@@ -32,7 +32,7 @@ def _base(tmp_path: Path) -> dict:
     profile.write_text("replicas,throughput,power_w\n1,100,50\n2,190,100\n4,360,200\n", encoding="utf-8")
     cfg = tiny_config(train={"steps": STEPS, "grad_accum": 4}, parallel={"dp_shard": -1},
                       checkpoint={"dir": str(tmp_path / "ckpt"), "interval": 100},
-                      greentrain={"zone": "GB"}, elastic={"scaling_profile": str(profile)})
+                      greentrain={"zone": "GB", "scaling_profile": str(profile)})
     return cfg.to_dict()
 
 
