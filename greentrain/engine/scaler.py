@@ -1,6 +1,6 @@
 """An elastic job's replica actuator as the engine sees it (carbon scaling; see ``engine/scaling.py``).
 
-``ReplicaScaler`` is what the job gives (``JobParts.scaler``): the counts it can
+``ReplicaScaler`` is what the job gives (``build_job(scaler=...)``, ``Session.scaler``): the counts it can
 run at with their throughput and power, the count running now, and a way to ask
 for another. ``Scaling`` pairs it with the job's allowed range
 (``JobOptions.min_replicas``/``max_replicas``) and is what the engine holds.

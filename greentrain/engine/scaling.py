@@ -1,7 +1,7 @@
 """The engine's seam for carbon scaling: the replica count from a Decision to the job's replica actuator.
 
 An elastic job gives its engine a ``Scaling`` (``engine/scaler.py``): its
-``ReplicaScaler`` (``JobParts.scaler``: the measured scaling profile and the
+``ReplicaScaler`` (``build_job(scaler=...)``, ``Session.scaler``: the measured scaling profile and the
 count running now) and the allowed range (``JobOptions.min_replicas`` /
 ``max_replicas``). The decider copies them into the ``Snapshot`` so the policy
 can plan a count per interval; ``adopt_replicas`` hands a RUN decision's new
