@@ -9,17 +9,22 @@ new size (``greentrain.runtime.relaunch.ElasticLauncher``) and a DCP reshard.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from greentrain.errors import ConfigError
 
+if TYPE_CHECKING:
+    from greentrain.runtime.config import JobConfig
+
 __all__ = ["check_elastic", "launch_elastic", "profile_scaling"]
 
 
-def check_elastic(cfg: Any, nproc: int | None) -> None:
+def check_elastic(cfg: JobConfig, nproc: int | None) -> None:
     """One line per problem before anything launches: the profile, --nproc, the checkpoint folder."""
     from greentrain.policies.scaling_profile import load_scaling_profile
     from greentrain.runtime.elastic import micro_batch, replicas_of
@@ -44,8 +49,8 @@ def check_elastic(cfg: Any, nproc: int | None) -> None:
         raise ConfigError(f"--nproc: {e}") from None
 
 
-def launch_elastic(cfg: Any, nproc: int, max_restarts: int, argv: list[str],
-                   launch: Any, resume_at: Any) -> None:
+def launch_elastic(cfg: JobConfig, nproc: int, max_restarts: int, argv: list[str],
+                   launch: Callable[[int, int, list[str]], int], resume_at: Callable[[], datetime | None]) -> None:
     """Run the elastic launcher; ``launch(nproc, max_restarts, argv)`` is torchrun on this machine."""
     from greentrain.runtime.elastic import elastic_sets, micro_batch, replicas_of
     from greentrain.runtime.relaunch import ElasticLauncher
@@ -66,7 +71,7 @@ def launch_elastic(cfg: Any, nproc: int, max_restarts: int, argv: list[str],
         raise click.ClickException(f"torchrun exited with status {status} (see the rank output above)")
 
 
-def profile_scaling(cfg: Any, nproc: int | None, max_restarts: int) -> None:
+def profile_scaling(cfg: JobConfig, nproc: int | None, max_restarts: int) -> None:
     """Measure throughput and power at each count up to --nproc; write the CSV to --scaling-profile."""
     from greentrain.device import discover
     from greentrain.monitor.monitor import Monitor

@@ -29,7 +29,6 @@ import math
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.policies.scaling_profile import ScalingProfile, format_scaling_profile, load_scaling_profile
@@ -65,7 +64,7 @@ def micro_batch(cfg: JobConfig, world_size: int) -> int:
     return cfg.train.global_batch // per_step
 
 
-def elastic_sets(cfg: JobConfig, replicas: int, micro: int) -> dict[str, dict[str, Any]]:
+def elastic_sets(cfg: JobConfig, replicas: int, micro: int) -> dict[str, dict[str, int | str]]:
     """The config overrides at ``replicas``: pure FSDP over the data-parallel ranks, accumulation absorbing
     the change; ConfigError when the global batch does not split into ``replicas × micro``."""
     if cfg.train.global_batch % (replicas * micro):

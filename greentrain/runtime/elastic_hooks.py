@@ -11,7 +11,8 @@ first decision after a launch) stops before any step.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from greentrain.errors import ConfigError
 from greentrain.provenance import Source
@@ -19,6 +20,10 @@ from greentrain.runtime.config import JobConfig
 from greentrain.integrations.slurm import write_replicas
 from greentrain.runtime.elastic import ReplicaState, RuntimeScaler, load_profile_for, micro_batch, sized_config
 from greentrain.runtime.metrics import StepMetrics
+
+if TYPE_CHECKING:
+    from greentrain.runtime.trainer import Trainer
+    from greentrain.session import Session
 
 __all__ = ["attach_scaler", "elastic_config", "finish_rescale", "observer", "single_node"]
 
@@ -31,7 +36,7 @@ def elastic_config(cfg: JobConfig, world_size: int) -> JobConfig:
     return sized_config(cfg, world_size)[0]
 
 
-def attach_scaler(cfg: JobConfig, world_size: int, session: Any) -> RuntimeScaler | None:
+def attach_scaler(cfg: JobConfig, world_size: int, session: Session) -> RuntimeScaler | None:
     """A scaler for an elastic job (None for a fixed-size one), set as the session's ``scaler`` (before
     the session is entered, so its first decision already plans the count)."""
     if not cfg.greentrain.scaling_profile:
@@ -58,7 +63,7 @@ def attach_scaler(cfg: JobConfig, world_size: int, session: Any) -> RuntimeScale
     return scaler
 
 
-def observer(scaler: RuntimeScaler, session: Any, single_node: bool, folder: str):
+def observer(scaler: RuntimeScaler, session: Session, single_node: bool, folder: str) -> Callable[[StepMetrics], None]:
     """Rank 0's ``on_step`` callback: after the first step at this count, record it as working (the launcher's
     fallback); then feed each step's measured throughput (and draw, when the session's monitor sees the whole
     job: one node) into the scaler's estimate."""
@@ -79,7 +84,7 @@ def observer(scaler: RuntimeScaler, session: Any, single_node: bool, folder: str
     return observe
 
 
-def finish_rescale(cfg: JobConfig, trainer: Any, scaler: RuntimeScaler | None, rank: int) -> int | None:
+def finish_rescale(cfg: JobConfig, trainer: Trainer, scaler: RuntimeScaler | None, rank: int) -> int | None:
     """After the loop: the count to relaunch at (None when no change was asked); rank 0 writes the request
     (the trainer's checkpoint at this step is complete by now) and the running estimate."""
     if scaler is None:

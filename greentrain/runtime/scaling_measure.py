@@ -28,8 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from greentrain.engine.collaborators import EnergyMonitor
 from greentrain.errors import ConfigError
 from greentrain.policies.scaling_profile import ScalingPoint, ScalingProfile
 from greentrain.provenance import Source
@@ -56,7 +56,7 @@ def profile_counts(cfg: JobConfig, max_world: int) -> tuple[list[int], int]:
 class EnergyTrace:
     """Samples a monitor's cumulative energy with wall-clock stamps; energy between two stamps by interpolation."""
 
-    def __init__(self, monitor: Any, interval_s: float = 0.1) -> None:
+    def __init__(self, monitor: EnergyMonitor, interval_s: float = 0.1) -> None:
         self.monitor = monitor
         self.interval_s = interval_s
         self.samples: list[tuple[float, float]] = []
@@ -73,7 +73,9 @@ class EnergyTrace:
 
     def _run(self) -> None:
         while True:
-            self.samples.append((time.time(), self.monitor.total_energy_j()))
+            energy_j = self.monitor.total_energy_j()
+            if energy_j is not None:  # nothing measured yet (or at all): no sample, energy_j() says None
+                self.samples.append((time.time(), energy_j))
             if self._stop.wait(self.interval_s):
                 return
 
@@ -93,7 +95,7 @@ class EnergyTrace:
 
 
 def measure_scaling(cfg: JobConfig, counts: list[int], micro: int, launch: Callable[[int, Path, Path], int],
-                    monitor: Any, *, note: Callable[[str], None] = print) -> ScalingProfile:
+                    monitor: EnergyMonitor, *, note: Callable[[str], None] = print) -> ScalingProfile:
     """Launch ``launch(world_size, config_json, result_json)`` at each count while ``monitor`` (started) samples
     this node; the profile of every count that ran (a count whose launch fails is reported and skipped)."""
     points: list[ScalingPoint] = []
