@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from greentrain.clock import Clock
 from greentrain.errors import ConfigError, SignalError
@@ -37,7 +37,7 @@ from greentrain.policies.scaling_profile import ScalingProfile, parse_scaling_pr
 from greentrain.signals.base import IntensityPoint
 
 __all__ = ["GROUP", "VERSION", "PLURAL", "SCALING_PROFILE", "WORK_DONE_S", "FAILED_REPLICAS",
-           "PyTorchJobController", "ScaledJob", "run_controllers"]
+           "PyTorchJobController", "Reconciler", "ScaledJob", "run_controllers"]
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,16 @@ class PyTorchJobController:
         self._api.patch_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, job.name, body)
 
 
-def run_controllers(controllers: Sequence[Any], clock: Clock, interval_s: float, stop: threading.Event) -> None:
+class Reconciler(Protocol):
+    """A controller ``run_controllers`` drives: the batch-Job one (``kubernetes.py``) or ``PyTorchJobController``."""
+
+    def reconcile_once(self) -> list[Outcome]:
+        """One pass over the objects it manages."""
+        ...
+
+
+def run_controllers(controllers: Sequence[Reconciler], clock: Clock, interval_s: float,
+                    stop: threading.Event) -> None:
     """Reconcile every controller (batch Jobs, PyTorchJobs) every ``interval_s`` until ``stop``; a failing pass
     is logged and retried at the next one, it never ends the loop."""
     while not stop.is_set():
