@@ -12,6 +12,9 @@
   ranks before the next step.
 - without a policy, ``--metrics-port`` still serves step/token counters
   (rank 0) from a :class:`~greentrain.jobstats.JobStats`.
+
+A MoE model's router statistics (tokens per expert, imbalance) go to the
+same ``JobStats`` either way, so the exporter serves them.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from greentrain.runtime.config import JobConfig
 from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
 
-__all__ = ["SessionHook", "run_training"]
+__all__ = ["SessionHook", "run_training", "report_router"]
 
 
 class SessionHook:
@@ -91,6 +94,7 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
     def on_step(m: StepMetrics) -> None:
         stats.add(steps=1, tokens=m.tokens)
         stats.update(precision=m.precision)
+        report_router(stats)(m)
 
     try:
         yield on_step
@@ -98,6 +102,16 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
         stats.update(state=JobState.WAITING)
         if server is not None:
             server.stop()
+
+
+def report_router(stats: JobStats):
+    """An on_step callback that adds a MoE step's router statistics to ``stats`` (the exporter's)."""
+
+    def on_step(m: StepMetrics) -> None:
+        if m.expert_tokens is not None:
+            stats.add_expert_tokens(m.expert_tokens, m.expert_imbalance)
+
+    return on_step
 
 
 def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, Any] | None = None,
@@ -120,7 +134,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
             trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
             return trainer, trainer.fit(handle_signals=handle_signals)
     session = _session(trainer.cfg, trainer, world_size, extra)
-    trainer.on_step = _chain(callbacks)
+    trainer.on_step = _chain([report_router(session.job_stats)] + callbacks)
     with session:
         trainer.hook = SessionHook(session)
         trainer.step = max(trainer.step, session.start_step)

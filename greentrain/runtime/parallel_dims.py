@@ -54,7 +54,7 @@ class ParallelDims:
         if self.dp_shard == -1:
             if self.world_size % fixed:
                 raise ConfigError(
-                    f"world size {self.world_size} does not divide by pp*dp_replicate*ep*cp*tp = {fixed}; "
+                    f"world size {self.world_size} does not divide by pp*dp_replicate*cp*ep*tp = {fixed}; "
                     "choose sizes whose product divides the number of processes")
             self.dp_shard = self.world_size // fixed
         if self.dp_shard < 1:
