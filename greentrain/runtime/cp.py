@@ -40,6 +40,11 @@ def load_balanced_positions(seq_len: int, cp: int, cp_rank: int) -> torch.Tensor
                       torch.arange(second * chunk, (second + 1) * chunk)])
 
 
+# torch 2.13 renamed the tensor collectives (the old names warn there); 2.11 has only the old ones.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
 class _GatherSequence(torch.autograd.Function):
     """All-gather along dim 0 (stacked by rank); backward reduce-scatters the gradient to its owner."""
 
@@ -48,13 +53,13 @@ class _GatherSequence(torch.autograd.Function):
         ctx.group = group
         size = dist.get_world_size(group)
         out = x.new_empty((size * x.shape[0], *x.shape[1:]))  # rank-major along dim 0 (what gloo expects)
-        dist.all_gather_into_tensor(out, x.contiguous(), group=group)
+        _all_gather_single(out, x.contiguous(), group=group)
         return out.view(size, *x.shape)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         out = grad.new_empty(grad.shape[1:])
-        dist.reduce_scatter_tensor(out, grad.contiguous().flatten(0, 1), group=ctx.group)
+        _reduce_scatter_single(out, grad.contiguous().flatten(0, 1), group=ctx.group)
         return out, None
 
 

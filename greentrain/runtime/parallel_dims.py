@@ -112,7 +112,7 @@ class ParallelDims:
         return self.world_size > 1
 
     def describe(self) -> str:
-        extra = "".join(f" {name}={getattr(self, name)}" for name in ("ep", "cp") if getattr(self, name) > 1)
+        extra = "".join(f" {name}={getattr(self, name)}" for name in ("cp", "ep") if getattr(self, name) > 1)
         return f"pp={self.pp} dp_replicate={self.dp_replicate} dp_shard={self.dp_shard}{extra} tp={self.tp}"
 
     # ---- the mesh --------------------------------------------------------
@@ -124,6 +124,10 @@ class ParallelDims:
         mesh = init_device_mesh(device_type, sizes, mesh_dim_names=MESH_DIMS)
         flat = {"dp": ("dp_replicate", "dp_shard", "ep"), "dp_cp": ("dp_replicate", "dp_shard", "cp", "ep"),
                 "fsdp": ("dp_shard", "cp", "ep"), "expert_fsdp": ("dp_shard", "cp")}
+        if self.tp > 1:
+            # A gradient norm over FSDP x TP DTensors reduces over these dimensions at once when DTensor
+            # finds them flattened (one all-reduce instead of one per dimension).
+            flat.update(fsdp_tp=("dp_shard", "cp", "ep", "tp"), dp_cp_tp=("dp_replicate", "dp_shard", "cp", "ep", "tp"))
         self._flat = {name: mesh[dims]._flatten(mesh_dim_name=name) for name, dims in flat.items()}
         self._mesh = mesh
         return mesh
@@ -139,19 +143,27 @@ class ParallelDims:
             raise RuntimeError("ParallelDims.build_mesh() has not been called")
         return self._flat[name]
 
-    def fsdp_mesh(self) -> Any:
-        """The mesh FSDP2 shards dense parameters over: 2-D (replicate, shard) for HSDP/DDP, 1-D otherwise."""
-        self._flat_mesh("fsdp")
+    def _shard_mesh(self, flat_name: str, ways: int) -> Any:
+        """The FSDP2 mesh whose shard dimension is ``flat_name`` (``dp_shard`` itself when that is all of it);
+        with replicas, 2-D (replicate, shard): HSDP, or DDP when the shard size is 1."""
+        flat = self._flat_mesh(flat_name)
+        if ways == self.dp_shard:  # nothing else in the shard dimension: the mesh's own dims
+            return self.mesh[("dp_replicate", "dp_shard")] if self.dp_replicate > 1 else self.mesh["dp_shard"]
         if self.dp_replicate > 1:
-            return self.mesh[("dp_replicate", "fsdp")]
-        return self._flat["fsdp"]
+            # Slicing a flattened dim together with a root one is deprecated from torch 2.11: join them.
+            from torch.distributed.device_mesh import DeviceMesh
+
+            return DeviceMesh._concatenate([self.mesh["dp_replicate"], flat])
+        return flat
+
+    def fsdp_mesh(self) -> Any:
+        """The mesh FSDP2 shards dense parameters over (``dp_shard × cp × ep``): 2-D (replicate, shard) for
+        HSDP/DDP, 1-D otherwise."""
+        return self._shard_mesh("fsdp", self.dp_shard * self.cp * self.ep)
 
     def expert_fsdp_mesh(self) -> Any:
         """The mesh FSDP2 shards expert parameters over (``dp_shard × cp``; experts are split over ``ep``)."""
-        self._flat_mesh("expert_fsdp")
-        if self.dp_replicate > 1:
-            return self.mesh[("dp_replicate", "expert_fsdp")]
-        return self._flat["expert_fsdp"]
+        return self._shard_mesh("expert_fsdp", self.dp_shard * self.cp)
 
     def dp_mesh(self) -> Any:
         """All ranks that see different sequences, flattened into one dimension (batch slicing)."""

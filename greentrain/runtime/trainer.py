@@ -39,7 +39,7 @@ from greentrain.runtime.deferred import MetricsFetcher, fetch_interval
 from greentrain.runtime.fsdp import DTYPES, set_fsdp_precision
 from greentrain.runtime.metrics import MetricsWriter, StepMetrics, flops_per_token, peak_flops
 from greentrain.runtime.parallel_dims import ParallelDims
-from greentrain.runtime.planner import resolve_auto_mesh
+from greentrain.runtime.autolayout import EnergyMeter, choose_layout
 from greentrain.runtime.prefetch import Prefetcher
 from greentrain.runtime.router_stats import RouterStats, set_aux_grad_scale
 
@@ -64,7 +64,9 @@ class Trainer:
     """Trains the reference transformer on the configured mesh."""
 
     def __init__(self, cfg: JobConfig, *, hook: StepHook | None = None,
-                 on_step: Callable[[StepMetrics], None] | None = None) -> None:
+                 on_step: Callable[[StepMetrics], None] | None = None, layout_meter: EnergyMeter | None = None) -> None:
+        """``layout_meter``: what ``parallel.mesh = "auto"`` measures its trial layouts with (default: this
+        node's devices, ``NodeEnergyMeter``)."""
         self.cfg = cfg
         self.hook = hook
         self.on_step = on_step
@@ -72,7 +74,7 @@ class Trainer:
         self.rank = dist.get_rank() if distributed else 0
         world_size = dist.get_world_size() if distributed else 1
         self.device = pick_device(cfg.train.device)
-        cfg, self.plan = resolve_auto_mesh(cfg, world_size, self.device.type)
+        cfg, self.plan = choose_layout(cfg, world_size, self.device.type, type(self), layout_meter)
         self.cfg = cfg
         par = cfg.parallel
         self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, tp=par.tp, pp=par.pp,
@@ -268,6 +270,12 @@ class Trainer:
                               tokens_per_s=tokens / elapsed, step_time_s=elapsed, precision=self.precision, mfu=mfu)
         self.fetcher.push(metrics, loss, norm, start, extra=router)
         return loss
+
+    def close(self) -> None:
+        """Release the background threads (prefetch, async checkpoints) of a trainer that is done with."""
+        self.prefetcher.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
 
     # ---- checkpoints --------------------------------------------------------
     def save_checkpoint(self) -> None:

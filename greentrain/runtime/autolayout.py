@@ -1,0 +1,190 @@
+"""``--mesh auto``, measured: train a few steps on each of the best candidate layouts, keep the one that drew
+the least energy per token.
+
+``planner.plan_mesh`` lists every layout of the world (``pp × dp_replicate ×
+dp_shard × cp × ep × tp``) that the model allows and that fits in memory,
+cheapest first by its estimate. The ``parallel.auto_trials`` best of them are
+then built in turn, one warm-up step (compilation, allocator, first gathers)
+and ``parallel.auto_trial_steps`` measured steps each; the energy of every
+measured step is read from the job's devices (``NodeEnergyMeter``: NVML or
+RAPL counters where they exist, else greentrain's labelled CPU estimate) and
+the layout with the lowest median energy per token wins. Rank 0's figures are
+shared, so every rank chooses the same. The reason printed names the winner,
+what it measured, where the number came from, and every trial beside it.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+
+from greentrain.runtime.planner import LayoutEstimate, Plan, apply_layout, resolve_auto_mesh
+
+__all__ = ["EnergyMeter", "NodeEnergyMeter", "Trial", "choose_layout", "measure_layouts"]
+
+
+class EnergyMeter(ABC):
+    """Energy the whole job draws over a window; every rank gets the same ``(joules, source)``."""
+
+    @abstractmethod
+    def begin(self) -> None:
+        """Start a window (collective: every rank calls it)."""
+
+    @abstractmethod
+    def end(self) -> tuple[float, str]:
+        """Joules since ``begin`` over all ranks' devices, and where the figure came from."""
+
+    def close(self) -> None:
+        """Release what the meter holds."""
+
+
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+class NodeEnergyMeter(EnergyMeter):
+    """Local rank 0 of each node measures the node with greentrain's ``Monitor``; the nodes are summed."""
+
+    def __init__(self, device_type: str) -> None:
+        from greentrain.device import discover
+        from greentrain.monitor import Monitor
+
+        self.device = torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else \
+            torch.device("cpu")
+        self.monitor = None
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            self.monitor = Monitor.from_devices(discover(), interval_s=0.1).start()
+
+    def begin(self) -> None:
+        if self.monitor is not None:
+            self.monitor.begin("layout-trial")
+
+    def end(self) -> tuple[float, str]:
+        energy_j, source = 0.0, ""
+        if self.monitor is not None:
+            window = self.monitor.end("layout-trial")
+            energy_j, source = window.energy_j, str(window.source)
+        if not _distributed():
+            return energy_j, source
+        total = torch.tensor([energy_j], dtype=torch.float64, device=self.device)
+        dist.all_reduce(total)
+        shared = [source]
+        dist.broadcast_object_list(shared, src=0)
+        return float(total.item()), str(shared[0])
+
+    def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
+
+
+class _Trainable(Protocol):
+    """What a trial needs of a trainer."""
+
+    tokens_per_step: int
+
+    def train_step(self) -> object: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """What one candidate layout measured."""
+
+    layout: LayoutEstimate
+    energy_per_token_j: float
+    tokens_per_s: float
+    source: str
+    estimate_rank: int
+    """Its place (1-based) in the estimate's ranking."""
+
+    def describe(self) -> str:
+        return (f"{self.layout.describe()}: {self.energy_per_token_j * 1e3:.4g} mJ/token ({self.source}), "
+                f"{self.tokens_per_s:,.0f} tokens/s (estimate: #{self.estimate_rank}, "
+                f"{self.layout.energy_per_token_j * 1e3:.3g} mJ/token)")
+
+
+def _trial(make: Callable[[object], _Trainable], cfg, meter: EnergyMeter, steps: int) -> tuple[float, float, str]:
+    """(median joules per token, median tokens/s, source) of ``steps`` measured steps after one warm-up."""
+    trainer = make(cfg)
+    try:
+        trainer.train_step()
+        joules, seconds, source = [], [], ""
+        for _ in range(steps):
+            meter.begin()
+            start = time.perf_counter()
+            trainer.train_step()  # reads its loss: the step has finished on the device
+            seconds.append(time.perf_counter() - start)
+            energy_j, source = meter.end()
+            joules.append(energy_j)
+        tokens = trainer.tokens_per_step
+    finally:
+        trainer.close()
+        del trainer
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return statistics.median(joules) / tokens, tokens / statistics.median(seconds), source
+
+
+def _share(value: object) -> object:
+    """Rank 0's ``value`` on every rank (trials are timed per rank; all must choose alike)."""
+    if not _distributed():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter: EnergyMeter, *,
+                    trials: int, steps: int) -> Plan:
+    """Measure the ``trials`` best candidates of ``plan``; a Plan whose best is the lowest measured energy."""
+    shortlist: list[LayoutEstimate] = _share(list(plan.candidates[:trials]))  # type: ignore[assignment]
+    base = cfg.replace("checkpoint", dir=None).replace("metrics", jsonl=None, port=None)
+    base = base.replace("train", steps=max(base.train.steps, steps + 1))
+    results = []
+    for rank_in_estimate, layout in enumerate(shortlist, start=1):
+        per_token_j, tokens_per_s, source = _trial(make, apply_layout(base, layout), meter, steps)
+        results.append(Trial(layout, per_token_j, tokens_per_s, source, rank_in_estimate))
+    measured: list[Trial] = sorted(_share(results), key=lambda t: t.energy_per_token_j)  # type: ignore[arg-type]
+    best = measured[0]
+    left = len(plan.candidates) - len(measured)
+    runner_up = ""
+    if len(measured) > 1:
+        gap = measured[1].energy_per_token_j / best.energy_per_token_j - 1
+        runner_up = f"; next {measured[1].layout.describe()}, {gap:+.1%}"
+    lines = [f"{best.layout.describe()}: the lowest measured energy per token, "
+             f"{best.energy_per_token_j * 1e3:.4g} mJ ({best.source}), {best.tokens_per_s:,.0f} tokens/s, of "
+             f"{len(measured)} layouts measured for {steps} steps each{runner_up}; {left} more that fit were "
+             f"ranked out by the estimate, {len(plan.rejected)} rejected (model, batch or memory)"]
+    lines += [f"  measured {t.describe()}" for t in measured]
+    return replace(plan, best=best.layout, reason="\n".join(lines), trials=tuple(measured))
+
+
+def choose_layout(cfg, world_size: int, device_type: str, make: Callable[[object], _Trainable],
+                  meter: EnergyMeter | None = None):
+    """For ``parallel.mesh = "auto"``: (a copy of ``cfg`` with the chosen sizes, the Plan); else (cfg, None)."""
+    if cfg.parallel.mesh != "auto":
+        return cfg, None
+    estimated_cfg, plan = resolve_auto_mesh(cfg, world_size, device_type)
+    trials = cfg.parallel.auto_trials
+    if trials == 0 or len(plan.candidates) == 1:
+        why = "auto_trials = 0" if trials == 0 else "the only layout that fits"
+        return estimated_cfg, replace(plan, reason=f"{plan.reason} (not measured: {why})")
+    owned = meter is None
+    meter = meter or NodeEnergyMeter(device_type)
+    try:
+        measured = measure_layouts(cfg, plan, make, meter, trials=trials, steps=cfg.parallel.auto_trial_steps)
+    finally:
+        if owned:
+            meter.close()
+    return apply_layout(cfg, measured.best), measured
