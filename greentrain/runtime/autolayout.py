@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from greentrain.runtime.planner import LayoutEstimate, Plan, apply_layout, resolve_auto_mesh
 
-__all__ = ["EnergyMeter", "NodeEnergyMeter", "Trial", "choose_layout", "measure_layouts"]
+__all__ = ["EnergyMeter", "NodeEnergyMeter", "Trial", "choose_layout", "measure_layouts", "measure_trial"]
 
 
 class EnergyMeter(ABC):
@@ -113,7 +113,7 @@ class Trial:
                 f"{self.layout.energy_per_token_j * 1e3:.3g} mJ/token)")
 
 
-def _trial(make: Callable[[object], _Trainable], cfg, meter: EnergyMeter, steps: int) -> tuple[float, float, str]:
+def measure_trial(make: Callable[[object], _Trainable], cfg, meter: EnergyMeter, steps: int) -> tuple[float, float, str]:
     """(median joules per token, median tokens/s, source) of ``steps`` measured steps after one warm-up."""
     trainer = make(cfg)
     try:
@@ -153,7 +153,7 @@ def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter
     base = base.replace("train", steps=max(base.train.steps, steps + 1))
     results = []
     for rank_in_estimate, layout in enumerate(shortlist, start=1):
-        per_token_j, tokens_per_s, source = _trial(make, apply_layout(base, layout), meter, steps)
+        per_token_j, tokens_per_s, source = measure_trial(make, apply_layout(base, layout), meter, steps)
         results.append(Trial(layout, per_token_j, tokens_per_s, source, rank_in_estimate))
     measured: list[Trial] = sorted(_share(results), key=lambda t: t.energy_per_token_j)  # type: ignore[arg-type]
     best = measured[0]
