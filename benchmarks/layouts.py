@@ -6,8 +6,9 @@ in one launch so start-up is paid once:
 1. the sweep: every layout ``pp × dp_replicate × dp_shard × cp × ep × tp``
    the model allows and that fits in memory (the planner's own candidate
    list), each built fresh, one warm-up step, then ``--steps`` steps with the
-   energy of each step read from the devices (``NodeEnergyMeter``: NVML or
-   RAPL where they exist, else greentrain's labelled CPU estimate). The
+   energy of each step read as the planner reads it (``default_meter``: NVML
+   or RAPL counters where they exist, else the ranks' CPU time at the host's
+   TDP per CPU, labelled estimated). The
    layouts run in ``--rounds`` rounds, the order reversed every other round,
    so load from other processes falls on all of them alike; each figure is
    the median over steps and rounds;
@@ -46,7 +47,7 @@ def _config(args: argparse.Namespace, mesh: str):
 
 
 def _sweep(args: argparse.Namespace, world: int) -> list[dict]:
-    from greentrain.runtime.autolayout import NodeEnergyMeter, measure_trial
+    from greentrain.runtime.autolayout import default_meter, measure_trial
     from greentrain.runtime.planner import apply_layout, detect_hardware, plan_mesh
     from greentrain.runtime.trainer import Trainer
 
@@ -56,13 +57,14 @@ def _sweep(args: argparse.Namespace, world: int) -> list[dict]:
                      hardware=hw)
     layouts = list(plan.candidates)
     runs: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(layouts))}
-    meter = NodeEnergyMeter(args.device)
+    meter = default_meter(args.device)
     source = ""
     try:
         for r in range(args.rounds):
             order = list(range(len(layouts)))
             for i in order if r % 2 == 0 else order[::-1]:
-                per_token_j, tokens_per_s, source = measure_trial(Trainer, apply_layout(cfg, layouts[i]), meter, args.steps)
+                layout_cfg = apply_layout(cfg, layouts[i])
+                per_token_j, tokens_per_s, source = measure_trial(Trainer, layout_cfg, meter, args.steps)
                 runs[i].append((per_token_j, tokens_per_s))
     finally:
         meter.close()

@@ -219,7 +219,8 @@ def _train_here(cfg) -> None:
 
 
 @click.command("train")
-@click.option("--config", "config", default="tiny", show_default=True, help="TOML file or preset (tiny, tiny-moe, 125m, 1b, 1b-moe).")
+@click.option("--config", "config", default="tiny", show_default=True,
+              help="TOML file or preset (tiny, tiny-moe, 125m, 1b, 1b-moe).")
 @click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override any config key.")
 @click.option("--steps", type=int, help="Optimizer steps in total.")
 @click.option("--seed", type=int, help="Seed for weights and data order.")

@@ -3,12 +3,13 @@ the least energy per token.
 
 ``planner.plan_mesh`` lists every layout of the world (``pp × dp_replicate ×
 dp_shard × cp × ep × tp``) that the model allows and that fits in memory,
-cheapest first by its estimate. The ``parallel.auto_trials`` best of them are
-then built in turn, one warm-up step (compilation, allocator, first gathers)
+cheapest first by its estimate. Each of them (or the ``parallel.auto_trials``
+best by the estimate) is then built in turn, one warm-up step (compilation, allocator, first gathers)
 and ``parallel.auto_trial_steps`` measured steps each; the energy of every
 measured step is read from the job's devices (``NodeEnergyMeter``: NVML or
-RAPL counters where they exist, else greentrain's labelled CPU estimate) and
-the layout with the lowest median energy per token wins. Rank 0's figures are
+RAPL counters where they exist; on a host with neither, ``ProcessCPUMeter``:
+the ranks' own CPU time at the host's TDP per CPU, labelled estimated) and the
+layout with the lowest median energy per token wins. Rank 0's figures are
 shared, so every rank chooses the same. The reason printed names the winner,
 what it measured, where the number came from, and every trial beside it.
 """
@@ -29,7 +30,8 @@ import torch.distributed as dist
 
 from greentrain.runtime.planner import LayoutEstimate, Plan, apply_layout, resolve_auto_mesh
 
-__all__ = ["EnergyMeter", "NodeEnergyMeter", "Trial", "choose_layout", "measure_layouts", "measure_trial"]
+__all__ = ["EnergyMeter", "NodeEnergyMeter", "ProcessCPUMeter", "Trial", "choose_layout", "default_meter",
+           "measure_layouts", "measure_trial"]
 
 
 class EnergyMeter(ABC):
@@ -51,18 +53,29 @@ def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
+def _collective_device(device_type: str) -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else torch.device("cpu")
+
+
+def _sum_over_ranks(value: float, device: torch.device) -> float:
+    if not _distributed():
+        return value
+    total = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return float(total.item())
+
+
 class NodeEnergyMeter(EnergyMeter):
     """Local rank 0 of each node measures the node with greentrain's ``Monitor``; the nodes are summed."""
 
-    def __init__(self, device_type: str) -> None:
+    def __init__(self, device_type: str, devices=None) -> None:
         from greentrain.device import discover
         from greentrain.monitor import Monitor
 
-        self.device = torch.device("cuda", torch.cuda.current_device()) if device_type == "cuda" else \
-            torch.device("cpu")
+        self.device = _collective_device(device_type)
         self.monitor = None
         if int(os.environ.get("LOCAL_RANK", "0")) == 0:
-            self.monitor = Monitor.from_devices(discover(), interval_s=0.1).start()
+            self.monitor = Monitor.from_devices(devices or discover(), interval_s=0.1).start()
 
     def begin(self) -> None:
         if self.monitor is not None:
@@ -73,17 +86,42 @@ class NodeEnergyMeter(EnergyMeter):
         if self.monitor is not None:
             window = self.monitor.end("layout-trial")
             energy_j, source = window.energy_j, str(window.source)
-        if not _distributed():
-            return energy_j, source
-        total = torch.tensor([energy_j], dtype=torch.float64, device=self.device)
-        dist.all_reduce(total)
-        shared = [source]
-        dist.broadcast_object_list(shared, src=0)
-        return float(total.item()), str(shared[0])
+        return _sum_over_ranks(energy_j, self.device), str(_share(source))
 
     def close(self) -> None:
         if self.monitor is not None:
             self.monitor.stop()
+
+
+class ProcessCPUMeter(EnergyMeter):
+    """Where no device has an energy counter: each rank's process CPU time × the host's TDP per logical CPU
+    (the TDP greentrain's CPU estimate uses), summed over the ranks. Unlike the host-wide estimate, what other
+    processes on a shared host burn does not count; a rank waiting on a collective costs what it spins."""
+
+    def __init__(self, device_type: str, tdp_w: float, cpus: int) -> None:
+        self.device = _collective_device(device_type)
+        self.watts_per_cpu = tdp_w / max(1, cpus)
+        self._start_s = 0.0
+
+    def begin(self) -> None:
+        self._start_s = time.process_time()
+
+    def end(self) -> tuple[float, str]:
+        cpu_s = _sum_over_ranks(time.process_time() - self._start_s, self.device)
+        return cpu_s * self.watts_per_cpu, f"estimated: process CPU time x {self.watts_per_cpu:.3g} W per CPU"
+
+
+def default_meter(device_type: str) -> EnergyMeter:
+    """Counters where the node has any (NVML GPUs, RAPL), else the job's own CPU time (``ProcessCPUMeter``)."""
+    from greentrain.device import discover
+    from greentrain.provenance import Source
+
+    devices = discover()
+    estimates = [c for c in devices.cpus if c.source == Source.ESTIMATED]
+    if devices.gpus or len(estimates) < len(devices.cpus) or not estimates:
+        return NodeEnergyMeter(device_type, devices)
+    return ProcessCPUMeter(device_type, sum(getattr(c, "tdp_w", 0.0) for c in estimates) or 1.0,
+                           os.cpu_count() or 1)
 
 
 class _Trainable(Protocol):
@@ -113,7 +151,8 @@ class Trial:
                 f"{self.layout.energy_per_token_j * 1e3:.3g} mJ/token)")
 
 
-def measure_trial(make: Callable[[object], _Trainable], cfg, meter: EnergyMeter, steps: int) -> tuple[float, float, str]:
+def measure_trial(make: Callable[[object], _Trainable], cfg, meter: EnergyMeter,
+                  steps: int) -> tuple[float, float, str]:
     """(median joules per token, median tokens/s, source) of ``steps`` measured steps after one warm-up."""
     trainer = make(cfg)
     try:
@@ -146,8 +185,9 @@ def _share(value: object) -> object:
 
 
 def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter: EnergyMeter, *,
-                    trials: int, steps: int) -> Plan:
-    """Measure the ``trials`` best candidates of ``plan``; a Plan whose best is the lowest measured energy."""
+                    trials: int | None, steps: int) -> Plan:
+    """Measure the ``trials`` best candidates of ``plan`` (None: all); a Plan whose best is the lowest measured
+    energy per token."""
     shortlist: list[LayoutEstimate] = _share(list(plan.candidates[:trials]))  # type: ignore[assignment]
     base = cfg.replace("checkpoint", dir=None).replace("metrics", jsonl=None, port=None)
     base = base.replace("train", steps=max(base.train.steps, steps + 1))
@@ -162,10 +202,11 @@ def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter
     if len(measured) > 1:
         gap = measured[1].energy_per_token_j / best.energy_per_token_j - 1
         runner_up = f"; next {measured[1].layout.describe()}, {gap:+.1%}"
+    unmeasured = f"{left} more that fit were ranked out by the estimate" if left else "every layout that fits"
     lines = [f"{best.layout.describe()}: the lowest measured energy per token, "
              f"{best.energy_per_token_j * 1e3:.4g} mJ ({best.source}), {best.tokens_per_s:,.0f} tokens/s, of "
-             f"{len(measured)} layouts measured for {steps} steps each{runner_up}; {left} more that fit were "
-             f"ranked out by the estimate, {len(plan.rejected)} rejected (model, batch or memory)"]
+             f"{len(measured)} layouts measured for {steps} steps each{runner_up}; {unmeasured}, "
+             f"{len(plan.rejected)} rejected (model, batch or memory)"]
     lines += [f"  measured {t.describe()}" for t in measured]
     return replace(plan, best=best.layout, reason="\n".join(lines), trials=tuple(measured))
 
@@ -181,7 +222,7 @@ def choose_layout(cfg, world_size: int, device_type: str, make: Callable[[object
         why = "auto_trials = 0" if trials == 0 else "the only layout that fits"
         return estimated_cfg, replace(plan, reason=f"{plan.reason} (not measured: {why})")
     owned = meter is None
-    meter = meter or NodeEnergyMeter(device_type)
+    meter = meter or default_meter(device_type)
     try:
         measured = measure_layouts(cfg, plan, make, meter, trials=trials, steps=cfg.parallel.auto_trial_steps)
     finally:

@@ -178,9 +178,9 @@ class ParallelConfig:
     """FSDP2: keep sharded parameters and optimizer state on the CPU."""
     device_memory_gb: float | None = None
     """Per-device memory for the ``auto`` planner (default: detected)."""
-    auto_trials: int = 8
-    """``auto``: how many of the layouts that fit (the best by estimate first) are measured before one is
-    chosen; 0 ranks by the estimate alone."""
+    auto_trials: int | None = None
+    """``auto``: how many of the layouts that fit are measured before one is chosen: unset = every one of them
+    (the estimate only orders them), N = the N best by the estimate, 0 = choose by the estimate alone."""
     auto_trial_steps: int = 3
     """``auto``: measured steps per trial (after one warm-up step)."""
 
@@ -189,7 +189,7 @@ class ParallelConfig:
         c.need(self.mesh in ("manual", "auto"), "mesh", f"{self.mesh!r} is not 'manual' or 'auto'")
         for key in ("dp_replicate", "tp", "pp", "cp", "ep", "virtual_stages", "auto_trial_steps"):
             c.int_range(key, 1, MAX_COUNT)
-        c.int_range("auto_trials", 0, MAX_COUNT)
+        c.int_range("auto_trials", 0, MAX_COUNT, none_ok=True)
         c.need(self.dp_shard == -1 or 1 <= self.dp_shard <= MAX_COUNT, "dp_shard",
                f"must be within 1..{MAX_COUNT:,} or -1 (auto), got {self.dp_shard}")
         c.need(self.pp_schedule in PP_SCHEDULES, "pp_schedule",

@@ -89,6 +89,6 @@ def test_auto_mesh_measures_trials_chooses_the_least_energy_and_trains_like_the_
         assert reason.startswith(layout + " ac=") and "the lowest measured energy per token" in reason
         assert len(trials) == 3 and all(line in reason for line, *_ in trials)
         assert trials[0][0].startswith(layout + " ac=") and trials[0][1] == min(t[1] for t in trials)
-        assert all(source in ("measured", "integrated", "estimated") for *_, source in trials)
+        assert all(source.startswith(("measured", "integrated", "estimated")) for *_, source in trials)
         compare(ref, history, f"auto ({layout})")
     assert answers[0][:3] == answers[1][:3], "every rank chose the same from the same figures"
