@@ -5,13 +5,13 @@ in one launch so start-up is paid once:
 
 1. the sweep: every layout ``pp × dp_replicate × dp_shard × cp × ep × tp``
    the model allows and that fits in memory (the planner's own candidate
-   list), each built fresh, one warm-up step, then ``--steps`` steps with the
-   energy of each step read as the planner reads it (``default_meter``: NVML
-   or RAPL counters where they exist, else the ranks' CPU time at the host's
-   TDP per CPU, labelled estimated). The
-   layouts run in ``--rounds`` rounds, the order reversed every other round,
-   so load from other processes falls on all of them alike; each figure is
-   the median over steps and rounds;
+   list), one warm-up step each, then ``--steps`` steps with the energy of
+   each step read as the planner reads it (``default_meter``: NVML or RAPL
+   counters where they exist, else the ranks' CPU time at the host's TDP per
+   CPU, labelled estimated). On the CPU all layouts are built first and
+   measured step by step in turn (the order reversed every other step), so
+   load from other processes falls on all of them alike; on GPUs one after
+   another. Each figure is the median over its steps;
 2. the planner: ``Trainer`` with ``parallel.mesh = "auto"`` (its default
    trials), as ``greentrain train --mesh auto`` runs it.
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -43,12 +42,12 @@ def _config(args: argparse.Namespace, mesh: str):
     cfg = load_config(args.config)
     cfg = cfg.replace("train", device=args.device, steps=10_000, warmup_steps=0, decay="constant")
     cfg = cfg.replace("checkpoint", dir=None).replace("metrics", jsonl=None)
-    return cfg.replace("parallel", mesh=mesh, auto_trial_steps=args.steps)
+    return cfg.replace("parallel", mesh=mesh)
 
 
 def _sweep(args: argparse.Namespace, world: int) -> list[dict]:
-    from greentrain.runtime.autolayout import default_meter, measure_trial
-    from greentrain.runtime.planner import apply_layout, detect_hardware, plan_mesh
+    from greentrain.runtime.autolayout import default_meter, measure_candidates, trial_configs
+    from greentrain.runtime.planner import detect_hardware, plan_mesh
     from greentrain.runtime.trainer import Trainer
 
     cfg = _config(args, "manual")
@@ -56,23 +55,17 @@ def _sweep(args: argparse.Namespace, world: int) -> list[dict]:
     plan = plan_mesh(cfg.model, world_size=world, seq_len=cfg.train.seq_len, global_batch=cfg.train.global_batch,
                      hardware=hw)
     layouts = list(plan.candidates)
-    runs: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(layouts))}
     meter = default_meter(args.device)
-    source = ""
     try:
-        for r in range(args.rounds):
-            order = list(range(len(layouts)))
-            for i in order if r % 2 == 0 else order[::-1]:
-                layout_cfg = apply_layout(cfg, layouts[i])
-                per_token_j, tokens_per_s, source = measure_trial(Trainer, layout_cfg, meter, args.steps)
-                runs[i].append((per_token_j, tokens_per_s))
+        together = args.device == "cpu"
+        figures = measure_candidates(trial_configs(cfg, layouts, args.steps), Trainer, meter, args.steps,
+                                     together=together)
     finally:
         meter.close()
     return [{"layout": layout.describe(), "parallel": layout.parallel(), "ac": layout.ac,
              "estimate_rank": i + 1, "estimated_mj_per_token": layout.energy_per_token_j * 1e3,
-             "mj_per_token": statistics.median(j for j, _ in runs[i]) * 1e3,
-             "tokens_per_s": statistics.median(t for _, t in runs[i]), "source": source}
-            for i, layout in enumerate(layouts)]
+             "mj_per_token": per_token_j * 1e3, "tokens_per_s": tokens_per_s, "source": source}
+            for i, (layout, (per_token_j, tokens_per_s, source)) in enumerate(zip(layouts, figures))]
 
 
 def _rank(rank: int, world: int, store_dir: str, args: argparse.Namespace, out: str) -> None:
@@ -102,8 +95,8 @@ def _table(result: dict, args: argparse.Namespace) -> str:
     sweep = sorted(result["sweep"], key=lambda row: row["mj_per_token"])
     best = sweep[0]["mj_per_token"]
     chosen = result["planner"]["layout"]
-    lines = [f"`{args.config}`, {args.world} ranks ({args.device}), {args.steps} measured steps x {args.rounds} "
-             f"rounds per layout; energy per token: {sweep[0]['source']}",
+    lines = [f"`{args.config}`, {args.world} ranks ({args.device}), {args.steps} measured steps per layout "
+             f"(median); energy per token: {sweep[0]['source']}",
              "",
              "| layout | tokens/s | energy per token (mJ) | vs best | estimate's rank | planner |",
              "|---|---:|---:|---:|---:|---|"]
@@ -128,8 +121,7 @@ def main() -> None:
     parser.add_argument("--config", default="tiny", help="preset or TOML file (default tiny)")
     parser.add_argument("--world", type=int, default=4, help="ranks (default 4)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per layout (default 3)")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds over all layouts (default 2)")
+    parser.add_argument("--steps", type=int, default=6, help="measured steps per layout (default 6)")
     parser.add_argument("--json", help="also write the raw results here")
     args = parser.parse_args()
     if args.device == "cuda":

@@ -1,17 +1,20 @@
-"""``--mesh auto``, measured: train a few steps on each of the best candidate layouts, keep the one that drew
-the least energy per token.
+"""``--mesh auto``, measured: train a few steps on each candidate layout, keep the one that drew the least
+energy per token.
 
 ``planner.plan_mesh`` lists every layout of the world (``pp × dp_replicate ×
 dp_shard × cp × ep × tp``) that the model allows and that fits in memory,
 cheapest first by its estimate. Each of them (or the ``parallel.auto_trials``
-best by the estimate) is then built in turn, one warm-up step (compilation, allocator, first gathers)
-and ``parallel.auto_trial_steps`` measured steps each; the energy of every
-measured step is read from the job's devices (``NodeEnergyMeter``: NVML or
-RAPL counters where they exist; on a host with neither, ``ProcessCPUMeter``:
-the ranks' own CPU time at the host's TDP per CPU, labelled estimated) and the
-layout with the lowest median energy per token wins. Rank 0's figures are
-shared, so every rank chooses the same. The reason printed names the winner,
-what it measured, where the number came from, and every trial beside it.
+best by the estimate) is built and trained for one warm-up step (compilation,
+allocator, first gathers) and ``parallel.auto_trial_steps`` measured steps:
+side by side, step by step in turn, when they fit in memory together (a change
+of load on the host then falls on all alike), else one after another. The
+energy of every measured step is read from the job's devices
+(``NodeEnergyMeter``: NVML or RAPL counters where they exist; on a host with
+neither, ``ProcessCPUMeter``: the ranks' own CPU time at the host's TDP per
+CPU, labelled estimated) and the layout with the lowest median energy per
+token wins. Rank 0's figures are shared, so every rank chooses the same. The
+reason printed names the winner, what it measured, where the number came
+from, and every trial beside it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import torch.distributed as dist
 from greentrain.runtime.planner import LayoutEstimate, Plan, apply_layout, resolve_auto_mesh
 
 __all__ = ["EnergyMeter", "NodeEnergyMeter", "ProcessCPUMeter", "Trial", "choose_layout", "default_meter",
-           "measure_layouts", "measure_trial"]
+           "measure_candidates", "measure_layouts", "trial_configs"]
 
 
 class EnergyMeter(ABC):
@@ -151,28 +154,57 @@ class Trial:
                 f"{self.layout.energy_per_token_j * 1e3:.3g} mJ/token)")
 
 
-def measure_trial(make: Callable[[object], _Trainable], cfg, meter: EnergyMeter,
-                  steps: int) -> tuple[float, float, str]:
-    """(median joules per token, median tokens/s, source) of ``steps`` measured steps after one warm-up."""
-    trainer = make(cfg)
-    try:
-        trainer.train_step()
-        joules, seconds, source = [], [], ""
-        for _ in range(steps):
-            meter.begin()
-            start = time.perf_counter()
-            trainer.train_step()  # reads its loss: the step has finished on the device
-            seconds.append(time.perf_counter() - start)
-            energy_j, source = meter.end()
-            joules.append(energy_j)
-        tokens = trainer.tokens_per_step
-    finally:
-        trainer.close()
-        del trainer
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    return statistics.median(joules) / tokens, tokens / statistics.median(seconds), source
+def _release(trainer: _Trainable) -> None:
+    trainer.close()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _timed_step(trainer: _Trainable, meter: EnergyMeter) -> tuple[float, float, str]:
+    """(joules, seconds, source) of one step; ``train_step`` reads its loss, so the step has finished."""
+    meter.begin()
+    start = time.perf_counter()
+    trainer.train_step()
+    seconds = time.perf_counter() - start
+    energy_j, source = meter.end()
+    return energy_j, seconds, source
+
+
+def measure_candidates(cfgs: list, make: Callable[[object], _Trainable], meter: EnergyMeter, steps: int, *,
+                       together: bool) -> list[tuple[float, float, str]]:
+    """Per config: (median joules per token, median tokens/s, source) of ``steps`` steps after one warm-up.
+
+    ``together``: build every candidate first and measure them step by step in turn (the order reversed
+    every other step), so a change of load on the host during the trials falls on all of them alike;
+    otherwise one after another, each released before the next is built (when they do not fit at once).
+    """
+    samples: list[list[tuple[float, float, str]]] = [[] for _ in cfgs]
+    tokens: list[int] = []
+    if together:
+        trainers = [make(cfg) for cfg in cfgs]
+        try:
+            for trainer in trainers:
+                trainer.train_step()  # warm-up: compilation, allocator, first gathers
+            for step in range(steps):
+                order = list(range(len(cfgs)))
+                for i in order if step % 2 == 0 else order[::-1]:
+                    samples[i].append(_timed_step(trainers[i], meter))
+            tokens = [t.tokens_per_step for t in trainers]
+        finally:
+            for trainer in trainers:
+                _release(trainer)
+    else:
+        for i, cfg in enumerate(cfgs):
+            trainer = make(cfg)
+            try:
+                trainer.train_step()
+                samples[i] = [_timed_step(trainer, meter) for _ in range(steps)]
+                tokens.append(trainer.tokens_per_step)
+            finally:
+                _release(trainer)
+    return [(statistics.median(j for j, _, _ in got) / n, n / statistics.median(s for _, s, _ in got), got[-1][2])
+            for got, n in zip(samples, tokens)]
 
 
 def _share(value: object) -> object:
@@ -184,17 +216,24 @@ def _share(value: object) -> object:
     return box[0]
 
 
+def trial_configs(cfg, layouts: list[LayoutEstimate], steps: int) -> list:
+    """``cfg`` with each layout's sizes, no checkpoints or metrics files, enough steps for a trial."""
+    base = cfg.replace("checkpoint", dir=None).replace("metrics", jsonl=None, port=None)
+    base = base.replace("train", steps=max(base.train.steps, steps + 1))
+    return [apply_layout(base, layout) for layout in layouts]
+
+
 def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter: EnergyMeter, *,
                     trials: int | None, steps: int) -> Plan:
     """Measure the ``trials`` best candidates of ``plan`` (None: all); a Plan whose best is the lowest measured
     energy per token."""
     shortlist: list[LayoutEstimate] = _share(list(plan.candidates[:trials]))  # type: ignore[assignment]
-    base = cfg.replace("checkpoint", dir=None).replace("metrics", jsonl=None, port=None)
-    base = base.replace("train", steps=max(base.train.steps, steps + 1))
-    results = []
-    for rank_in_estimate, layout in enumerate(shortlist, start=1):
-        per_token_j, tokens_per_s, source = measure_trial(make, apply_layout(base, layout), meter, steps)
-        results.append(Trial(layout, per_token_j, tokens_per_s, source, rank_in_estimate))
+    cfgs = trial_configs(cfg, shortlist, steps)
+    # Side by side when all of them fit in memory at once (with room to spare), else one after another.
+    together = sum(c.memory_gb for c in shortlist) <= 0.5 * plan.memory_gb
+    figures = measure_candidates(cfgs, make, meter, steps, together=together)
+    results = [Trial(layout, per_token_j, tokens_per_s, source, rank)
+               for rank, (layout, (per_token_j, tokens_per_s, source)) in enumerate(zip(shortlist, figures), 1)]
     measured: list[Trial] = sorted(_share(results), key=lambda t: t.energy_per_token_j)  # type: ignore[arg-type]
     best = measured[0]
     left = len(plan.candidates) - len(measured)

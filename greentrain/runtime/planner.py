@@ -92,6 +92,8 @@ class Plan:
     candidates: tuple[LayoutEstimate, ...]
     rejected: tuple[str, ...]
     reason: str
+    memory_gb: float = 0.0
+    """The per-device memory the plan fitted the layouts into."""
     trials: tuple = ()
     """What each measured layout drew (``autolayout.Trial``, lowest energy per token first); empty when the
     choice is the estimate's alone."""
@@ -264,7 +266,7 @@ def plan_mesh(model, *, world_size: int, seq_len: int, global_batch: int,
     reason = (f"{best.describe()}: fits ({best.memory_gb:.1f} of {hw.memory_gb:.3g} GB per device) with the lowest "
               f"estimated energy per token, {best.energy_per_token_j * 1e3:.3g} mJ, of {len(candidates)} valid "
               f"layouts{runner_up}; {len(rejected)} rejected")
-    return Plan(best, tuple(candidates), tuple(rejected), reason)
+    return Plan(best, tuple(candidates), tuple(rejected), reason, hw.memory_gb)
 
 
 def detect_hardware(device_type: str, precision: str, memory_gb: float | None = None,
