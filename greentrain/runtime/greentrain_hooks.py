@@ -91,10 +91,12 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
         server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port)
         server.start()
 
+    router = report_router(stats)
+
     def on_step(m: StepMetrics) -> None:
         stats.add(steps=1, tokens=m.tokens)
         stats.update(precision=m.precision)
-        report_router(stats)(m)
+        router(m)
 
     try:
         yield on_step

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from greentrain.errors import ConfigError
+from greentrain.runtime.autolayout import EnergyMeter, choose_layout
 from greentrain.runtime.builder import build, cross_entropy, pick_device
 from greentrain.runtime.checkpoint import Checkpointer
 from greentrain.runtime.clip import clip_grad_norm_
@@ -39,7 +40,6 @@ from greentrain.runtime.deferred import MetricsFetcher, fetch_interval
 from greentrain.runtime.fsdp import DTYPES, set_fsdp_precision
 from greentrain.runtime.metrics import MetricsWriter, StepMetrics, flops_per_token, peak_flops
 from greentrain.runtime.parallel_dims import ParallelDims
-from greentrain.runtime.autolayout import EnergyMeter, choose_layout
 from greentrain.runtime.prefetch import Prefetcher
 from greentrain.runtime.router_stats import RouterStats, set_aux_grad_scale
 
@@ -65,8 +65,8 @@ class Trainer:
 
     def __init__(self, cfg: JobConfig, *, hook: StepHook | None = None,
                  on_step: Callable[[StepMetrics], None] | None = None, layout_meter: EnergyMeter | None = None) -> None:
-        """``layout_meter``: what ``parallel.mesh = "auto"`` measures its trial layouts with (default: this
-        node's devices, ``NodeEnergyMeter``)."""
+        """``layout_meter``: what ``parallel.mesh = "auto"`` measures its trial layouts with (default:
+        ``autolayout.default_meter``, this node's energy counters or the ranks' CPU time)."""
         self.cfg = cfg
         self.hook = hook
         self.on_step = on_step
