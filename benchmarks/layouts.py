@@ -64,8 +64,8 @@ def _sweep(args: argparse.Namespace, world: int) -> list[dict]:
         meter.close()
     return [{"layout": layout.describe(), "parallel": layout.parallel(), "ac": layout.ac,
              "estimate_rank": i + 1, "estimated_mj_per_token": layout.energy_per_token_j * 1e3,
-             "mj_per_token": per_token_j * 1e3, "tokens_per_s": tokens_per_s, "source": source}
-            for i, (layout, (per_token_j, tokens_per_s, source)) in enumerate(zip(layouts, figures))]
+             "mj_per_token": f.energy() * 1e3, "tokens_per_s": f.speed(), "source": f.source}
+            for i, (layout, f) in enumerate(zip(layouts, figures))]
 
 
 def _rank(rank: int, world: int, store_dir: str, args: argparse.Namespace, out: str) -> None:

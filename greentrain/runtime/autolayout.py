@@ -12,7 +12,9 @@ energy of every measured step is read from the job's devices
 (``NodeEnergyMeter``: NVML or RAPL counters where they exist; on a host with
 neither, ``ProcessCPUMeter``: the ranks' own CPU time at the host's TDP per
 CPU, labelled estimated) and the layout with the lowest median energy per
-token wins. Rank 0's figures are shared, so every rank chooses the same. The
+token wins; the candidates within 25 % of the best after that pass are measured
+again for twice as many steps, so noise does not decide a close race. Rank 0's
+figures are shared, so every rank chooses the same. The
 reason printed names the winner, what it measured, where the number came
 from, and every trial beside it.
 """
@@ -34,7 +36,7 @@ import torch.distributed as dist
 from greentrain.runtime.planner import LayoutEstimate, Plan, apply_layout, resolve_auto_mesh
 
 __all__ = ["EnergyMeter", "NodeEnergyMeter", "ProcessCPUMeter", "Trial", "choose_layout", "default_meter",
-           "measure_candidates", "measure_layouts", "trial_configs"]
+           "Samples", "measure_candidates", "measure_layouts", "trial_configs"]
 
 
 class EnergyMeter(ABC):
@@ -171,40 +173,84 @@ def _timed_step(trainer: _Trainable, meter: EnergyMeter) -> tuple[float, float, 
     return energy_j, seconds, source
 
 
+@dataclass(slots=True)
+class Samples:
+    """One candidate's measured steps: joules per token and tokens/s of each, and where the energy came from."""
+
+    per_token_j: list[float]
+    tokens_per_s: list[float]
+    source: str
+
+    def energy(self) -> float:
+        """Median joules per token."""
+        return statistics.median(self.per_token_j)
+
+    def speed(self) -> float:
+        """Median tokens per second."""
+        return statistics.median(self.tokens_per_s)
+
+    def __add__(self, other: "Samples") -> "Samples":
+        return Samples(self.per_token_j + other.per_token_j, self.tokens_per_s + other.tokens_per_s, other.source)
+
+
+def _samples(trainer: _Trainable, steps: list[tuple[float, float, str]]) -> Samples:
+    n = trainer.tokens_per_step
+    return Samples([j / n for j, _, _ in steps], [n / s for _, s, _ in steps], steps[-1][2] if steps else "")
+
+
 def measure_candidates(cfgs: list, make: Callable[[object], _Trainable], meter: EnergyMeter, steps: int, *,
-                       together: bool) -> list[tuple[float, float, str]]:
-    """Per config: (median joules per token, median tokens/s, source) of ``steps`` steps after one warm-up.
+                       together: bool) -> list[Samples]:
+    """Per config, ``steps`` measured steps after one warm-up step.
 
     ``together``: build every candidate first and measure them step by step in turn (the order reversed
     every other step), so a change of load on the host during the trials falls on all of them alike;
     otherwise one after another, each released before the next is built (when they do not fit at once).
     """
-    samples: list[list[tuple[float, float, str]]] = [[] for _ in cfgs]
-    tokens: list[int] = []
-    if together:
-        trainers = [make(cfg) for cfg in cfgs]
-        try:
-            for trainer in trainers:
-                trainer.train_step()  # warm-up: compilation, allocator, first gathers
-            for step in range(steps):
-                order = list(range(len(cfgs)))
-                for i in order if step % 2 == 0 else order[::-1]:
-                    samples[i].append(_timed_step(trainers[i], meter))
-            tokens = [t.tokens_per_step for t in trainers]
-        finally:
-            for trainer in trainers:
-                _release(trainer)
-    else:
-        for i, cfg in enumerate(cfgs):
+    if not together:
+        out = []
+        for cfg in cfgs:
             trainer = make(cfg)
             try:
-                trainer.train_step()
-                samples[i] = [_timed_step(trainer, meter) for _ in range(steps)]
-                tokens.append(trainer.tokens_per_step)
+                trainer.train_step()  # warm-up: compilation, allocator, first gathers
+                out.append(_samples(trainer, [_timed_step(trainer, meter) for _ in range(steps)]))
             finally:
                 _release(trainer)
-    return [(statistics.median(j for j, _, _ in got) / n, n / statistics.median(s for _, s, _ in got), got[-1][2])
-            for got, n in zip(samples, tokens)]
+        return out
+    steps_of: list[list[tuple[float, float, str]]] = [[] for _ in cfgs]
+    trainers = [make(cfg) for cfg in cfgs]
+    try:
+        for trainer in trainers:
+            trainer.train_step()
+        for step in range(steps):
+            order = list(range(len(cfgs)))
+            for i in order if step % 2 == 0 else order[::-1]:
+                steps_of[i].append(_timed_step(trainers[i], meter))
+        return [_samples(trainer, got) for trainer, got in zip(trainers, steps_of)]
+    finally:
+        for trainer in trainers:
+            _release(trainer)
+
+
+REFINE_WITHIN = 1.25
+"""Candidates within 25 % of the best after the first pass are measured again (their noise decides)."""
+REFINE_AT_MOST = 4
+"""... at most this many of them, for twice the trial steps, side by side as before."""
+
+
+def _measure_and_refine(cfgs: list, make: Callable[[object], _Trainable], meter: EnergyMeter, steps: int,
+                        together: bool) -> tuple[list[Samples], int]:
+    """Every candidate for ``steps``; then the close contenders for ``2 × steps`` more. (figures, refined)."""
+    figures: list[Samples] = _share(measure_candidates(cfgs, make, meter, steps, together=together))  # type: ignore
+    order = sorted(range(len(cfgs)), key=lambda i: figures[i].energy())
+    best = figures[order[0]].energy()
+    close = [i for i in order[:REFINE_AT_MOST] if figures[i].energy() <= REFINE_WITHIN * best]
+    if len(close) < 2:
+        return figures, 0
+    more: list[Samples] = _share(measure_candidates([cfgs[i] for i in close], make, meter, 2 * steps,  # type: ignore
+                                                    together=together))
+    for i, extra in zip(close, more):
+        figures[i] = figures[i] + extra
+    return figures, len(close)
 
 
 def _share(value: object) -> object:
@@ -231,10 +277,10 @@ def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter
     cfgs = trial_configs(cfg, shortlist, steps)
     # Side by side when all of them fit in memory at once (with room to spare), else one after another.
     together = sum(c.memory_gb for c in shortlist) <= 0.5 * plan.memory_gb
-    figures = measure_candidates(cfgs, make, meter, steps, together=together)
-    results = [Trial(layout, per_token_j, tokens_per_s, source, rank)
-               for rank, (layout, (per_token_j, tokens_per_s, source)) in enumerate(zip(shortlist, figures), 1)]
-    measured: list[Trial] = sorted(_share(results), key=lambda t: t.energy_per_token_j)  # type: ignore[arg-type]
+    figures, refined = _measure_and_refine(cfgs, make, meter, steps, together)
+    measured = sorted((Trial(layout, f.energy(), f.speed(), f.source, rank)
+                       for rank, (layout, f) in enumerate(zip(shortlist, figures), 1)),
+                      key=lambda t: t.energy_per_token_j)
     best = measured[0]
     left = len(plan.candidates) - len(measured)
     runner_up = ""
@@ -244,7 +290,9 @@ def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter
     unmeasured = f"{left} more that fit were ranked out by the estimate" if left else "every layout that fits"
     lines = [f"{best.layout.describe()}: the lowest measured energy per token, "
              f"{best.energy_per_token_j * 1e3:.4g} mJ ({best.source}), {best.tokens_per_s:,.0f} tokens/s, of "
-             f"{len(measured)} layouts measured for {steps} steps each{runner_up}; {unmeasured}, "
+             f"{len(measured)} layouts measured for {steps} steps each"
+             f"{f' (the {refined} within {REFINE_WITHIN - 1:.0%} of the best: {2 * steps} more)' if refined else ''}"
+             f"{runner_up}; {unmeasured}, "
              f"{len(plan.rejected)} rejected (model, batch or memory)"]
     lines += [f"  measured {t.describe()}" for t in measured]
     return replace(plan, best=best.layout, reason="\n".join(lines), trials=tuple(measured))
