@@ -72,9 +72,10 @@ class GroupedExperts(nn.Module):
         outs = [(F.silu(chunk @ w1[e].t()) * (chunk @ w3[e].t())) @ w2[e].t()
                 for e, chunk in enumerate(tokens.split(counts)) if chunk.shape[0]]
         if not outs:
-            # No token reached these experts: a zero-size output that still depends on every weight, so
-            # backward gives them a (zero) gradient and every rank joins the same gradient collectives.
-            return tokens.new_zeros(0, w2.shape[1]) + 0 * (w1.sum() + w2.sum() + w3.sum())
+            # No token reached these experts. The (empty) output must still depend on the tokens and on every
+            # weight: backward then runs the dispatch's all-to-all here as on the ranks that did get tokens
+            # (else they wait for this one forever), and the weights get a zero gradient for FSDP to reduce.
+            return tokens * 0 + 0 * (w1.sum() + w2.sum() + w3.sum())
         return torch.cat(outs)
 
 

@@ -147,3 +147,41 @@ def test_expert_major_reorders_received_tokens() -> None:
     counts = torch.tensor([[1, 2], [2, 1]])
     # rows: s0e0 | s0e1 s0e1 | s1e0 s1e0 | s1e1 -> e0: 0, 3, 4 ; e1: 1, 2, 5
     assert _expert_major(counts).tolist() == [0, 3, 4, 1, 2, 5]
+
+
+def _starved_expert_rank(rank: int, world: int) -> tuple[bool, bool, float]:
+    """Expert parallel over 2 ranks with every token routed to experts 0 and 1 (rank 0's): rank 1 receives
+    no token, yet its backward must run the same all-to-alls as rank 0's (or both wait forever)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from greentrain.runtime.ep import apply_ep
+
+    moe, x = _moe()
+    x = x.abs()
+    with torch.no_grad():
+        moe.router.weight.zero_()
+        moe.router.weight[0] += 5.0
+        moe.router.weight[1] += 4.0
+    reference, _ = _moe()
+    reference.load_state_dict(moe.state_dict())
+    x_ref = x.clone().requires_grad_()
+    expected = reference(x_ref)
+    (expected * expected).sum().backward()
+
+    apply_ep(moe, init_device_mesh("cpu", (world,), mesh_dim_names=("ep",)))
+    x = x.requires_grad_()
+    out = moe(x)
+    (out * out).sum().backward()
+    rows = slice(rank * 2, rank * 2 + 2)
+    same_grads = (torch.allclose(moe.experts.w1.grad.to_local(), reference.experts.w1.grad[rows], atol=1e-6)
+                  and torch.allclose(x.grad, x_ref.grad, atol=1e-6))  # the expert path's input gradient came back
+    return torch.allclose(out, expected, atol=1e-6), same_grads, float(moe.experts.w1.grad.to_local().abs().sum())
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_whose_experts_get_no_token_still_joins_backward() -> None:
+    from .harness import run_ranks
+
+    (out0, grad0, _), (out1, grad1, idle_grad) = run_ranks(_starved_expert_rank, 2, timeout_s=100)
+    assert out0 and out1 and grad0 and grad1
+    assert idle_grad == 0.0, "the unused experts get a zero gradient, not none"
