@@ -33,7 +33,7 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
-from greentrain.runtime.planner import LayoutEstimate, Plan, apply_layout, resolve_auto_mesh
+from greentrain.runtime.planner import LayoutEstimate, MeshPlan, apply_layout, resolve_auto_mesh
 
 __all__ = ["EnergyMeter", "NodeEnergyMeter", "ProcessCPUMeter", "Trial", "choose_layout", "default_meter",
            "Samples", "measure_candidates", "measure_layouts", "trial_configs"]
@@ -269,9 +269,9 @@ def trial_configs(cfg, layouts: list[LayoutEstimate], steps: int) -> list:
     return [apply_layout(base, layout) for layout in layouts]
 
 
-def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter: EnergyMeter, *,
-                    trials: int | None, steps: int) -> Plan:
-    """Measure the ``trials`` best candidates of ``plan`` (None: all); a Plan whose best is the lowest measured
+def measure_layouts(cfg, plan: MeshPlan, make: Callable[[object], _Trainable], meter: EnergyMeter, *,
+                    trials: int | None, steps: int) -> MeshPlan:
+    """Measure the ``trials`` best candidates of ``plan`` (None: all); a MeshPlan whose best is the lowest measured
     energy per token."""
     shortlist: list[LayoutEstimate] = _share(list(plan.candidates[:trials]))  # type: ignore[assignment]
     cfgs = trial_configs(cfg, shortlist, steps)
@@ -300,7 +300,7 @@ def measure_layouts(cfg, plan: Plan, make: Callable[[object], _Trainable], meter
 
 def choose_layout(cfg, world_size: int, device_type: str, make: Callable[[object], _Trainable],
                   meter: EnergyMeter | None = None):
-    """For ``parallel.mesh = "auto"``: (a copy of ``cfg`` with the chosen sizes, the Plan); else (cfg, None)."""
+    """For ``parallel.mesh = "auto"``: (a copy of ``cfg`` with the chosen sizes, the MeshPlan); else (cfg, None)."""
     if cfg.parallel.mesh != "auto":
         return cfg, None
     estimated_cfg, plan = resolve_auto_mesh(cfg, world_size, device_type)
