@@ -91,6 +91,11 @@ class TableForecaster:
         self.points, self.table = points, table
         self.index = {p.start: i for i, p in enumerate(points)}
 
+    def forecast_values(self, history, now, horizon_h: int = HORIZON_H) -> np.ndarray | None:
+        """The same values without building points (``ArchiveForecaster`` asks for many past hours)."""
+        t = self.index.get(now)
+        return None if t is None else self.table[t, :horizon_h]
+
     def forecast(self, history, now, horizon_h: int = HORIZON_H) -> list[IntensityPoint]:
         t = self.index.get(now)
         if t is None or np.isnan(self.table[t, 0]):

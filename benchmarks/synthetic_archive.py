@@ -76,24 +76,70 @@ def log_errors(n_issues: int, *, sigma_24h: float, rng: np.random.Generator, hor
     return errors
 
 
+def forecast_table(actual: np.ndarray, scale: float, *, trace_name: str,
+                   seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """(forecast, truth): (hours × 72) forecasts issued at each hour of ``actual`` for the next 72 hours, with
+    ``scale`` × the day-ahead error, and the actual values they aim at (NaN past the trace's end)."""
+    rng = np.random.default_rng([seed, zlib.crc32(trace_name.encode())])
+    base = log_errors(actual.size, sigma_24h=sigma_for_mape(MAPE_DAY_AHEAD), rng=rng)
+    target = np.arange(actual.size)[:, None] + np.arange(1, HORIZON_H + 1)[None, :]
+    truth = np.where(target < actual.size, actual[np.minimum(target, actual.size - 1)], np.nan)
+    return truth * np.exp(base * (sigma_for_mape(scale * MAPE_DAY_AHEAD) / sigma_for_mape(MAPE_DAY_AHEAD))), truth
+
+
+def mape_24h(forecast: np.ndarray, truth: np.ndarray) -> float:
+    """The measured mean absolute percentage error 24 h ahead (a check on the generator)."""
+    day = truth[:, 23] > 0
+    return float(np.mean(np.abs(forecast[day, 23] / truth[day, 23] - 1.0)))
+
+
 def write_archive(actual: np.ndarray, hour0_s: int, path: Path, zone: str, scales: dict[str, float], *,
                   trace_name: str, seed: int = DEFAULT_SEED) -> dict[str, float]:
     """Write one series per ``scales`` entry (provider name → error scale) into the archive at ``path``;
     returns each series' measured MAPE 24 h ahead."""
-    rng = np.random.default_rng([seed, zlib.crc32(trace_name.encode())])
-    base = log_errors(actual.size, sigma_24h=sigma_for_mape(MAPE_DAY_AHEAD), rng=rng)
-    h = np.arange(1, HORIZON_H + 1)
-    target = np.arange(actual.size)[:, None] + h[None, :]
-    inside = target < actual.size
-    truth = np.where(inside, actual[np.minimum(target, actual.size - 1)], np.nan)
     measured = {}
     with ForecastArchive(path) as archive:
         for name, scale in scales.items():
-            sigma = sigma_for_mape(scale * MAPE_DAY_AHEAD)
-            values = truth * np.exp(base * (sigma / sigma_for_mape(MAPE_DAY_AHEAD)))
+            values, truth = forecast_table(actual, scale, trace_name=trace_name, seed=seed)
             rows = [(hour0_s + 3600 * t, hour0_s + 3600 * (t + k + 1), float(values[t, k]))
-                    for t, k in zip(*np.nonzero(inside))]
+                    for t, k in zip(*np.nonzero(~np.isnan(truth)))]
             archive.write(name, zone, forecasts=rows)
-            day = truth[:, 23] > 0
-            measured[name] = float(np.mean(np.abs(values[day, 23] / truth[day, 23] - 1.0)))
+            measured[name] = mape_24h(values, truth)
     return measured
+
+
+def main() -> None:
+    """Write a synthetic archive of one trace window in the long CSV format (e.g. the example the package ships)."""
+    import argparse
+    from datetime import datetime
+
+    from greentrain.clock import ensure_aware_utc
+    from greentrain.signals.archivecsv import write_forecast_csv
+    from greentrain.signals.trace import load_trace
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--trace", type=Path, required=True, help="Electricity Maps hourly CSV export")
+    parser.add_argument("--start", required=True, help="first issue time, ISO-8601 UTC")
+    parser.add_argument("--days", type=float, required=True, help="days of issues")
+    parser.add_argument("--every-hours", type=int, default=1, help="one issue every this many hours")
+    parser.add_argument("--horizon-hours", type=int, default=HORIZON_H)
+    parser.add_argument("--scale", type=float, default=1.0, help="error as a multiple of the 7 %% day-ahead MAPE")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--csv", type=Path, required=True, help="file to write")
+    args = parser.parse_args()
+    points = load_trace(args.trace)
+    actual = np.array([p.intensity_g_per_kwh for p in points])
+    values, truth = forecast_table(actual, args.scale, trace_name=args.trace.stem, seed=args.seed)
+    first = ensure_aware_utc(datetime.fromisoformat(args.start.replace("Z", "+00:00")), "--start")
+    t0 = next(i for i, p in enumerate(points) if p.start >= first)
+    hour0_s = int(points[0].start.timestamp())
+    rows = [(hour0_s + 3600 * t, hour0_s + 3600 * (t + k + 1), float(values[t, k]))
+            for t in range(t0, min(t0 + int(args.days * 24), actual.size), args.every_hours)
+            for k in range(min(args.horizon_hours, HORIZON_H)) if not np.isnan(truth[t, k])]
+    with open(args.csv, "w", encoding="utf-8", newline="") as handle:
+        written = write_forecast_csv(rows, handle)
+    print(f"{written} rows; MAPE 24 h ahead over the trace: {mape_24h(values, truth):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -170,11 +170,12 @@ def list_series(archive_path: Path | None, as_json: bool) -> None:
 
 
 def _one_series(store: Any, provider: str | None, zone: str | None) -> tuple[str, str]:
-    matches = [s for s in store.series() if (provider is None or s.provider == provider)
+    with_forecasts = [s for s in store.series() if s.forecast_rows]
+    matches = [s for s in with_forecasts if (provider is None or s.provider == provider)
                and (zone is None or s.zone == zone)]
     if len(matches) == 1:
         return matches[0].provider, matches[0].zone
-    have = ", ".join(f"{s.provider}/{s.zone}" for s in store.series()) or "no forecasts"
+    have = ", ".join(f"{s.provider}/{s.zone}" for s in with_forecasts) or "no forecasts"
     if not matches:
         raise ConfigError(f"--provider/--zone: no such series in {store.path} (it has {have})")
     raise ConfigError(f"--provider/--zone: {store.path} has several series ({have}); name one")

@@ -132,11 +132,9 @@ class ArchiveForecaster:
         need = max(horizon_h, self.skill_h)
         cached = self._own.get(hour)
         if cached is None or cached.size < need:
-            points = self.own.forecast(history, hour, need)
-            if not points:
+            cached = _own_values(self.own, history, hour, need)
+            if cached is None:
                 return None
-            cached = np.full(need, np.nan)
-            cached[: len(points)] = [p.intensity_g_per_kwh for p in points[:need]]
             self._own[hour] = cached
         return cached[:horizon_h]
 
@@ -150,13 +148,32 @@ class ArchiveForecaster:
         origins_s = np.array([int(o.timestamp()) for o in origins], dtype=np.int64)
         provider = self.issued.table(origins_s, self.skill_h, max_age_s=self.max_age_s)
         own = np.full((window, self.skill_h), np.nan)
-        for row, origin in enumerate(origins):
-            values = self._own_at(history, origin, self.skill_h) if np.isfinite(provider[row]).any() else None
+        for row in np.flatnonzero(np.isfinite(provider).any(axis=1)):  # only hours the provider spoke at
+            values = self._own_at(history, origins[row], self.skill_h)
             if values is not None:
-                own[row] = values
+                own[row] = values[: self.skill_h]
         # Actuals of the window's hours and the current one: only what had arrived by `hour`.
         actual = hourly_series(history, hour, window + 1)
         first_s = int((hour - window * _HOUR).timestamp())
         weight = blend_weights(provider, own, actual_table(actual, first_s, origins_s, self.skill_h))
         self._weights[hour] = weight
         return weight
+
+
+def _own_values(own: OwnForecaster, history: Sequence[IntensityPoint], hour: datetime,
+                need: int) -> np.ndarray | None:
+    """``need`` hourly values of ``own``'s forecast at ``hour`` (NaN past its end), or None if it has none.
+
+    A forecaster that can give bare values (``forecast_values``, e.g. a benchmark's table of precomputed
+    forecasts) skips building points."""
+    values_of = getattr(own, "forecast_values", None)
+    if values_of is not None:
+        values = values_of(history, hour, need)
+        values = [] if values is None else np.asarray(values, dtype=float)[:need]
+    else:
+        values = [p.intensity_g_per_kwh for p in own.forecast(history, hour, need)[:need]]
+    if len(values) == 0 or np.isnan(values).all():
+        return None
+    out = np.full(need, np.nan)
+    out[: len(values)] = values
+    return out

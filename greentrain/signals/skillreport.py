@@ -51,20 +51,23 @@ def zone_skill(archive: ForecastArchive, zone: str, *, providers: Sequence[str] 
                actuals: Sequence[IntensityPoint] | None = None, with_own: bool = False, horizon_h: int = 72,
                max_age_h: float = 6.0) -> ZoneSkill:
     """Errors by hour ahead of each series of ``zone`` (or only ``providers``); ConfigError when nothing fits."""
-    series = [s for s in archive.series() if s.zone == zone and (not providers or s.provider in providers)]
-    skipped = {f"{s.provider}/{s.zone} ({s.unit})": s.forecast_rows for s in archive.series() if s not in series}
+    everything = archive.series()
+    series = [s for s in everything if s.zone == zone and s.forecast_rows and (not providers or s.provider in providers)]
+    skipped = {f"{s.provider}/{s.zone} ({s.unit})": s.forecast_rows for s in everything
+               if s not in series and s.forecast_rows and (s.zone != zone or s.unit != UNIT)}
     foreign_unit = [s for s in series if s.unit != UNIT]
     for s in foreign_unit:
         skipped[f"{s.provider}/{s.zone} ({s.unit})"] = s.forecast_rows
     series = [s for s in series if s.unit == UNIT]
     if not series:
-        have = ", ".join(f"{s.provider}/{s.zone}" for s in archive.series()) or "nothing"
+        have = ", ".join(f"{s.provider}/{s.zone}" for s in everything if s.forecast_rows) or "nothing"
         raise ConfigError(f"{archive.path}: no forecasts in {UNIT} for zone {zone!r}"
                           f"{' from ' + ', '.join(providers) if providers else ''} (the archive has {have})")
     if actuals is not None:
         hourly = hourly_actuals_from_points(actuals)
     else:
-        rows = [archive.actual_rows(s.provider, zone) for s in series]
+        # Every provider's actuals of the zone: what happened does not depend on who forecast it.
+        rows = [archive.actual_rows(s.provider, zone) for s in everything if s.zone == zone and s.unit == UNIT]
         hourly = _hourly(np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows]))
     values, first_s = hourly
     if values.size == 0:
@@ -72,8 +75,11 @@ def zone_skill(archive: ForecastArchive, zone: str, *, providers: Sequence[str] 
                           "give --actuals TRACE.csv")
     sources = {s.provider: IssuedForecasts(*archive.forecast_rows(s.provider, zone), provider=s.provider, zone=zone)
                for s in series}
-    start_s = max(min(int(f.issued_s[0]) for f in sources.values() if not f.empty) // 3600 * 3600, first_s)
-    origins = np.arange(start_s, first_s + 3600 * (values.size - 1), 3600, dtype=np.int64)
+    issued = [f for f in sources.values() if not f.empty]
+    start_s = max(min(int(f.issued_s[0]) for f in issued) // 3600 * 3600, first_s)
+    # From the first issue to the last actual, but not past the hours any source still spoke for.
+    end_s = min(first_s + 3600 * (values.size - 1), max(int(f.issued_s[-1]) for f in issued) + int(max_age_h * 3600))
+    origins = np.arange(start_s, end_s + 1, 3600, dtype=np.int64)
     truth = actual_table(values, first_s, origins, horizon_h)
     errors = {name: horizon_errors(f.table(origins, horizon_h, max_age_s=max_age_h * 3600.0), truth)
               for name, f in sources.items()}

@@ -66,6 +66,7 @@ def load_forecast_archive(path: Path, zone: str, provider: str | None = None) ->
         return _clean(path, rows.issued_s, rows.target_s, rows.value_g_per_kwh, provider or CSV_SOURCE, zone, skipped)
     with ForecastArchive(path, create=False) as archive:
         series = archive.series()
+        series = [s for s in series if s.forecast_rows]
         mine = [s for s in series if s.zone == zone and s.unit == UNIT and provider in (None, s.provider)]
         if len(mine) != 1:
             have = ", ".join(f"{s.provider}/{s.zone} ({s.unit})" for s in series) or "no forecasts"
