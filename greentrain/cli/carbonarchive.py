@@ -271,11 +271,12 @@ def _import_watttime(archive_path: Path | None, zone: str | None, start_text: st
               help="Electricity Maps CSV export to score against (default: the archive's own actuals).")
 @click.option("--with-own", is_flag=True, help="Also score greentrain's forecaster, run at every hour on the actuals.")
 @click.option("--hours", type=click.IntRange(1, 168), default=72, show_default=True, help="Hours ahead to score.")
-@click.option("--max-age-hours", type=click.FloatRange(min=0.0, min_open=True), default=6.0, show_default=True,
-              help="An issued forecast older than this counts as none (an archive gap).")
+@click.option("--max-age-hours", type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="An issued forecast older than this counts as none (default: 6, or twice the source's usual "
+                   "time between issues when longer).")
 @click.option("--json", "as_json", is_flag=True, help="Every hour ahead, machine-readable.")
 def skill(archive_path: Path | None, zone: str, providers: tuple[str, ...], actuals_path: Path | None,
-          with_own: bool, hours: int, max_age_hours: float, as_json: bool) -> None:
+          with_own: bool, hours: int, max_age_hours: float | None, as_json: bool) -> None:
     """Each source's error by hours ahead, against the actuals that arrived later."""
     from greentrain.signals.skillreport import zone_skill
     from greentrain.signals.trace import load_trace

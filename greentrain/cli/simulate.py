@@ -129,8 +129,9 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @click.option("--forecast-blend", type=click.Choice(("skill", "latest")), default="skill", show_default=True,
               help="skill: weigh the archived forecast against --forecaster by their measured errors per hour "
                    "ahead; latest: take it as exact.")
-@click.option("--archive-max-age-hours", type=float, default=6.0, show_default=True,
-              help="An archived forecast older than this at a decision counts as a gap.")
+@click.option("--archive-max-age-hours", type=float, default=None,
+              help="An archived forecast older than this at a decision counts as a gap (default: 6, or twice the "
+                   "archive's usual time between issues when longer).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
              policy_spec: str, forecaster: str, as_json: bool, **opts: Any) -> None:
@@ -173,7 +174,7 @@ def _archive_forecaster(opts: dict[str, Any], points: list, own: Any, own_name: 
     if own_name == "perfect":
         raise ConfigError("--forecast-archive: replays forecasts as issued; it cannot be combined with "
                           "--forecaster perfect")
-    if not opts["archive_max_age_hours"] > 0:
+    if opts["archive_max_age_hours"] is not None and not opts["archive_max_age_hours"] > 0:
         raise ConfigError(f"--archive-max-age-hours: must be > 0, got {opts['archive_max_age_hours']:g}")
     loaded = load_forecast_archive(opts["archive_path"], points[0].zone, opts["archive_provider"])
     return loaded, make_archive_forecaster(loaded, own, blend=opts["forecast_blend"],
@@ -216,7 +217,8 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
         console.print(
             f"forecasts as issued: {archived['provider']}/{archived['zone']} from {archived['file']} "
             f"({archived['issues']} issues, blend {archived['blend']}); {archived['fallback_hours']} of "
-            f"{archived['forecast_hours']} decision hours had no forecast within the max age (archive gap) and "
-            f"used the trace-only forecaster; {archived['extended_hours']} reached past the archived forecast"
+            f"{archived['forecast_hours']} decision hours had no forecast within {archived['max_age_hours']:g} h "
+            f"(archive gap) and used the trace-only forecaster; {archived['extended_hours']} reached past the "
+            "archived forecast"
             + (f"; {skipped} rows left out ({', '.join(f'{n} {k}' for k, n in archived['skipped_rows'].items())})"
                if skipped else ""), markup=False)

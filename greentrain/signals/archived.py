@@ -5,8 +5,9 @@ horizon_h)``), so the simulator and any replay use it where they would use
 the trace-only ``Forecaster``. At ``now`` it takes the latest archived
 forecast issued at or before ``now``; hours past that forecast's end come from
 greentrain's own forecaster (``own``) on the history; with no forecast issued
-within ``max_age_h`` (an archive gap) every hour does, and the hour is counted
-in ``fallback_hours``.
+within ``max_age_h`` (an archive gap; by default 6 h, or twice the archive's
+usual time between issues when longer) every hour does, and the hour is
+counted in ``fallback_hours``.
 
 With ``blend`` (the default) each hour ahead is ``w`` × the provider's value
 + (1 - ``w``) × greentrain's own, ``w`` from both sources' errors over the
@@ -66,14 +67,14 @@ class ArchiveForecaster:
     horizon_independent = True
     """The value h hours ahead does not depend on ``horizon_h`` (the skill is measured on a fixed span)."""
 
-    def __init__(self, issued: IssuedForecasts, own: OwnForecaster, *, blend: bool = True, max_age_h: float = 6.0,
-                 skill_window_h: int = SKILL_WINDOW_H) -> None:
-        if not max_age_h > 0:
+    def __init__(self, issued: IssuedForecasts, own: OwnForecaster, *, blend: bool = True,
+                 max_age_h: float | None = None, skill_window_h: int = SKILL_WINDOW_H) -> None:
+        if max_age_h is not None and not max_age_h > 0:
             raise ConfigError(f"--archive-max-age-hours: must be > 0, got {max_age_h:g}")
         if skill_window_h < 24:
             raise ConfigError(f"skill_window_h: need at least a day of past hours, got {skill_window_h}")
         self.issued, self.own, self.blend = issued, own, blend
-        self.max_age_s = max_age_h * 3600.0
+        self.max_age_s = issued.default_max_age_s() if max_age_h is None else max_age_h * 3600.0
         self.skill_window_h = int(skill_window_h)
         self.skill_h = max(_MIN_SKILL_H, issued.horizon_h)
         self._own: dict[datetime, np.ndarray] = {}

@@ -60,15 +60,15 @@ class SignalChain:
         backoff_max_s: float = 3600.0,
         history_days: int = 28,
         rng: random.Random | None = None,
-        archive: Path | str | bool = True,
-        blend: bool = True,
+        archive: ChainArchive | Path | str | bool = True,
     ) -> None:
         """Each provider is wrapped in a TTL cache (``cache_dir`` shares it across processes).
 
         ``archive``: the forecast archive file; True = the default one (``default_archive_path``: in
         ``cache_dir``, ``$GREENTRAIN_FORECAST_ARCHIVE`` or the user cache), False = record nothing.
-        Only chains with a provider that issues forecasts record. ``blend``: weigh the provider's
-        forecast against greentrain's own by the archive's measured skill.
+        Only chains with a provider that issues forecasts record, and their provider's forecast is
+        weighed against greentrain's own by the archive's measured skill; a ``ChainArchive`` of your
+        own sets that up otherwise (e.g. ``blend=False``: record only).
         """
         if not providers:
             raise SignalError("SignalChain: needs at least one provider")
@@ -92,10 +92,13 @@ class SignalChain:
         self._serving_last_good = False
         self._last_error: str | None = None
         self._last_forecast: list[IntensityPoint] = []
+        self._archive = archive if isinstance(archive, ChainArchive) else self._default_archive(archive, cache_dir)
+
+    def _default_archive(self, archive: Path | str | bool, cache_dir: Path | str | None) -> ChainArchive | None:
         path = default_archive_path(cache_dir) if archive is True else (Path(archive) if archive else None)
-        recording = path is not None and any(getattr(p, "issues_forecasts", True) for p in self._providers)
-        self._archive = ChainArchive(ArchiveRecorder(path, clock=clock), zone, blend=blend) \
-            if recording and path is not None else None
+        if path is None or not any(getattr(p, "issues_forecasts", True) for p in self._providers):
+            return None
+        return ChainArchive(ArchiveRecorder(path, clock=self._clock), self.zone)
 
     @property
     def uses_network(self) -> bool:

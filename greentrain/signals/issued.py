@@ -16,10 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Counts", "IssuedForecasts", "MAX_TARGET_H"]
+__all__ = ["Counts", "IssuedForecasts", "MAX_TARGET_H", "MIN_MAX_AGE_S"]
 
 MAX_TARGET_H = 14 * 24
 """Targets further than this after their issue are dropped (no provider forecasts two weeks ahead)."""
+MIN_MAX_AGE_S = 6 * 3600.0
+"""The shortest default max age: a provider that publishes hourly or more often, silent for 6 hours, has a gap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,13 @@ class IssuedForecasts:
     def horizon_h(self) -> int:
         """The furthest target after an issue's first whole hour, in hours."""
         return int(self._values.shape[1])
+
+    def default_max_age_s(self) -> float:
+        """How old the latest forecast may be before it counts as a gap: 6 h, or twice the usual (median) time
+        between two issues when that is longer (a day-ahead forecast published once a day is not a gap at noon)."""
+        if self.issued_s.size < 2:
+            return MIN_MAX_AGE_S
+        return max(MIN_MAX_AGE_S, 2.0 * float(np.median(np.diff(self.issued_s))))
 
     def latest(self, when_s: int) -> int | None:
         """Index of the latest issue at or before ``when_s`` (None if there is none)."""

@@ -2,7 +2,8 @@
 
 The frame is the planner's (``signals/skill``): at every hour from the
 first issue on, the latest forecast issued at or before it (not older than
-``max_age_h``), against the actual of each hour ahead. Actuals come from the
+``max_age_h``; by default 6 h or twice the source's usual time between
+issues), against the actual of each hour ahead. Actuals come from the
 archive (what the chain or ``carbon record`` read) or from a trace the user
 gives. With ``with_own``, greentrain's own forecaster is run at each of those
 hours on the actuals up to it, as one more source ("greentrain (computed)").
@@ -49,7 +50,7 @@ def _hourly(target_s: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, int]:
 
 def zone_skill(archive: ForecastArchive, zone: str, *, providers: Sequence[str] = (),
                actuals: Sequence[IntensityPoint] | None = None, with_own: bool = False, horizon_h: int = 72,
-               max_age_h: float = 6.0) -> ZoneSkill:
+               max_age_h: float | None = None) -> ZoneSkill:
     """Errors by hour ahead of each series of ``zone`` (or only ``providers``); ConfigError when nothing fits."""
     everything = archive.series()
     series = [s for s in everything if s.zone == zone and s.forecast_rows and (not providers or s.provider in providers)]
@@ -78,10 +79,13 @@ def zone_skill(archive: ForecastArchive, zone: str, *, providers: Sequence[str] 
     issued = [f for f in sources.values() if not f.empty]
     start_s = max(min(int(f.issued_s[0]) for f in issued) // 3600 * 3600, first_s)
     # From the first issue to the last actual, but not past the hours any source still spoke for.
-    end_s = min(first_s + 3600 * (values.size - 1), max(int(f.issued_s[-1]) for f in issued) + int(max_age_h * 3600))
+    max_age_s = {name: f.default_max_age_s() if max_age_h is None else max_age_h * 3600.0
+                 for name, f in sources.items()}
+    end_s = min(first_s + 3600 * (values.size - 1),
+                max(int(f.issued_s[-1]) + int(max_age_s[f.provider]) for f in issued))
     origins = np.arange(start_s, end_s + 1, 3600, dtype=np.int64)
     truth = actual_table(values, first_s, origins, horizon_h)
-    errors = {name: horizon_errors(f.table(origins, horizon_h, max_age_s=max_age_h * 3600.0), truth)
+    errors = {name: horizon_errors(f.table(origins, horizon_h, max_age_s=max_age_s[name]), truth)
               for name, f in sources.items()}
     if with_own:
         errors[COMPUTED_OWN] = horizon_errors(_own_table(values, first_s, origins, horizon_h), truth)

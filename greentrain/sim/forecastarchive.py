@@ -85,7 +85,7 @@ def load_forecast_archive(path: Path, zone: str, provider: str | None = None) ->
 
 
 def make_archive_forecaster(loaded: LoadedArchive, own: OwnForecaster, *, blend: str = "skill",
-                            max_age_h: float = 6.0) -> ArchiveForecaster:
+                            max_age_h: float | None = None) -> ArchiveForecaster:
     """The forecaster the replay asks: ``blend`` 'skill' (weighted by measured error) or 'latest' (as exact)."""
     if blend not in BLENDS:
         raise ConfigError(f"--forecast-blend: {blend!r} is not one of {', '.join(BLENDS)}")
@@ -106,4 +106,5 @@ def summary(loaded: LoadedArchive, forecaster: ArchiveForecaster, blend: str) ->
         "forecast_hours": forecaster.hours,
         "fallback_hours": forecaster.fallback_hours,
         "extended_hours": forecaster.extended_hours,
+        "max_age_hours": round(forecaster.max_age_s / 3600.0, 3),
     }

@@ -96,7 +96,7 @@ def test_replay_counts_the_hours_an_archive_gap_left_to_the_trace(trace_path: Pa
     assert code == 0, err
     # Issues stop at 23:00; from 06:00 (7 h later) every decision is the trace-only forecaster's.
     line = " ".join(out[out.index("forecasts as issued"):].split())
-    assert "blend latest" in line and "archive gap" in line
+    assert "blend latest" in line and "within 6 h (archive gap)" in line
     fallback, hours = line.split(" decision hours")[0].rsplit(" ", 3)[1::2]
     assert int(fallback) == int(hours) - 3  # 03:00, 04:00 and 05:00 had a forecast at most 6 h old
 
@@ -219,3 +219,36 @@ def test_bad_archives_get_one_line_and_exit_2(trace_path: Path, tmp_path: Path, 
     code, _, err = run(["carbon", "archive", "export", "--archive", str(other_zone), "--csv"], capsys)
     assert code == 2 and "has several series (fc/GB, fc2/GB); name one" in err
     assert corrupt.exists()  # a reader reports a corrupt file; it does not move the user's file
+
+
+def test_foreign_rows_in_an_archive_are_skipped_and_counted(trace_path: Path, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "mixed.sqlite"
+    record_issues(trace_path, path, first_h=24 * 40, issues=24 * 4)
+    with ForecastArchive(path) as archive:
+        archive.write("fc", "GB", forecasts=[(0, 3600, 1.0), (0, 7200, 2.0)])  # another zone
+    import sqlite3
+
+    db = sqlite3.connect(path)  # what another program might have left: rows our writer would never write
+    series = db.execute("SELECT id FROM series WHERE provider = 'fc' AND zone = 'DE'").fetchone()[0]
+    first = int(datetime(2022, 2, 13, tzinfo=UTC).timestamp())
+    db.executemany("INSERT INTO forecasts VALUES (?, ?, ?, ?)", [
+        (series, first + 1, first + 3600, -5.0),              # negative value
+        (series, first + 2, first - 3600, 100.0),             # target before its issue
+        (series, "yesterday", first + 7200, 100.0),           # not a time
+    ])
+    db.execute("INSERT INTO series (provider, zone, unit) VALUES ('fc-lbs', 'DE', 'lbs_per_mwh')")
+    db.execute("INSERT INTO forecasts VALUES (last_insert_rowid(), 0, 3600, 900.0)")
+    db.commit()
+    db.close()
+    code, out, err = run(["simulate", "--trace", str(trace_path), "--start", "2022-02-13T05Z", "--work-hours", "4",
+                          "--deadline-hours", "12", "--forecast-archive", str(path), "--archive-provider", "fc",
+                          "--json"], capsys)
+    assert code == 0, err
+    skipped = json.loads(out)["summary"]["forecast_archive"]["skipped_rows"]
+    assert skipped == {
+        "rows of fc/GB (g_per_kwh): another zone, provider or unit": 2,
+        "rows of fc-lbs/DE (lbs_per_mwh): another zone, provider or unit": 1,
+        "rows with non-integer times or a non-numeric value": 1,
+        "negative or non-numeric values": 1,
+        "targets before their issue time": 1,
+    }

@@ -7,6 +7,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from greentrain.errors import ConfigError
@@ -151,6 +152,33 @@ def test_concurrent_recorders_lose_nothing(tmp_path: Path) -> None:
         assert archive.check() == "ok"
         rows = {s.provider: s.forecast_rows for s in archive.series()}
     assert rows == {"p0": 2 * 25 * 24, "p1": 2 * 25 * 24}
+
+
+def _write_forever(path: str, started) -> None:
+    with ForecastArchive(path) as archive:
+        issue = 0
+        while True:
+            issued_s = S0 + 60 * issue
+            archive.write("wt", "Z", forecasts=[(issued_s, issued_s + 3600 * h, float(h)) for h in range(1, 721)])
+            issue += 1
+            if issue == 3:
+                started.set()
+
+
+def test_a_writer_killed_mid_write_leaves_whole_fetches_only(tmp_path: Path) -> None:
+    path = tmp_path / "killed.sqlite"
+    context = multiprocessing.get_context("spawn")
+    started = context.Event()
+    writer = context.Process(target=_write_forever, args=(str(path), started))
+    writer.start()
+    assert started.wait(60)
+    writer.kill()  # SIGKILL: no cleanup, possibly inside a transaction
+    writer.join(30)
+    with ForecastArchive(path, create=False) as archive:
+        assert archive.check() == "ok"
+        issued, _target, _value = archive.forecast_rows("wt", "Z")
+    counts = np.unique(issued, return_counts=True)[1]
+    assert counts.size >= 3 and (counts == 720).all()  # every fetch whole, or not there at all
 
 
 def test_default_path_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

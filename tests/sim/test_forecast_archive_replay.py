@@ -78,6 +78,16 @@ def test_a_gap_in_the_archive_falls_back_to_the_trace_only_forecaster(slice_de):
     assert forecaster.hours == 24 and forecaster.fallback_hours == 9
 
 
+def test_a_forecast_published_once_a_day_is_no_gap_at_noon(slice_de):
+    trace = slice_de[: 24 * 12]
+    issued = IssuedForecasts(*archive_rows(trace, every_h=24, horizon_h=40), provider="p", zone="DE")
+    assert issued.default_max_age_s() == 2 * 86400.0
+    forecaster = ArchiveForecaster(issued, PersistenceForecaster(), blend=False)
+    for t in range(24 * 10, 24 * 11):
+        forecaster.forecast(trace[: t + 1], trace[t].start, 12)
+    assert forecaster.fallback_hours == 0 and forecaster.hours == 24
+
+
 def test_skill_weights_trust_a_good_provider_and_discount_a_bad_one(slice_de):
     trace = slice_de
     now = trace[24 * 32].start
