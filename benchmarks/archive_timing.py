@@ -19,7 +19,8 @@ forecasts at every hour are computed once per trace and cached (``--cache``),
 as are the archives (``--archive-dir``).
 
     python benchmarks/archive_timing.py --cache /tmp/gt-own --archive-dir /tmp/gt-archives \\
-        [--every-days 15] [--idle 0.15 0] [--jobs 8 24] [--scales 0.5 1 2] [--seed 26]
+        [--every-days 15] [--idle 0.15 0] [--jobs 8 24] [--scales 0.5 1 2] [--seed 26] [--json out.json]
+    python benchmarks/archive_timing.py --merge a.json b.json   # the tables of runs split by trace
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
+import json
 import os
 import statistics
 import sys
@@ -164,8 +166,17 @@ def fraction(row: list) -> float:
     return (row[1] - row[0]) / (row[1] - row[2]) if row[1] - row[2] > 1e-9 else float("nan")
 
 
-def print_tables(per_trace: dict, columns: list[str]) -> None:
-    jobs = sorted({k[0] for totals in per_trace.values() for k in totals},
+def cells(totals: dict) -> dict[str, dict]:
+    """Per "job|column": fraction of the oracle's saving, runs worse than run-now, deadlines missed, runs, and
+    the oracle's saving over run-now (what the tables print; ``--json`` writes it, ``--merge`` reads it)."""
+    return {f"{job}|{column}": {"fraction": fraction(row), "worse": row[3], "missed": row[4], "runs": row[5],
+                                "oracle_saving": (row[1] - row[2]) / row[1]}
+            for (job, column), row in totals.items()}
+
+
+def print_tables(per_trace: dict[str, dict[str, dict]], columns: list[str]) -> None:
+    """The markdown tables of docs/benchmarks.md from ``cells`` per trace."""
+    jobs = sorted({k.split("|")[0] for c in per_trace.values() for k in c},
                   key=lambda j: (float(j.split("h")[0]), -float(j.split()[-1])))
     for job in jobs:
         print(f"\n##### job {job}: net saving vs run-now as a fraction of the idle-aware oracle's "
@@ -176,36 +187,32 @@ def print_tables(per_trace: dict, columns: list[str]) -> None:
         means: dict[str, list[float]] = defaultdict(list)
         big_min: dict[str, float] = {}
         small_min: dict[str, float] = {}
-        for trace, totals in per_trace.items():
-            first = totals[(job, columns[0])]
-            oracle_saving = (first[1] - first[2]) / first[1]
-            cells = [trace, f"{oracle_saving:.1%}"]
+        for trace, cell in per_trace.items():
+            oracle_saving = cell[f"{job}|{columns[0]}"]["oracle_saving"]
+            row_cells = [trace, f"{oracle_saving:.1%}"]
             for column in columns:
-                row = totals[(job, column)]
-                value = fraction(row)
-                means[column].append(value)
+                c = cell[f"{job}|{column}"]
+                means[column].append(c["fraction"])
                 bucket = big_min if oracle_saving >= SMALL_ORACLE_SAVING else small_min
-                bucket[column] = min(bucket.get(column, float("inf")), value)
-                missed = f", {row[4]} missed" if row[4] else ""
-                cells.append(f"{value:.3f} ({row[3]}{missed})")
-            print("| " + " | ".join(cells) + " |")
-        worse = {c: sum(t[(job, c)][3] for t in per_trace.values()) for c in columns}
+                bucket[column] = min(bucket.get(column, float("inf")), c["fraction"])
+                missed = f", {c['missed']} missed" if c["missed"] else ""
+                row_cells.append(f"{c['fraction']:.3f} ({c['worse']}{missed})")
+            print("| " + " | ".join(row_cells) + " |")
+        worse = {c: sum(t[f"{job}|{c}"]["worse"] for t in per_trace.values()) for c in columns}
         print("| " + " | ".join(["**mean**", ""] + [f"**{statistics.fmean(means[c]):.3f}** (min {min(means[c]):.3f};"
                                                      f" {worse[c]} worse)" for c in columns]) + " |")
-        print("| " + " | ".join(["min where oracle ≥ 5 %", ""] + [f"{big_min.get(c, float('nan')):.3f}"
-                                                                  for c in columns]) + " |")
-        print("| " + " | ".join(["min where oracle < 5 %", ""] + [f"{small_min.get(c, float('nan')):.3f}"
-                                                                  for c in columns]) + " |")
-        runs = sum(t[(job, columns[0])][5] for t in per_trace.values())
-        missed = {c: sum(t[(job, c)][4] for t in per_trace.values()) for c in columns}
-        print(f"\nruns per column: {runs}; deadlines missed: "
-              + ", ".join(f"{c} {m}" for c, m in missed.items()))
+        for label, bucket in (("min, oracle saves ≥ 5 %", big_min), ("min, oracle saves < 5 %", small_min)):
+            if bucket:
+                print("| " + " | ".join([label, ""] + [f"{bucket[c]:.3f}" for c in columns]) + " |")
+        runs = sum(t[f"{job}|{columns[0]}"]["runs"] for t in per_trace.values())
+        missed = {c: sum(t[f"{job}|{c}"]["missed"] for t in per_trace.values()) for c in columns}
+        print(f"\nruns per column: {runs}; deadlines missed: " + ", ".join(f"{c} {m}" for c, m in missed.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, required=True, help="folder for greentrain's own forecasts (.npy)")
-    parser.add_argument("--archive-dir", type=Path, required=True, help="folder for the synthetic archives")
+    parser.add_argument("--cache", type=Path, help="folder for greentrain's own forecasts (.npy)")
+    parser.add_argument("--archive-dir", type=Path, help="folder for the synthetic archives")
     parser.add_argument("--every-days", type=float, default=15.0)
     parser.add_argument("--idle", nargs="*", type=float, default=[0.15, 0.0])
     parser.add_argument("--jobs", nargs="*", choices=["8", "24"], default=["8", "24"])
@@ -213,16 +220,29 @@ def main() -> None:
     parser.add_argument("--modes", nargs="*", choices=["latest", "skill"], default=["latest", "skill"])
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--traces", nargs="*", help="CSV files (default: every file in ../shared/data/carbon)")
+    parser.add_argument("--json", type=Path, help="also write the per-trace results here")
+    parser.add_argument("--merge", nargs="*", type=Path, help="print the tables of earlier --json files instead")
     args = parser.parse_args()
+    columns = ["trace-only"] + [f"{m} {s:g}x" for s in args.scales for m in args.modes]
+    if args.merge:
+        per_trace = {}
+        for path in args.merge:
+            per_trace.update(json.loads(path.read_text())["traces"])
+        print_tables(dict(sorted(per_trace.items())), columns)
+        return
+    if args.cache is None or args.archive_dir is None:
+        parser.error("--cache and --archive-dir are required (unless --merge)")
     args.job_list = [(8.0, 24.0) if j == "8" else (24.0, 72.0) for j in args.jobs]
     paths = [Path(p) for p in args.traces] if args.traces else sorted(DATA.glob("*.csv"))
     t0 = time.perf_counter()
     per_trace, notes = {}, {}
     for path in paths:
         name = path.stem.removesuffix("_hourly")
-        per_trace[name], notes[name] = evaluate(path, args)
+        totals, notes[name] = evaluate(path, args)
+        per_trace[name] = cells(totals)
         print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    columns = ["trace-only"] + [f"{m} {s:g}x" for s in args.scales for m in args.modes]
+        if args.json is not None:
+            args.json.write_text(json.dumps({"traces": per_trace, "notes": notes}, indent=1))
     print_tables(per_trace, columns)
     print("\narchive MAPE 24 h ahead, as generated (seed %d):" % args.seed)
     for name, note in notes.items():
