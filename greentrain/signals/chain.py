@@ -101,6 +101,11 @@ class SignalChain:
         return ChainArchive(ArchiveRecorder(path, clock=self._clock), self.zone)
 
     @property
+    def archive(self) -> ChainArchive | None:
+        """What this chain records into and blends by (None: recording off, or nothing to record)."""
+        return self._archive
+
+    @property
     def uses_network(self) -> bool:
         """Whether any provider may wait on the network (the engine then reads this chain off-thread)."""
         return any(getattr(p, "uses_network", True) for p in self._providers)

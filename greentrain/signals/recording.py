@@ -165,10 +165,8 @@ class ArchiveRecorder:
                     if attempt == 1 and self._set_aside(e):
                         continue  # a fresh file in its place: try once more
                     return self._lost(f"forecast archive unusable: {e}")
-                except ArchiveError as e:  # another program's SQLite file, a newer schema: leave it be
-                    self._lost(f"forecast archive unusable: {e}")
-                    self.disabled = True
-                    return None
+                except ArchiveError as e:  # another program's SQLite file, a newer schema, no folder: leave it be
+                    return self._lost(f"forecast archive unusable: {e}; recording stopped for this process", final=True)
                 except Exception as e:  # noqa: BLE001 - a full disk or a bug must never reach training
                     return self._lost(f"forecast archive write failed ({type(e).__name__}: {e})")
                 self._failures = 0
@@ -176,12 +174,15 @@ class ArchiveRecorder:
                 return written
         return None
 
-    def _lost(self, message: str) -> None:
+    def _lost(self, message: str, *, final: bool = False) -> None:
+        """Count a lost write; report the first of a run of failures (and a final one); give up after a few."""
         self.skipped_writes += 1
         self._failures += 1
-        if self._failures == 1:
+        if self._failures == 1 or final:
             self._report(message)
-        if self._failures >= _MAX_FAILURES:
+        if final:
+            self.disabled = True
+        elif self._failures >= _MAX_FAILURES:
             self.disabled = True
             self._report(f"forecast recording stopped for this process after {self._failures} failed writes "
                          f"to {self.path}")

@@ -4,7 +4,7 @@ forecast with greentrain's own by the skill the archive measured; a Session reco
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -141,3 +141,38 @@ def test_a_session_records_the_forecasts_it_fetched(trace, tmp_path: Path, monke
     assert provider.forecasts >= 1
     with ForecastArchive(path, create=False) as archive:
         assert {s.provider for s in archive.series() if s.forecast_rows} == {"fc", "greentrain"}
+
+
+def test_session_and_run_chains_record_by_default(tmp_path: Path, monkeypatch) -> None:
+    """``Session`` and ``greentrain run`` build their signal through ``build_signals``: recording is armed there
+    for a provider with forecasts of its own, in the default archive; a trace records nothing."""
+    from greentrain.job.resources import build_signals
+    from tests.conftest import find_trace
+
+    monkeypatch.setenv("GREENTRAIN_FORECAST_ARCHIVE", str(tmp_path / "default.sqlite"))
+    clock = FrozenClock(datetime(2022, 3, 1, tzinfo=UTC))
+    for spec, recording in (("ukgrid", True), ("electricitymaps", True),
+                            (f"csv:{find_trace('DE-LU_2022_hourly.csv')}", False)):
+        chain = build_signals("GB" if recording else None, spec, clock)
+        assert (chain.archive is not None) == recording, spec
+        if recording:
+            assert chain.archive.recorder.path == tmp_path / "default.sqlite"
+        chain.close()
+
+
+def test_a_bad_archive_never_costs_a_forecast(trace, tmp_path: Path, caplog) -> None:
+    clock = FrozenClock(trace[24 * 20].start)
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"SQLite format 3\x00" + b"\x13" * 4096)
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the archive's folder should be", encoding="utf-8")
+    for path in (corrupt, blocked / "forecasts.sqlite"):
+        chain = SignalChain([ForecastingProvider(trace, clock, spread=0.05)], zone="DE", clock=clock, archive=path)
+        for _ in range(4):
+            assert len(chain.forecast(24)) == 24  # served whatever the archive does
+            clock.advance(3600)
+        chain.close()
+    assert [p.name.startswith("corrupt.sqlite.corrupt-") for p in tmp_path.iterdir()].count(True) == 1
+    warnings = [r.getMessage() for r in caplog.records if "forecast archive" in r.getMessage()]
+    assert any("set aside" in w for w in warnings)
+    assert any("unusable" in w and "recording stopped for this process" in w for w in warnings)
