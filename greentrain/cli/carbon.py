@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """``greentrain carbon``: read grid carbon intensity now, as a forecast, or as history.
 
 With ``--provider`` exactly that provider answers and any failure is reported

@@ -13,17 +13,18 @@ import subprocess
 import sys
 import tomllib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
 
-from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
+from greentrain.cli.jobflags import flag_argv, flag_of, job_flags
 from greentrain.errors import ConfigError
-from greentrain.job.options import choices_of
 
 __all__ = ["train"]
 
-# flag -> (section, key); the [greentrain] ones are greentrain.job.JobOptions fields (tests/job checks them)
+# flag -> (section, key) of the training config; the job settings are generated from JobOptions (job_flags) and
+# land in [greentrain] under their own names.
 FLAG_KEYS: dict[str, tuple[str, str]] = {
     "steps": ("train", "steps"), "seed": ("train", "seed"), "dtype": ("train", "dtype"),
     "global_batch": ("train", "global_batch"), "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"),
@@ -35,10 +36,6 @@ FLAG_KEYS: dict[str, tuple[str, str]] = {
     "metrics_allow_public": ("metrics", "allow_public"),
     "checkpoint_dir": ("checkpoint", "dir"), "checkpoint_interval": ("checkpoint", "interval"),
     "async_checkpoint": ("checkpoint", "async_save"),
-    "policy": ("greentrain", "policy"), "zone": ("greentrain", "zone"), "provider": ("greentrain", "provider"),
-    "deadline": ("greentrain", "deadline"), "deadline_policy": ("greentrain", "deadline_policy"),
-    "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
-    "actuation": ("greentrain", "actuation"),
 }
 
 
@@ -82,9 +79,9 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
         sources.update({f"{section}.{key}": f"--set {section}.{key}" for key in values})
     for flag, value in flags.items():
         if value is not None:
-            section, key = FLAG_KEYS[flag]
+            section, key = FLAG_KEYS.get(flag, ("greentrain", flag))  # not a training flag: a job setting
             data.setdefault(section, {})[key] = value
-            sources[f"{section}.{key}"] = "--" + flag.replace("_", "-")
+            sources[f"{section}.{key}"] = flag_of(flag) if section == "greentrain" else "--" + flag.replace("_", "-")
 
     def where(key: str) -> str:
         return sources.get(key) or f"{origin}: {key}"
@@ -102,7 +99,7 @@ def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:
     return subprocess.call(args, env=env)
 
 
-def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
+def argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
     """The same command line for the launched ranks (without --nproc/--max-restarts)."""
     argv = ["--config", config]
     for item in sets:
@@ -110,15 +107,15 @@ def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -
     for flag, value in flags.items():
         if value is None:
             continue
-        if flag == "compile":
+        if flag not in FLAG_KEYS:
+            argv += flag_argv(flag, value)  # a job setting
+        elif flag == "compile":
             argv.append("--compile" if value else "--no-compile")
         elif flag == "async_checkpoint":
             argv.append("--async-checkpoint" if value else "--sync-checkpoint")
         elif flag == "metrics_allow_public":
             if value:
                 argv.append("--metrics-allow-public")
-        elif flag == "actuation":
-            argv.append("--advise-only")
         else:
             argv += ["--" + flag.replace("_", "-"), str(value)]
     return argv
@@ -128,9 +125,9 @@ def _pause_resume_at(cfg) -> datetime | None:
     """When the ranks stopped for a checkpoint-mode pause: the planned resume time (else None)."""
     if not (cfg.greentrain.policy and cfg.checkpoint.dir):
         return None
-    from greentrain.job.state import EngineState, load_state
+    from greentrain.job.state import STATE_FILE_NAME, EngineState, load_state
 
-    state = load_state(f"{cfg.checkpoint.dir}/greentrain-state.json", cfg.greentrain.job)
+    state = load_state(Path(cfg.checkpoint.dir) / STATE_FILE_NAME, cfg.greentrain.job)
     return EngineState.parse_time(state.resume_at) if state is not None and state.resume_at else None
 
 
@@ -245,22 +242,11 @@ def _train_here(cfg) -> None:
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="DCP checkpoints; resume from the newest.")
 @click.option("--checkpoint-interval", type=int, help="Save every N steps.")
 @click.option("--async-checkpoint/--sync-checkpoint", "async_checkpoint", default=None, help="Save in the background.")
-@click.option("--policy", help="Run under this greentrain policy (name or TOML).")
-@click.option("--zone", help="Grid zone for the carbon signal (e.g. GB).")
-@click.option("--provider", help="Carbon-intensity provider (e.g. csv:PATH, electricitymaps).")
-@click.option("--deadline", help=DEADLINE_HELP)
-@click.option("--deadline-policy", type=click.Choice(choices_of("deadline_policy")), help=DEADLINE_POLICY_HELP)
-@click.option("--pause-mode", type=click.Choice(["checkpoint", "suspend"]), help="How a policy pause happens.")
-@click.option("--job", help="Job name in metrics.")
-@click.option("--advise-only", "actuation", flag_value="advise", default=None,
-              help="Advisory mode: report every power-limit, clock and precision decision, apply none "
-                   "(as GREENTRAIN_ADVISE_ONLY=1).")
+@job_flags("train")
 @click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
 def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, **flags: Any) -> None:
     """Train the reference transformer (FSDP2 × TP × PP on a DeviceMesh)."""
-    if flags.get("deadline"):
-        parse_deadline(flags["deadline"], datetime.now(UTC))  # fail now with a clear message, not in N ranks
     if nproc is not None and nproc < 1:
         raise click.BadParameter("must be >= 1", param_hint="--nproc")
     cfg, where = build_config_with_sources(config, flags, sets)
@@ -271,6 +257,6 @@ def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: i
 
     preflight(cfg, where, world_size=world_size)  # every value and folder checked before step 1
     if launching:
-        _launch_until_done(cfg, nproc, max_restarts, _argv_for_ranks(config, sets, flags))
+        _launch_until_done(cfg, nproc, max_restarts, argv_for_ranks(config, sets, flags))
         return
     _train_here(cfg)

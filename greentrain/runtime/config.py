@@ -9,13 +9,13 @@ every problem in a file is reported, one line each. Built-in presets live in
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.fields import did_you_mean, hints, read_value
 from greentrain.runtime.checks import Checks, InvalidConfig
 from greentrain.runtime import sections
 from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __all__)
@@ -23,6 +23,7 @@ from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __a
     JOB_OPTION_FIELDS,
     PP_SCHEDULES,
     PRECISIONS,
+    RUNTIME_DEFAULTS,
     SECTIONS,
     CheckpointConfig,
     DataConfig,
@@ -67,21 +68,6 @@ class JobConfig:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
 
-def _check_type(value: Any, fld: dataclasses.Field) -> tuple[Any, str | None]:
-    """(the value, converted where TOML is looser than Python: 3 for 3.0), or (None, why it is the wrong type)."""
-    annotation = str(fld.type)
-    if isinstance(value, bool) and "bool" not in annotation:
-        return None, f"expected {annotation}, got a boolean"
-    if "float" in annotation and isinstance(value, int) and not isinstance(value, bool):
-        return float(value), None
-    expected = [t for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")) if name in annotation]
-    if value is None and "None" in annotation:
-        return value, None
-    if expected and not isinstance(value, tuple(expected)):
-        return None, f"expected {annotation}, got {type(value).__name__} {value!r}"
-    return value, None
-
-
 def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
                      sources: dict[str, str] | None = None) -> JobConfig:
     """Build and validate a JobConfig; every problem is reported, one line each.
@@ -98,19 +84,19 @@ def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
     sections: dict[str, Any] = {}
     for name, value in data.items():
         if name not in SECTIONS:
-            add("", f"unknown section [{name}]{_did_you_mean(name, SECTIONS)}; valid: {', '.join(SECTIONS)}")
+            add("", f"unknown section [{name}]{did_you_mean(name, SECTIONS)}; valid: {', '.join(SECTIONS)}")
             continue
         if not isinstance(value, dict):
             add(name, f"must be a table [{name}]")
             continue
         cls = SECTIONS[name]
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = hints(cls)
         kwargs = {}
         for key, item in value.items():
             if key not in fields:
-                add(f"{name}.{key}", f"unknown key{_did_you_mean(key, fields)}; valid: {', '.join(fields)}")
+                add(f"{name}.{key}", f"unknown key{did_you_mean(key, fields)}; valid: {', '.join(fields)}")
                 continue
-            converted, wrong = _check_type(item, fields[key])
+            converted, wrong = read_value(fields[key], item)
             if wrong:
                 add(f"{name}.{key}", wrong)
             else:
@@ -127,11 +113,6 @@ def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
     lines = [f"{sources[key]}: {why}" if key in sources else f"{origin}: {key}: {why}" if key else f"{origin}: {why}"
              for key, why in problems]
     raise ConfigError("\n".join(lines))
-
-
-def _did_you_mean(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def list_presets() -> list[str]:

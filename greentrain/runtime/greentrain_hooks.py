@@ -17,12 +17,20 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from greentrain.job.state import STATE_FILE_NAME
 from greentrain.jobstats import JobState, JobStats
 from greentrain.runtime.config import JobConfig
 from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
+
+if TYPE_CHECKING:
+    from greentrain.engine.collaborators import Loss
+    from greentrain.policies.base import Decision
+    from greentrain.session import Session
 
 __all__ = ["SessionHook", "run_training"]
 
@@ -30,21 +38,20 @@ __all__ = ["SessionHook", "run_training"]
 class SessionHook:
     """Adapts a Session to the trainer's ``on_step_end`` hook."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
 
     @property
     def should_stop(self) -> bool:
         return bool(self.session.should_stop)
 
-    def on_step_end(self, step: int, tokens: int, loss: Any) -> Any:
+    def on_step_end(self, step: int, tokens: int, loss: Loss) -> Decision:
         return self.session.step(tokens=tokens, loss=loss)
 
 
-def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str, Any]) -> Any:
+def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, object]) -> Session:
+    """The Session of one rank: the ``[greentrain]`` settings as they are, the trainer's checkpoint and metrics."""
     from greentrain.session import Session
-
-    g = cfg.greentrain
 
     def save(next_step: int) -> None:
         if next_step != trainer.step:
@@ -55,22 +62,15 @@ def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str,
         return trainer.resume() if trainer.checkpointer is not None else None
 
     has_checkpoint = trainer.checkpointer is not None
-    relaunch = g.relaunch if g.relaunch != "auto" else ("exec" if world_size == 1 else "exit")
-    kwargs: dict[str, Any] = dict(
-        zone=g.zone, provider=g.provider, deadline=g.deadline, deadline_policy=g.deadline_policy,
-        steps_total=cfg.train.steps,
-        save=save if has_checkpoint else None, load=load if has_checkpoint else None,
-        pause_mode=g.pause_mode if has_checkpoint else "suspend",
+    settings: dict[str, object] = {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)}
+    settings.update(
+        steps_total=cfg.train.steps, pause_mode=settings["pause_mode"] if has_checkpoint else "suspend",
         metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
-        metrics_allow_public=cfg.metrics.allow_public,
-        job=g.job, relaunch=relaunch, actuation=g.actuation,
-        state_path=None if not has_checkpoint else f"{cfg.checkpoint.dir}/greentrain-state.json",
-        progress=False, waiting_power_w=g.waiting_power_w, max_emissions_g=g.max_emissions_g,
-        max_energy_j=g.max_energy_j,
-    )
-    policy = extra.pop("policy", g.policy)
-    kwargs.update(extra)
-    return Session(policy, **kwargs)
+        metrics_allow_public=cfg.metrics.allow_public, progress=False,
+        state_path=Path(cfg.checkpoint.dir) / STATE_FILE_NAME if has_checkpoint and cfg.checkpoint.dir else None)
+    policy = extra.pop("policy", settings.pop("policy"))
+    settings.update(extra)
+    return Session(policy, save=save if has_checkpoint else None, load=load if has_checkpoint else None, **settings)
 
 
 @contextlib.contextmanager
@@ -100,7 +100,7 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
             server.stop()
 
 
-def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, Any] | None = None,
+def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, object] | None = None,
                  handle_signals: bool = False) -> tuple[Trainer, list[StepMetrics]]:
     """Build the trainer for this rank and train, under the greentrain session when a policy is set.
 
@@ -112,14 +112,13 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     trainer = Trainer(cfg)
     if on_ready is not None:
         on_ready(trainer)
-    world_size = trainer.dims.world_size
     callbacks = [on_step] if on_step is not None else []
     extra = dict(session_kwargs or {})
     if cfg.greentrain.policy is None and "policy" not in extra:
         with _plain_metrics(trainer.cfg, trainer) as count:
             trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
             return trainer, trainer.fit(handle_signals=handle_signals)
-    session = _session(trainer.cfg, trainer, world_size, extra)
+    session = _session(trainer.cfg, trainer, extra)
     trainer.on_step = _chain(callbacks)
     with session:
         trainer.hook = SessionHook(session)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from greentrain.errors import ConfigError
 from greentrain.runtime.model import count_params
 
-__all__ = ["Hardware", "LayoutEstimate", "Plan", "plan_mesh", "detect_hardware", "resolve_auto_mesh",
+__all__ = ["Hardware", "LayoutEstimate", "MeshPlan", "plan_mesh", "detect_hardware", "resolve_auto_mesh",
            "choose_reshard_after_forward"]
 
 
@@ -73,7 +73,7 @@ class LayoutEstimate:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class MeshPlan:
     """The chosen layout, the others that fit, and why."""
 
     best: LayoutEstimate
@@ -150,7 +150,7 @@ def _estimate(model, layout, seq_len: int, global_batch: int, hw: Hardware) -> l
 
 
 def plan_mesh(model, *, world_size: int, seq_len: int, global_batch: int,
-              hardware: Hardware | None = None) -> Plan:
+              hardware: Hardware | None = None) -> MeshPlan:
     """Choose ``pp/dp_replicate/dp_shard/tp`` for ``world_size`` devices (lowest energy per token that fits)."""
     hw = hardware or Hardware()
     candidates: list[LayoutEstimate] = []
@@ -177,7 +177,7 @@ def plan_mesh(model, *, world_size: int, seq_len: int, global_batch: int,
     reason = (f"{best.describe()}: fits ({best.memory_gb:.1f} of {hw.memory_gb:.3g} GB per device) with the lowest "
               f"estimated energy per token, {best.energy_per_token_j * 1e3:.3g} mJ, of {len(candidates)} valid "
               f"layouts{runner_up}; {len(rejected)} rejected")
-    return Plan(best, tuple(candidates), tuple(rejected), reason)
+    return MeshPlan(best, tuple(candidates), tuple(rejected), reason)
 
 
 def detect_hardware(device_type: str, precision: str, memory_gb: float | None = None,
@@ -201,7 +201,7 @@ def detect_hardware(device_type: str, precision: str, memory_gb: float | None = 
 
 
 def resolve_auto_mesh(cfg, world_size: int, device_type: str):
-    """For ``parallel.mesh = "auto"``: a copy of ``cfg`` with the planned sizes, and the Plan (else cfg, None)."""
+    """For ``parallel.mesh = "auto"``: a copy of ``cfg`` with the planned sizes, and the MeshPlan (else cfg, None)."""
     if cfg.parallel.mesh != "auto":
         return cfg, None
     local_world = int(__import__("os").environ.get("LOCAL_WORLD_SIZE", world_size))

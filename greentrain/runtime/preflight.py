@@ -3,15 +3,15 @@
 ``config_from_dict`` checks each value on its own; this checks what needs the
 file system or other modules: the mesh against the number of processes, the
 data folder, that checkpoint and metrics folders are writable (a probe file is
-created and removed), and that the ``[greentrain]`` policy, provider, zone and
-deadline all resolve. Every problem is reported, one line each, naming the key
-through ``where`` (``config.toml: checkpoint.dir`` or the flag it came from).
+created and removed), and that the ``[greentrain]`` policy, provider and zone
+resolve (the deadline's form is checked with the section, by ``JobOptions``).
+Every problem is reported, one line each, naming the key through ``where``
+(``config.toml: checkpoint.dir`` or the flag it came from).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 from greentrain.errors import ConfigError
@@ -51,8 +51,6 @@ def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, p
         check("greentrain.provider", lambda: _check_provider(g.provider))
     if g.zone:
         check("greentrain.zone", lambda: _check_zone(g.zone, g.provider))
-    if g.deadline:
-        check("greentrain.deadline", lambda: _check_deadline(g.deadline))
     if lines:
         raise ConfigError("\n".join(lines))
 
@@ -125,12 +123,3 @@ def _check_zone(zone: str, provider: str | None) -> None:
     reason = check_zone(zone, provider)
     if reason is not None:
         raise ConfigError(reason)
-
-
-def _check_deadline(text: str) -> None:
-    from greentrain.clock import parse_deadline
-
-    try:  # a past deadline is the engine's call (a relaunch may resume past it under best-effort)
-        parse_deadline(text, datetime.now(UTC), param="")
-    except ConfigError as e:
-        raise ConfigError(str(e).removeprefix(": ")) from None

@@ -7,7 +7,8 @@ loads and checks a whole file into a ``JobConfig`` of these.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field, make_dataclass
 
 from greentrain.runtime.checks import (
     MAX_COUNT,
@@ -34,6 +35,7 @@ __all__ = [
     "PP_SCHEDULES",
     "AC_MODES",
     "JOB_OPTION_FIELDS",
+    "RUNTIME_DEFAULTS",
 ]
 
 PRECISIONS = ("fp32", "bf16", "fp16", "tf32")
@@ -279,57 +281,43 @@ class MetricsConfig:
         c.done()
 
 
-@dataclass(kw_only=True, slots=True)
-class GreentrainConfig:
-    """Run under the greentrain engine (carbon/energy policy at step boundaries).
+RUNTIME_DEFAULTS: dict[str, object] = {"policy": None, "pause_mode": "checkpoint", "relaunch": "auto",
+                                       "actuation": "apply"}
+"""Where a training run's defaults differ from a ``Session``'s: no policy means plain training; a pause
+checkpoints on every rank; one process re-execs itself, several exit for ``torchrun``/the scheduler to
+restart them; GPU settings are applied unless ``--advise-only`` says otherwise."""
 
-    Each key is the ``greentrain.job.JobOptions`` field of the same name, checked by its rules
-    (``tests/job/test_options_sources.py`` holds the two together); defaults suit a training run."""
 
-    policy: str | None = None
-    """Policy name or TOML file; none = plain training."""
-    zone: str | None = None
-    """Grid zone (e.g. GB, US-CAL-CISO)."""
-    provider: str | None = None
-    """Carbon-intensity provider name."""
-    deadline: str | None = None
-    """ISO-8601 with timezone or '+H' hours from now."""
-    pause_mode: str = "checkpoint"
-    """``checkpoint`` (save and exit; relaunch resumes), ``suspend`` (wait in-process) or ``auto`` (per pause:
-    release when a relauncher exists and holding the devices would cost more)."""
-    waiting_power_w: float | None = None
-    """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""
-    max_emissions_g: float | None = None
-    """Carbon budget, grams CO2eq: warn once when projected over, stop at a checkpoint (exit 3) when spent."""
-    max_energy_j: float | None = None
-    """Energy budget, joules (as ``max_emissions_g``)."""
-    job: str = "greentrain"
-    """Job name used in metrics."""
-    deadline_policy: str | None = None
-    """``strict`` (refuse an impossible deadline; exit 3 after a late finish) or ``best-effort`` (warn, run on);
-    none = the policy's setting."""
-    relaunch: str = "auto"
-    """After a checkpoint pause: ``exec`` (wait, re-exec), ``exit`` (exit 75 for torchrun/scheduler to
-    restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
-    actuation: str = "apply"
-    """``apply`` power-limit, clock and precision decisions, or ``advise`` (report them, apply none)."""
+def _greentrain_section() -> type:
+    """``[greentrain]``: every ``JobOptions`` field offered to ``greentrain train``, read by its rules."""
+    from greentrain.job.options import option_problems, settings_for
 
-    def __post_init__(self) -> None:
-        from greentrain.job.options import option_problems  # the job's own checks: one spelling of each rule
+    offered = settings_for("train")
+    fields = []
+    for s in offered:
+        default = RUNTIME_DEFAULTS.get(s.name, s.default)
+        fields.append((s.name, s.hint | None if default is None else s.hint, field(default=default)))  # type: ignore[operator]
 
+    def __post_init__(self: object) -> None:
         c = Checks("greentrain", self)
-        shared = {name: getattr(self, name) for name in JOB_OPTION_FIELDS}
-        for name, why in option_problems(**shared):
+        values = {s.name: getattr(self, s.name) for s in offered}
+        if values["policy"] is None:  # plain training: no policy to check
+            del values["policy"]
+        for name, why in option_problems(values):
             c.need(False, name, why)
-        c.need(self.relaunch in ("auto", "exec", "exit", "none"), "relaunch",
-               f"{self.relaunch!r} is not auto, exec, exit or none")
         c.done()
 
+    doc = ("Run under the greentrain engine (carbon/energy policy at step boundaries). Each key is the "
+           "``greentrain.job.JobOptions`` field of the same name, with its type, choices, docstring and check; "
+           "``RUNTIME_DEFAULTS`` are this section's own defaults.")
+    return make_dataclass("GreentrainConfig", fields, kw_only=True, slots=True,
+                          namespace={"__post_init__": __post_init__, "__doc__": doc, "__module__": __name__})
 
-JOB_OPTION_FIELDS = ("policy", "zone", "provider", "deadline", "pause_mode", "waiting_power_w", "max_emissions_g",
-                     "max_energy_j", "job", "deadline_policy", "actuation")
-"""The ``[greentrain]`` keys that are ``greentrain.job.JobOptions`` fields as they are (``relaunch`` adds
-'auto': exec for one process, exit for several)."""
+
+GreentrainConfig = _greentrain_section()
+
+JOB_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(GreentrainConfig))
+"""The ``[greentrain]`` keys: the ``greentrain.job.JobOptions`` fields a training run takes."""
 
 
 SECTIONS: dict[str, type] = {  # [section] name -> its dataclass

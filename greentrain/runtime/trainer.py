@@ -103,7 +103,8 @@ class Trainer:
         self._stage_times: list[tuple[float, float]] = []
         self._flops_per_token = flops_per_token(cfg.model, cfg.train.seq_len)
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
-        self._device_name = name
+        self.device_name = name
+        """The device's name ('NVIDIA H100 80GB HBM3', or 'cpu'): the MFU estimate's peak."""
 
     # ---- contracts used by the engine ----------------------------------------
     def set_precision(self, dtype_name: str) -> None:
@@ -151,7 +152,8 @@ class Trainer:
             torch.cuda.synchronize(self.device)
         return time.perf_counter()
 
-    def _forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """One optimizer step's forward and backward over its micro-batches (no pipeline); the summed loss."""
         model, ga = self.built.parts[0], self.cfg.train.grad_accum
         total = torch.zeros((), device=self.device)
         fwd_s = bwd_s = 0.0
@@ -231,7 +233,7 @@ class Trainer:
             opt.zero_grad(set_to_none=True)
             for group in opt.param_groups:
                 group["lr"] = lr
-        local = self._pipeline_step(inputs, labels) if self.dims.pp_enabled else self._forward_backward(inputs, labels)
+        local = self._pipeline_step(inputs, labels) if self.dims.pp_enabled else self.forward_backward(inputs, labels)
         pp_group = self.dims.mesh["pp"].get_group() if self.dims.pp_enabled else None
         norm = clip_grad_norm_(self.built.params, self.cfg.train.max_grad_norm, pp_group=pp_group)
         for opt in self.built.optimizers:
@@ -241,7 +243,7 @@ class Trainer:
         tokens = self.tokens_per_step
         self.step += 1
         self.tokens_total += tokens
-        peak = self.cfg.train.peak_flops or peak_flops(self._device_name, self.precision)
+        peak = self.cfg.train.peak_flops or peak_flops(self.device_name, self.precision)
         mfu = tokens / elapsed * self._flops_per_token / (peak * self.dims.world_size) if peak else None
         metrics = StepMetrics(step=self.step, loss=math.nan, grad_norm=math.nan, lr=lr, tokens=tokens,
                               tokens_per_s=tokens / elapsed, step_time_s=elapsed, precision=self.precision, mfu=mfu)

@@ -90,10 +90,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str]
     monitors = [Monitor([gpus[0], gpus[2]], [package], interval_s=0.2).start(),
                 Monitor([gpus[1]], [package], interval_s=0.2).start(),
                 Monitor([FakeGPU("rtx6000", index=0)], [], interval_s=0.2).start()]
-    rank1 = MetricsServer(job=JOB, monitor=monitors[1], job_stats=stats1,
-                          multiprocess_dir=rank_dir, local_rank=1).start()
-    job_server = MetricsServer(job=JOB, monitor=monitors[0], signals=signals,
-                               job_stats=stats0, clock=clock, multiprocess_dir=rank_dir, local_rank=0).start()
+    with pytest.MonkeyPatch.context() as env:  # two local ranks of one node, as torchrun numbers them
+        env.setenv("LOCAL_RANK", "1")
+        rank1 = MetricsServer(job=JOB, monitor=monitors[1], job_stats=stats1, multiprocess_dir=rank_dir).start()
+        env.setenv("LOCAL_RANK", "0")
+        job_server = MetricsServer(job=JOB, monitor=monitors[0], signals=signals,
+                                   job_stats=stats0, clock=clock, multiprocess_dir=rank_dir).start()
     node_signals = TraceSignals(carbon_trace("US-CAL-CISO_2022_hourly.csv"), clock)
     node_server = MetricsServer(job="node", monitor=monitors[2],
                                 signals=node_signals, clock=clock).start()

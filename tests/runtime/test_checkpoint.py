@@ -142,7 +142,7 @@ def test_non_tensor_items_tagged_cpu_0_still_load(tmp_path: Path) -> None:
     import torch.serialization as ser
     from torch.distributed.checkpoint.api import CheckpointException
 
-    from greentrain.runtime.checkpoint import _HostLoadPlanner
+    from greentrain.runtime.checkpoint import HostLoadPlanner
 
     def tag_cpu_0(obj):
         return "cpu:0" if obj.device.type == "cpu" else None
@@ -165,6 +165,6 @@ def test_non_tensor_items_tagged_cpu_0_still_load(tmp_path: Path) -> None:
         with pytest.raises(CheckpointException, match="tagged with cpu:0"):  # DCP wraps the rank's error
             dcp.load(target(), checkpoint_id=str(tmp_path))
         state = target()
-        dcp.load(state, checkpoint_id=str(tmp_path), planner=_HostLoadPlanner())
+        dcp.load(state, checkpoint_id=str(tmp_path), planner=HostLoadPlanner())
     assert torch.equal(state["w"], torch.arange(4.0))
     assert torch.equal(state["extra"].t, torch.ones(2))
