@@ -48,6 +48,10 @@ _BLEND = 0.3  # weight of a new measurement in the running estimate (a few check
 
 def replicas_of(cfg: JobConfig, world_size: int) -> int:
     """Data-parallel replicas at ``world_size`` (the mesh's other sizes stay fixed)."""
+    if cfg.parallel.cp > 1 or cfg.parallel.ep > 1:  # both split the data ranks; resizing them is not built
+        raise ConfigError(f"greentrain.scaling_profile: carbon scaling resizes the data-parallel dimension with tp and "
+                          f"pp fixed; it needs parallel.cp = parallel.ep = 1 (got cp={cfg.parallel.cp}, "
+                          f"ep={cfg.parallel.ep})")
     fixed = cfg.parallel.tp * cfg.parallel.pp
     if world_size % fixed:
         raise ConfigError(f"world size {world_size} does not divide by parallel.tp × parallel.pp = {fixed}")

@@ -15,12 +15,16 @@
 - with ``[greentrain] scaling_profile`` (carbon scaling) the policy also picks
   the replica count; a change stops every rank after a checkpoint and sets
   ``trainer.rescale_to`` for the launcher (``runtime/elastic_hooks.py``).
+
+A MoE model's router statistics (tokens per expert, imbalance) go to the
+same ``JobStats`` either way, so the exporter serves them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
     from greentrain.runtime.elastic import RuntimeScaler
     from greentrain.session import Session
 
-__all__ = ["SessionHook", "run_training"]
+__all__ = ["SessionHook", "run_training", "report_router"]
 
 
 class SessionHook:
@@ -98,9 +102,12 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
         server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port)
         server.start()
 
+    router = report_router(stats)
+
     def on_step(m: StepMetrics) -> None:
         stats.add(steps=1, tokens=m.tokens)
         stats.update(precision=m.precision)
+        router(m)
 
     try:
         yield on_step
@@ -108,6 +115,16 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
         stats.update(state=JobState.WAITING)
         if server is not None:
             server.stop()
+
+
+def report_router(stats: JobStats) -> Callable[[StepMetrics], None]:
+    """An on_step callback that adds a MoE step's router statistics to ``stats`` (the exporter's)."""
+
+    def on_step(m: StepMetrics) -> None:
+        if m.expert_tokens is not None:
+            stats.add_expert_tokens(m.expert_tokens, m.expert_imbalance)
+
+    return on_step
 
 
 def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, object] | None = None,
@@ -135,7 +152,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     scaler = attach_scaler(trainer.cfg, world_size, session)
     if scaler is not None and trainer.rank == 0:
         callbacks.append(observer(scaler, session, single_node(world_size), str(trainer.cfg.checkpoint.dir)))
-    trainer.on_step = _chain(callbacks)
+    trainer.on_step = _chain([report_router(session.job_stats)] + callbacks)
     history: list[StepMetrics] = []
     with session:
         trainer.hook = SessionHook(session, scaler)

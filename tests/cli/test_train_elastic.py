@@ -29,6 +29,7 @@ def _run(capsys, *args: str) -> tuple[int, str]:
         (["--nproc", "3", "--checkpoint-dir", "CKPT"], "--nproc: 3 processes are 3 replicas, not a count in"),
         (["--checkpoint-dir", "CKPT"], "give --nproc N"),
         (["--nproc", "2"], "needs --checkpoint-dir"),
+        (["--nproc", "2", "--checkpoint-dir", "CKPT", "--cp", "2"], "needs parallel.cp = parallel.ep = 1"),
     ],
 )
 def test_bad_elastic_input_is_one_line_exit_2(tmp_path: Path, capsys, args, message) -> None:
