@@ -13,6 +13,7 @@ import json
 import re
 from datetime import UTC, timedelta, timezone, tzinfo
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
@@ -20,7 +21,7 @@ import click
 from greentrain.cli.simulate import IDLE_TO_RUNNING
 from greentrain.codecarbon import read_emissions
 from greentrain.errors import ConfigError
-from greentrain.policies import load_policy
+from greentrain.policies import Policy, load_policy
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.zones import require_zone
 from greentrain.sim.sources import IntensitySource, ProviderSource, TraceSource
@@ -93,36 +94,17 @@ def _warn(line: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {files, summary}.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write an HTML report (index.html and figures) into this folder.")
-def whatif(emissions: tuple[Path, ...], trace_path: Path | None, provider: str | None, column: str,
-           zone: str | None, policy_spec: str, slack: float, deadline_hours: float | None,
-           resume_overhead_min: float, idle_power_kw: float | None, gpu_profile: str | None, workload: str | None,
-           tz_text: str, as_json: bool, report_dir: Path | None) -> None:
+def whatif(emissions: tuple[Path, ...], as_json: bool, report_dir: Path | None, **flags: Any) -> None:
     """Say what greentrain would have done with runs in CodeCarbon emissions.csv files."""
-    source = _source(trace_path, provider, column)
-    if zone is not None:
-        require_zone(zone, provider or "csv", "--zone")
-    if idle_power_kw is not None and not 0 <= idle_power_kw < float("inf"):
-        raise ConfigError(f"--idle-power-kw: must be a number >= 0, got {idle_power_kw:g}")
-    if not 0 <= resume_overhead_min < 60:
-        raise ConfigError(f"--resume-overhead-min: must be in [0, 60), got {resume_overhead_min:g}")
-    settings = WhatIfSettings(slack=slack, deadline_h=deadline_hours, resume_overhead_min=resume_overhead_min,
-                              idle_ratio=IDLE_TO_RUNNING, idle_power_kw=idle_power_kw, zone=zone,
-                              gpu_profile=gpu_profile, workload=workload)
-    policy = load_policy(policy_spec)
-    zone_of_timestamps = _timezone(tz_text)
-    files = []
-    for path in emissions:
-        found = read_emissions(path, timestamps_tz=zone_of_timestamps)
-        runs, unpriced = what_if(found.runs, source, policy, Forecaster(), settings)
-        notes = list(found.notes)
-        if found.unknown_columns:
-            notes.append(f"columns not read (no CodeCarbon version known to greentrain writes them): "
-                         f"{', '.join(found.unknown_columns)}")
-        files.append(WhatIfFile(str(path), runs, sorted(found.skipped + unpriced, key=lambda s: s.row), notes))
+    source = _source(flags["trace_path"], flags["provider"], flags["column"])
+    settings = _settings(flags)
+    policy = load_policy(flags["policy_spec"])
+    files = _replay_files(emissions, source, policy, settings, _timezone(flags["tz_text"]))
     if not any(f.runs for f in files):
         raise ConfigError("\n".join(f"{f.path}:{s.row}: {s.reason}" for f in files for s in f.skipped[:10]))
-    name = getattr(policy, "name", policy_spec)
-    deadline = f"{deadline_hours:g} h after each start" if deadline_hours else f"the run's duration x {slack:g}"
+    name = getattr(policy, "name", flags["policy_spec"])
+    hours = flags["deadline_hours"]
+    deadline = f"{hours:g} h after each start" if hours else f"the run's duration x {flags['slack']:g}"
     summary = totals([r for f in files for r in f.runs], name)
     for f in files:
         for s in f.skipped:
@@ -141,6 +123,34 @@ def whatif(emissions: tuple[Path, ...], trace_path: Path | None, provider: str |
         click.echo(f"greentrain: report written to {index}", err=True)
 
 
+def _settings(flags: dict[str, Any]) -> WhatIfSettings:
+    """How each run becomes a job, from the flags (each bad value one line naming its flag)."""
+    zone, idle_kw, overhead_min = flags["zone"], flags["idle_power_kw"], flags["resume_overhead_min"]
+    if zone is not None:
+        require_zone(zone, flags["provider"] or "csv", "--zone")
+    if idle_kw is not None and not 0 <= idle_kw < float("inf"):
+        raise ConfigError(f"--idle-power-kw: must be a number >= 0, got {idle_kw:g}")
+    if not 0 <= overhead_min < 60:
+        raise ConfigError(f"--resume-overhead-min: must be in [0, 60), got {overhead_min:g}")
+    return WhatIfSettings(slack=flags["slack"], deadline_h=flags["deadline_hours"], resume_overhead_min=overhead_min,
+                          idle_ratio=IDLE_TO_RUNNING, idle_power_kw=idle_kw, zone=zone,
+                          gpu_profile=flags["gpu_profile"], workload=flags["workload"])
+
+
+def _replay_files(paths: tuple[Path, ...], source: IntensitySource, policy: Policy, settings: WhatIfSettings,
+                  timestamps_tz: tzinfo) -> list[WhatIfFile]:
+    files = []
+    for path in paths:
+        found = read_emissions(path, timestamps_tz=timestamps_tz)
+        runs, unpriced = what_if(found.runs, source, policy, Forecaster(), settings)
+        notes = list(found.notes)
+        if found.unknown_columns:
+            notes.append(f"columns not read (no CodeCarbon version known to greentrain writes them): "
+                         f"{', '.join(found.unknown_columns)}")
+        files.append(WhatIfFile(str(path), runs, sorted(found.skipped + unpriced, key=lambda s: s.row), notes))
+    return files
+
+
 def _print(files: list[WhatIfFile], summary: JSONObject, deadline: str, signal: str) -> None:
     from rich.console import Console
 
@@ -152,7 +162,7 @@ def _print(files: list[WhatIfFile], summary: JSONObject, deadline: str, signal: 
     rows = []
     for f in files:
         for item in f.runs:
-            limits = ", ".join(f"{w:g} W" for w in item.power_limits_w) or ("max" if item.profile.startswith("profile ")
+            limits = ", ".join(f"{w:g} W/GPU" for w in item.power_limits_w) or ("max" if item.profile.startswith("profile ")
                                                                               else "no profile")
             rows.append([f"{Path(f.path).name}:{item.run.row}" if several else str(item.run.row),
                          f"{item.run.started_at:%Y-%m-%d %H:%M}", format_duration_s(item.run.duration_s), item.zone,
@@ -175,3 +185,14 @@ def _print(files: list[WhatIfFile], summary: JSONObject, deadline: str, signal: 
         f"{summary['deadlines_missed']}/{summary['runs']}; mean delay "
         f"{'-' if mean is None else format_duration_s(mean)}; precision: no profile",  # type: ignore[arg-type]
         markup=False, highlight=False, soft_wrap=True)
+    by_signal: dict[str, list[str]] = {}
+    for f in files:
+        for item in f.runs:
+            label = f"{Path(f.path).name}:{item.run.row}" if several else f"row {item.run.row}"
+            by_signal.setdefault(item.signal, []).append(label)
+            for note in item.notes:
+                console.print(f"{label}: {note}", markup=False, highlight=False, soft_wrap=True)
+    for label, rows in by_signal.items():
+        if label != Path(signal).name:
+            console.print(f"carbon signal: {label} ({', '.join(rows)})", markup=False, highlight=False,
+                          soft_wrap=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from greentrain.codecarbon.columns import KNOWN_COLUMNS, REQUIRED
 from greentrain.errors import ConfigError
 from greentrain.fields import did_you_mean
-from greentrain.userfile import TRACE_MAX_BYTES, read_text
+from greentrain.userfile import TRACE_MAX_BYTES, decode_text, read_bytes
 
 __all__ = ["CodeCarbonRun", "SkippedRow", "EmissionsFile", "read_emissions"]
 
@@ -154,11 +154,28 @@ def _check_header(path: Path, header: list[str] | None) -> tuple[str, ...]:
     return tuple(unknown)
 
 
+def _decode(path: Path, data: bytes) -> str:
+    """UTF-8 text; a stray byte in a row is blamed on its line and CSV column (the shared reader's message
+    for anything else: UTF-16, binary)."""
+    try:
+        data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError as e:
+        start = data.rfind(b"\n", 0, e.start) + 1
+        line = data.count(b"\n", 0, e.start) + 1
+        header = data.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip().split(",")
+        before = next(csv.reader([data[start:e.start].decode("utf-8", errors="replace")]), [""])
+        index = len(before) - 1  # the field the byte is in
+        if line > 1 and b"\x00" not in data[:4096] and 0 <= index < len(header):
+            raise ConfigError(f"{path}:{line}: column {header[index].strip()!r}: byte 0x{data[e.start]:02x} is not "
+                              "UTF-8; save the file as UTF-8") from None
+    return decode_text(data, str(path))
+
+
 def read_emissions(path: str | Path, *, timestamps_tz: tzinfo = UTC) -> EmissionsFile:
     """The runs in ``path``; naive timestamps are read in ``timestamps_tz``. ConfigError (one line per
     problem, naming the file and the column or row) when the header is wrong or no row is usable."""
     path = Path(path)
-    text = read_text(path, what="CodeCarbon emissions file", max_bytes=TRACE_MAX_BYTES)
+    text = _decode(path, read_bytes(path, what="CodeCarbon emissions file", max_bytes=TRACE_MAX_BYTES))
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader, None)

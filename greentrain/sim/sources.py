@@ -5,7 +5,7 @@ outside the trace's span is priced at the same date and hour of the trace's
 year, as the CSV provider replays a trace against today's clock; the offset
 is reported with the run. Any other provider is asked for its history; one
 that has only an annual average (``static``) gives a flat series, against
-which no schedule can do better than run-now.
+which no timing does better than run-now (only a lower power limit saves).
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def test_a_partial_file_keeps_the_rows_it_can_use_and_names_the_others(tmp_path:
      "no column 'energy_consumed' (did you mean 'energy_consumed_kwh'?)"),
     (b"timestamp,duration,duration,energy_consumed\n", "column 'duration' appears twice"),
     (b"timestamp,duration,energy_consumed,country_name\n2022-03-01T00:00:00,60,1,R\xe9union\n",
-     ":2:27: byte 0xe9 is not UTF-8"),
+     ":2: column 'country_name': byte 0xe9 is not UTF-8"),
     (b"timestamp,duration,energy_consumed\n,,\n2022-03-01T00:00:00,0,1\n", ":2: empty row"),
     (b"timestamp,duration,energy_consumed\n", "no rows after the header"),
 ])
