@@ -20,6 +20,7 @@ import click
 
 from greentrain.cli.simulate import IDLE_TO_RUNNING
 from greentrain.codecarbon import read_emissions
+from greentrain.device.profiles import load_gpu_profile
 from greentrain.errors import ConfigError
 from greentrain.policies import Policy, load_policy
 from greentrain.signals.forecast import Forecaster
@@ -97,7 +98,7 @@ def _warn(line: str) -> None:
 def whatif(emissions: tuple[Path, ...], as_json: bool, report_dir: Path | None, **flags: Any) -> None:
     """Say what greentrain would have done with runs in CodeCarbon emissions.csv files."""
     source = _source(flags["trace_path"], flags["provider"], flags["column"])
-    settings = _settings(flags)
+    settings = _settings(flags, source)
     policy = load_policy(flags["policy_spec"])
     files = _replay_files(emissions, source, policy, settings, _timezone(flags["tz_text"]))
     if not any(f.runs for f in files):
@@ -123,11 +124,19 @@ def whatif(emissions: tuple[Path, ...], as_json: bool, report_dir: Path | None, 
         click.echo(f"greentrain: report written to {index}", err=True)
 
 
-def _settings(flags: dict[str, Any]) -> WhatIfSettings:
+def _settings(flags: dict[str, Any], source: IntensitySource) -> WhatIfSettings:
     """How each run becomes a job, from the flags (each bad value one line naming its flag)."""
     zone, idle_kw, overhead_min = flags["zone"], flags["idle_power_kw"], flags["resume_overhead_min"]
+    if zone is not None and source.zone is not None and not source.accepts(zone):
+        raise ConfigError(f"--zone: {zone!r} is not the zone of the trace {source.name} ({source.zone})")
     if zone is not None:
-        require_zone(zone, flags["provider"] or "csv", "--zone")
+        require_zone(zone, flags["provider"], "--zone")
+    profile = flags["gpu_profile"]
+    if profile is not None and profile.lower() != "none":
+        try:
+            load_gpu_profile(profile)
+        except ConfigError as e:
+            raise ConfigError(f"--gpu-profile: {e}") from None
     if idle_kw is not None and not 0 <= idle_kw < float("inf"):
         raise ConfigError(f"--idle-power-kw: must be a number >= 0, got {idle_kw:g}")
     if not 0 <= overhead_min < 60:

@@ -47,6 +47,10 @@ class IntensitySource(ABC):
     zone: str | None = None
     """The one zone this source answers for (a trace), or None (any zone)."""
 
+    def accepts(self, zone: str) -> bool:
+        """Whether this source can price runs in ``zone`` (a trace: only its own)."""
+        return True
+
     @abstractmethod
     def window(self, zone: str, start: datetime, end: datetime) -> IntensityWindow:
         """Points covering [start, end) in ``zone``, with history before; NoIntensity otherwise."""
@@ -70,8 +74,11 @@ class TraceSource(IntensitySource):
         # The export's 'Zone Id' can be coarser than the file's zone (DE-LU_*.csv says 'DE'): accept both.
         self._zones = {self.zone.upper(), self.path.stem.split("_")[0].upper()}
 
+    def accepts(self, zone: str) -> bool:
+        return zone.upper() in self._zones
+
     def window(self, zone: str, start: datetime, end: datetime) -> IntensityWindow:
-        if zone.upper() not in self._zones:
+        if not self.accepts(zone):
             raise NoIntensity(f"zone {zone}, but the trace is for {self.zone} (--zone {self.zone} prices every "
                               "run with it)")
         first, last = self.points[0].start, self.points[-1].end

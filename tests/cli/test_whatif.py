@@ -66,8 +66,8 @@ def test_a_partial_file_reports_the_rows_it_could_use(capsys: pytest.CaptureFixt
     (b"timestamp,duration,energy_consumed\n,,\n", [], ":2: empty row"),
     (",".join(V2_COLUMNS).encode() + b"\n", ["--timestamps-tz", "Mars/Olympus"], "--timestamps-tz: 'Mars/Olympus'"),
     (",".join(V2_COLUMNS).encode() + b"\n", ["--slack", "0.5"], "--slack: must be >= 1"),
-    (",".join(V2_COLUMNS).encode() + b"\n", ["--zone", "Narnia"], "--zone: unknown zone 'Narnia'"),
-    (",".join(V2_COLUMNS).encode() + b"\n", ["--gpu-profile", "h900"], "cannot read GPU profile"),
+    (",".join(V2_COLUMNS).encode() + b"\n", ["--zone", "Narnia"], "--zone: 'Narnia' is not the zone of the trace"),
+    (",".join(V2_COLUMNS).encode() + b"\n", ["--gpu-profile", "h900"], "--gpu-profile: h900: cannot read GPU profile"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes,
                                           args: list[str], needle: str) -> None:
