@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import pycountry  # a dependency of codecarbon
 
-from greentrain.signals.static import us_zone_states
-
 __all__ = ["Location", "zone_for", "location_for"]
 
 Location = tuple[str, str, str]
@@ -39,6 +37,8 @@ def zone_for(country_iso_code: str, region: str = "", country_name: str = "") ->
         return None
     state = region.strip().lower()
     if record.alpha_2 == "US" and state:
+        from greentrain.signals.static import us_zone_states  # its providers load httpx: only when needed
+
         for zone, zone_state in us_zone_states().items():
             if zone_state == state:
                 return zone
@@ -53,4 +53,8 @@ def location_for(zone: str | None) -> Location:
     record = _country(key.partition("-")[0], "")
     if record is None:
         return "", "", ""
-    return record.name, record.alpha_3, us_zone_states().get(key, "") if record.alpha_2 == "US" else ""
+    if record.alpha_2 != "US":
+        return record.name, record.alpha_3, ""
+    from greentrain.signals.static import us_zone_states
+
+    return record.name, record.alpha_3, us_zone_states().get(key, "")
