@@ -17,6 +17,7 @@ from pathlib import Path
 
 from greentrain.errors import SignalError
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kind
+from greentrain.signals.csvtrace import shift_years
 from greentrain.signals.forecast import floor_hour
 from greentrain.signals.trace import load_trace
 
@@ -56,13 +57,6 @@ class IntensitySource(ABC):
         """Points covering [start, end) in ``zone``, with history before; NoIntensity otherwise."""
 
 
-def _shift_years(when: datetime, years: int) -> datetime:
-    try:
-        return when.replace(year=when.year + years)
-    except ValueError:  # 29 February into a non-leap year
-        return when.replace(year=when.year + years, day=28)
-
-
 class TraceSource(IntensitySource):
     """An Electricity Maps CSV export (one zone)."""
 
@@ -85,7 +79,7 @@ class TraceSource(IntensitySource):
         offset = timedelta(0)
         label = self.path.name
         if not first <= start < last:
-            offset = _shift_years(start, first.year - start.year) - start
+            offset = shift_years(start, first.year - start.year) - start
             label = f"{self.path.name}, same date and hour in {first.year}"
         if not (first <= start + offset and end + offset <= last):
             raise NoIntensity(f"{self.path.name} covers {first:%Y-%m-%d} to {last:%Y-%m-%d}, not "
