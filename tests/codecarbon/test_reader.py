@@ -107,3 +107,18 @@ def test_locations_map_to_zones_both_ways() -> None:
     assert location_for("GB") == ("United Kingdom", "GBR", "")
     assert location_for("US-CAL-CISO") == ("United States", "USA", "california")
     assert location_for("DE-LU") == ("Germany", "DEU", "") and location_for(None) == ("", "", "")
+
+
+def test_greentrain_whatif_reads_what_codecarbon_wrote(codecarbon_written: Path, carbon_trace,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from greentrain.cli import main
+
+    main(["whatif", str(codecarbon_written), "--trace", str(carbon_trace("GB_2022_hourly.csv")), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    runs = doc["files"][0]["runs"]
+    assert [r["project_name"] for r in runs] == ["first", "second"] and doc["files"][0]["skipped"] == []
+    assert all(r["zone"] == "GB" and r["signal"].endswith("same date and hour in 2022") for r in runs)
+    assert doc["summary"]["energy_kwh"] == pytest.approx(sum(r.energy_kwh for r in read_emissions(
+        codecarbon_written).runs), abs=1e-9)  # totals are rounded to 1e-9 kWh
