@@ -112,7 +112,7 @@ def _totals(summary: JSONObject) -> list[list[object]]:
 def _run_row(label: str, item: WhatIfRun) -> list[object]:
     result = item.result
     return [label, f"{item.run.started_at:%Y-%m-%d %H:%M}", format_duration_s(item.run.duration_s), item.zone,
-            item.signal, schedule_text(item), ", ".join(f"{w:g} W" for w in item.power_limits_w) or "-",
+            item.signal, schedule_text(item), ", ".join(f"{w:g} W/GPU" for w in item.power_limits_w) or "-",
             item.profile, format_mass_g(result.run_now.emissions_g), format_mass_g(result.policy.emissions_g),
             format_mass_g(item.saving_g), _delay(item.delay_s), "; ".join(item.notes)]
 
