@@ -30,7 +30,6 @@ from greentrain.codecarbon.columns import installed_version
 from greentrain.engine.collaborators import EnergyMonitor
 from greentrain.engine.core import EngineCore
 from greentrain.engine.jobsummary import job_figures
-from greentrain.errors import ConfigError
 from greentrain.monitor.monitor import Monitor
 
 __all__ = ["CodeCarbonRecorder"]
@@ -114,7 +113,7 @@ class CodeCarbonRecorder:
         """Append the row; a failure is said on stderr and in the log, never raised."""
         try:
             append_row(self.path, self.row())
-        except (OSError, ConfigError, ValueError) as e:
+        except Exception as e:  # any failure here: the job itself is done and must not fail for a report row
             message = f"greentrain: warning: --codecarbon-csv {self.path}: row not written ({e})"
             log.warning(message)
             print(message, file=sys.stderr)
