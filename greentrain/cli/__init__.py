@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "daemon": ("greentrain.cli.daemon", "daemon", "Privileged helper that owns GPU knobs."),
     "submit": ("greentrain.cli.submit", "submit", "Submit a Slurm job at the lowest-carbon start."),
     "k8s-controller": ("greentrain.cli.k8s", "k8s_controller", "Suspend/resume Kubernetes Jobs by policy."),
+    "whatif": ("greentrain.cli.whatif", "whatif", "Say what greentrain would have done with CodeCarbon runs."),
     "demo": ("greentrain.cli.demo", "demo", "Train on CPU under the carbon-aware policy, end to end."),
 }
 

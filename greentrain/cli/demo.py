@@ -265,7 +265,7 @@ def _run(state: DemoState, scenario: Scenario, out_dir: Path, port: int, say: Ca
     from greentrain.demo.runner import DemoRunner
 
     runner = DemoRunner(scenario, state, out_dir, metrics_port=port, say=say, progress=options.progress,
-                        actuation=options.actuation)
+                        actuation=options.actuation, codecarbon_csv=options.codecarbon_csv)
     return runner.run()
 
 

@@ -27,6 +27,8 @@ from greentrain.engine.budget import Budget
 from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
 from greentrain.engine.scaler import ReplicaScaler, Scaling
 from greentrain.events import EventLog, NoEventLog
+from greentrain.codecarbon import check_target
+from greentrain.job.codecarbon_row import CodeCarbonRecorder
 from greentrain.job.hardware import JobHardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
@@ -123,6 +125,8 @@ def build_job(
     broadcast = broadcast or LocalBroadcast()
     clock = parts.clock or SystemClock()
     deadline = resolve_deadline(options.deadline, prior, clock.now())  # the one place it is normalised
+    if options.codecarbon_csv is not None and broadcast.is_leader:
+        check_target(options.codecarbon_csv)  # before any work: a path that cannot take the row is bad input
     closers: list[Callable[[], object]] = []
     try:
         opened = _open_resources(options, parts, clock, broadcast, job_stats, closers)
@@ -160,6 +164,10 @@ def build_job(
             submitted_at = engine.progress.submitted_at
             if submitted_at is not None and engine.is_leader:
                 engine.signals.backfill(submitted_at, clock.now(), engine.ledger)
+        if options.codecarbon_csv is not None and engine.is_leader:  # after restore: this process's share
+            recorder = CodeCarbonRecorder(options.codecarbon_csv, engine, opened.monitor, job=options.job,
+                                          zone=options.zone or getattr(opened.signals, "zone", None))
+            job.closers.insert(0, recorder.write)  # right after the engine's close: its totals are final
     except BaseException:
         job.close(raise_errors=False)
         raise

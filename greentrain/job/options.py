@@ -138,6 +138,9 @@ class JobOptions:
     """Job label in metrics, logs and the state file."""
     jsonl: str | Path | None = field(default=None, metadata=offered("session", "run"))
     """Write the JSONL run log here."""
+    codecarbon_csv: str | Path | None = field(default=None, metadata=offered("session", "run", "train", "demo"))
+    """Also append a CodeCarbon-compatible row (the installed CodeCarbon's columns) to this emissions.csv when
+    the run ends, one row per process of the job, so dashboards built on CodeCarbon keep working."""
     metrics_port: int | None = field(default=None, metadata=offered("session", "run", "demo"))
     """Serve Prometheus metrics on this port (0: any free one)."""
     metrics_addr: str = field(default="127.0.0.1", metadata=offered("session", "run"))
@@ -276,6 +279,9 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     signals = o["stop_signals"]
     if not isinstance(signals, tuple | list) or not all(isinstance(s, int) for s in signals):
         yield "stop_signals", f"give signal numbers, e.g. (signal.SIGTERM,), got {signals!r}"
+    target = o["codecarbon_csv"]
+    if isinstance(target, str) and not target.strip():
+        yield "codecarbon_csv", "must not be empty; give a file such as emissions.csv"
     why = _deadline_problem(o["deadline"])
     if why:
         yield "deadline", why

@@ -34,10 +34,11 @@ from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kin
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
 
-__all__ = ["CSVTraceProvider"]
+__all__ = ["CSVTraceProvider", "shift_years"]
 
 
-def _shift_years(when: datetime, years: int) -> datetime:
+def shift_years(when: datetime, years: int) -> datetime:
+    """``when`` moved by whole years (29 February to the 28th in a year without one)."""
     try:
         return when.replace(year=when.year + years)
     except ValueError:  # 29 February into a non-leap year
@@ -108,7 +109,7 @@ class CSVTraceProvider(CarbonIntensityProvider):
             years = self._year_offset()
             if not years:
                 return point
-            return replace(point, start=_shift_years(point.start, years), end=_shift_years(point.end, years))
+            return replace(point, start=shift_years(point.start, years), end=shift_years(point.end, years))
         start = self._created + (point.start - self._replay_start) / self._speedup
         end = self._created + (point.end - self._replay_start) / self._speedup
         return replace(point, start=start, end=end)
@@ -117,7 +118,7 @@ class CSVTraceProvider(CarbonIntensityProvider):
         when = ensure_aware_utc(when, "time")
         if self._replay_start is None:
             inside = self._points[0].start <= when <= self._points[-1].end
-            return when if inside else _shift_years(when, -self._year_offset())
+            return when if inside else shift_years(when, -self._year_offset())
         return self._replay_start + (when - self._created) * self._speedup
 
     def _check_zone(self, zone: str) -> None:

@@ -222,3 +222,21 @@ def test_the_carbon_scaling_settings_are_fields_and_reach_the_engine(tmp_path) -
         assert job.engine.io.job_stats.replicas_actual == 2
     finally:
         job.close(raise_errors=False)
+
+
+def test_codecarbon_csv_is_one_field_everywhere_at_once(tmp_path) -> None:
+    """codecarbon_csv was added to job/options.py alone: a flag of run, train and demo, a Session and callback
+    keyword and a [greentrain] key; an empty path is one line naming the flag or key."""
+    for command in (run_command, train_command, demo_command):
+        param = _params(command)["codecarbon_csv"]
+        assert param.opts == ["--codecarbon-csv"] and "CodeCarbon-compatible row" in (param.help or "")
+    assert "codecarbon_csv" in typing.get_type_hints(SessionSettings)
+    assert Session("run-now", codecarbon_csv=tmp_path / "e.csv", devices=False).options.codecarbon_csv == \
+        tmp_path / "e.csv"
+    options, _parts = callback_job(codecarbon_csv="e.csv")
+    assert options.codecarbon_csv == "e.csv" and JobOptions().codecarbon_csv is None
+    assert config_from_dict({"greentrain": {"codecarbon_csv": "e.csv"}}).greentrain.codecarbon_csv == "e.csv"
+    with pytest.raises(ConfigError, match="^--codecarbon-csv: must not be empty"):
+        job_options({"codecarbon_csv": ""})
+    with pytest.raises(ConfigError, match="greentrain.codecarbon_csv: expected str | Path | None, got int 5"):
+        config_from_dict({"greentrain": {"codecarbon_csv": 5}})
