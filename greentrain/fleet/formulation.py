@@ -47,6 +47,8 @@ class Window:
     """The deadline the model must meet (with margin); None when the job may run late."""
     free_now: int
     """GPUs of the job's partition free for the planner in slot 0."""
+    start_now: bool = False
+    """Rolling form: the job must run in slot 0 (its latest start is before the next slot)."""
 
     def late_cost(self, slot_end_h: np.ndarray) -> np.ndarray:
         return LATE_COST * np.clip(slot_end_h - self.status.deadline_h, 0.0, None)
@@ -90,6 +92,8 @@ class CapacityRows:
             return
         parts, slots = np.concatenate(self._parts), np.concatenate(self._slots)
         cols, coefs = np.concatenate(self._cols), np.concatenate(self._coefs)
+        if cols.size == 0:
+            return
         order = np.lexsort((slots, parts))
         parts, slots, cols, coefs = parts[order], slots[order], cols[order], coefs[order]
         cut = np.flatnonzero((np.diff(parts) != 0) | (np.diff(slots) != 0)) + 1
@@ -135,6 +139,8 @@ def build_rolling(model: LinearModel, windows: list[Window], grid: SlotGrid, *, 
             work_cols.append(x)
             work_vals.append(np.full(x.size, opt.speed))
             caps.add(st.partition, slots, x, opt.gpus)
+        if w.start_now:
+            model.row(vars_.now_cols, 1.0, lb=1.0)
         resumes = _restarts(model, vars_, grid, slots, st)
         work_cols.append(resumes)
         work_vals.append(np.array([-resume_overhead_h]))
@@ -187,7 +193,9 @@ def _restarts(model: LinearModel, vars_: JobVars, grid: SlotGrid, slots: np.ndar
     before = 1.0 if st.running is not None else 0.0
     model.rows(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                lb=np.r_[-before, np.zeros(count)], ub=np.inf)
-    paid = model.add(np.zeros(1), 0.0, np.inf)
+    # A paused job must start again to finish: that restart is whole, however little of a slot it runs
+    # (on the level alone the LP would pay a sliver of it and put a short remainder off for ever).
+    paid = model.add(np.zeros(1), 1.0 if st.started and st.running is None else 0.0, np.inf)
     free_first = 0.0 if st.started or st.running is not None else 1.0  # a job's first start costs nothing
     model.row(np.concatenate([paid, rises]), np.r_[1.0, -np.ones(rises.size)], lb=-free_first)
     return paid

@@ -24,6 +24,7 @@ import numpy as np
 
 from greentrain.errors import ConfigError
 from greentrain.fleet.formulation import JobVars, Window, build_exact, build_rolling
+from greentrain.fleet.latest import latest_starts
 from greentrain.fleet.lpmodel import LinearModel, Solution
 from greentrain.fleet.model import FleetPlan, JobPlan, JobStatus, Partition, PlannerConfig, intensity_for
 from greentrain.fleet.slots import SlotGrid
@@ -59,12 +60,19 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
         return FleetPlan(now_h=now_h, jobs={}, planned_emissions_g=0.0, method="empty", solve_s=0.0)
     free = {name: p.capacity_gpus for name, p in partitions.items()} | dict(free_now or {})
     problem = _Problem(now_h, partitions, intensity, resume_overhead_h, free, config)
-    drafts = _drafts(statuses, problem, late_all=False)
-    exact = _binaries(drafts, now_h) <= config.exact_max_binaries
-    solution, vars_, grid, method = _solve(_windows(drafts, problem, exact), problem, exact)
+    exact = _binaries(_drafts(statuses, problem, late_all=False, margin_h=0.0), now_h) <= config.exact_max_binaries
+    # The exact form's plan is what will run, whole slots and all: it needs no rounding margin, nor the
+    # packing check. The rolling form tries with both, then without the margin, then without the check.
+    attempts = [(0.0, frozenset())] if exact else [(config.margin_h, _must_start(statuses, problem)),
+                                                   (0.0, _must_start(statuses, problem)), (0.0, frozenset())]
+    for margin_h, start_now in dict.fromkeys(attempts):
+        drafts = _drafts(statuses, problem, late_all=False, margin_h=margin_h)
+        solution, vars_, grid, method = _solve(_windows(drafts, problem, exact, start_now), problem, exact)
+        if solution.ok and method != "rolling-lp" or config.rounding == "lp":
+            break
     if not solution.ok:
-        drafts = _drafts(statuses, problem, late_all=True)
-        solution, vars_, grid, method = _solve(_windows(drafts, problem, exact), problem, exact)
+        drafts = _drafts(statuses, problem, late_all=True, margin_h=0.0)
+        solution, vars_, grid, method = _solve(_windows(drafts, problem, exact, frozenset()), problem, exact)
         method += "+late"
     if not solution.ok:
         raise ConfigError(f"fleet plan: HiGHS found no plan (status {solution.status})")
@@ -90,7 +98,7 @@ def _check(statuses: Sequence[JobStatus], partitions: Mapping[str, Partition],
 _Draft = tuple[JobStatus, float, float | None]  # status, window end, hard end (None: may run late)
 
 
-def _drafts(statuses: Sequence[JobStatus], problem: _Problem, *, late_all: bool) -> list[_Draft]:
+def _drafts(statuses: Sequence[JobStatus], problem: _Problem, *, late_all: bool, margin_h: float) -> list[_Draft]:
     """Each job's window: up to its deadline (less the margin its slack allows), or on past it."""
     now_h, overhead_h = problem.now_h, problem.overhead_h
     serial_h = dict.fromkeys(problem.partitions, 0.0)  # every job one after another: an end nothing passes
@@ -101,7 +109,7 @@ def _drafts(statuses: Sequence[JobStatus], problem: _Problem, *, late_all: bool)
     for st in statuses:
         fastest_h = min(st.needed_h(o, overhead_h) for o in range(len(st.options)))
         if now_h + fastest_h <= st.deadline_h + _TOL_H and not late_all:
-            hard = max(st.deadline_h - problem.config.margin_h, now_h + fastest_h)
+            hard = max(st.deadline_h - margin_h, now_h + fastest_h)
             drafts.append((st, hard, hard))
         else:
             late_end = max(st.deadline_h, now_h) + st.needed_h(0, overhead_h) + serial_h[st.partition] + 1.0
@@ -109,12 +117,21 @@ def _drafts(statuses: Sequence[JobStatus], problem: _Problem, *, late_all: bool)
     return drafts
 
 
-def _windows(drafts: list[_Draft], problem: _Problem, exact: bool) -> tuple[list[Window], SlotGrid]:
+def _must_start(statuses: Sequence[JobStatus], problem: _Problem) -> frozenset[str]:
+    """Jobs whose latest start (``latest_starts``) comes before the next whole hour: they run now."""
+    next_h = math.floor(problem.now_h + _TOL_H) + 1.0
+    capacity = {name: p.capacity_gpus for name, p in problem.partitions.items()}
+    latest = latest_starts(statuses, now_h=problem.now_h, capacity=capacity, resume_overhead_h=problem.overhead_h)
+    return frozenset(job_id for job_id, start_h in latest.items() if start_h < next_h - _TOL_H)
+
+
+def _windows(drafts: list[_Draft], problem: _Problem, exact: bool,
+             start_now: frozenset[str] = frozenset()) -> tuple[list[Window], SlotGrid]:
     grid = SlotGrid(problem.now_h, max(end for _, end, _ in drafts), coarse=not exact)
     by_zone = {zone: grid.mean_per_slot(intensity_for(values, grid.hours))
                for zone, values in problem.intensity.items()}
-    windows = [Window(st, by_zone[problem.partitions[st.partition].zone], end, hard, problem.free[st.partition])
-               for st, end, hard in drafts]
+    windows = [Window(st, by_zone[problem.partitions[st.partition].zone], end, hard, problem.free[st.partition],
+                      start_now=st.job_id in start_now) for st, end, hard in drafts]
     return windows, grid
 
 
@@ -153,6 +170,8 @@ def _solve(built: tuple[list[Window], SlotGrid], problem: _Problem,
         return relaxed, vars_, grid, "rolling"
     fixed = {int(i): float(round(v)) for i, v in zip(binaries[whole], values[whole], strict=True)}
     solution = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap, fixed=fixed)
+    if not solution.ok:  # the LP's whole decisions cannot be completed: branch on every job after all
+        solution = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap)
     return (solution if solution.ok else relaxed), vars_, grid, "rolling" if solution.ok else "rolling-lp"
 
 
