@@ -4,8 +4,9 @@ The source is the Alibaba PAI sample shipped with GAIA (1,000 jobs over a
 week: ``arrival_time`` s, ``length`` s, ``cpus`` 1-4). A job set keeps the
 trace's arrival pattern and its joint length/width distribution:
 
-* rows are drawn at random without replacement; each keeps its arrival offset
-  (seconds from the trace's first job), placed on the chosen week;
+* rows are drawn at random without replacement (with replacement for sets larger
+  than the sample); each keeps its arrival offset (seconds from the trace's first
+  job), placed on the chosen week;
 * widths: 1, 2, 3, 4 CPUs become 1, 4, 8, 16 GPUs (one GPU, half an 8-GPU node,
   a node, two nodes);
 * lengths are multiplied by one factor per set, found so that the set asks for
@@ -64,7 +65,8 @@ def job_set(source: list[TraceJob], start: datetime, *, jobs: int, seed: int, ca
     """Rows of a jobs CSV (``id,submit,gpus,work_hours,deadline_hours``), in submission order."""
     rng = random.Random(seed)
     span_s = max(r.arrival_s for r in source) or 1.0
-    rows = sorted(rng.sample(source, jobs), key=lambda r: r.arrival_s)
+    drawn = rng.sample(source, jobs) if jobs <= len(source) else rng.choices(source, k=jobs)
+    rows = sorted(drawn, key=lambda r: r.arrival_s)
     factor = _length_factor(rows, load * capacity_gpus * days * 24.0, max_work_h)
     out = []
     for i, r in enumerate(rows):
