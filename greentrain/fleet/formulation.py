@@ -193,11 +193,14 @@ def _restarts(model: LinearModel, vars_: JobVars, grid: SlotGrid, slots: np.ndar
     before = 1.0 if st.running is not None else 0.0
     model.rows(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                lb=np.r_[-before, np.zeros(count)], ub=np.inf)
-    # A paused job must start again to finish: that restart is whole, however little of a slot it runs
-    # (on the level alone the LP would pay a sliver of it and put a short remainder off for ever).
-    paid = model.add(np.zeros(1), 1.0 if st.started and st.running is None else 0.0, np.inf)
+    paid = model.add(np.zeros(1), 0.0, np.inf)
     free_first = 0.0 if st.started or st.running is not None else 1.0  # a job's first start costs nothing
     model.row(np.concatenate([paid, rises]), np.r_[1.0, -np.ones(rises.size)], lb=-free_first)
+    if not free_first:
+        # A started job that does not run now must start again to finish: that restart is whole, however
+        # little of a later slot it runs (on the level alone the LP would pay a sliver of it, pause jobs
+        # for nothing and put a short remainder off for ever).
+        model.row([int(paid[0]), *vars_.now_cols], 1.0, lb=1.0)
     return paid
 
 
