@@ -33,7 +33,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from greentrain.policies import Policy, load_policy
-from greentrain.policies.optimal import ForecastOptimalConfig, ForecastOptimalPolicy
+from greentrain.policies.forecast_optimal import ForecastOptimalConfig, ForecastOptimalPolicy
 from greentrain.policies.planner import Mode
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace

@@ -75,9 +75,14 @@ class Clock(ABC):
         """Clock seconds per real second (1 for wall time)."""
         return 1.0
 
+    simulated: bool = True
+    """Whether this clock's time is not the wall's (times people read are marked 'simulated')."""
+
 
 class SystemClock(Clock):
     """Wall-clock time."""
+
+    simulated = False
 
     def now(self) -> datetime:
         return datetime.now(UTC)

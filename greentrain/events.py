@@ -20,14 +20,17 @@ import json
 import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from greentrain.errors import ConfigError
 
-__all__ = ["EventLog", "read_events"]
+if TYPE_CHECKING:
+    from greentrain.userfile import JSONObject
+
+__all__ = ["EventLog", "NoEventLog", "read_events"]
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> object:
     if isinstance(value, datetime):
         return value.isoformat().replace("+00:00", "Z")
     if hasattr(value, "value"):  # enums
@@ -39,7 +42,7 @@ class EventLog:
     """Append-only JSONL writer, safe to call from several threads; line-buffered so a crash loses nothing."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path: Path | None = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: TextIO | None = self.path.open("a", encoding="utf-8", buffering=1)
@@ -47,7 +50,7 @@ class EventLog:
             raise ConfigError(f"--jsonl {self.path}: cannot write ({e.strerror}); choose a writable path") from None
         self._lock = threading.Lock()
 
-    def write(self, event: str, t: datetime, **fields: Any) -> None:
+    def write(self, event: str, t: datetime, **fields: object) -> None:
         """Append one event at time ``t`` (aware UTC)."""
         line = json.dumps({"t": t, "event": event, **fields}, default=_default, allow_nan=False)
         with self._lock:
@@ -67,13 +70,25 @@ class EventLog:
         self.close()
 
 
-def read_events(path: str | Path) -> list[dict[str, Any]]:
+class NoEventLog(EventLog):
+    """Stands where no run log was asked for: every event is dropped, so writers never check for a log."""
+
+    def __init__(self) -> None:  # opens nothing
+        self.path = None
+        self._file = None
+        self._lock = threading.Lock()
+
+    def write(self, event: str, t: datetime, **fields: object) -> None:
+        """Dropped (nothing is serialised)."""
+
+
+def read_events(path: str | Path) -> list[JSONObject]:
     """Read a run log; a truncated last line (crash mid-write) is ignored, other bad lines are errors."""
     from greentrain.userfile import LOG_MAX_BYTES, read_text
 
     path = Path(path)
     lines = read_text(path, what="run log", max_bytes=LOG_MAX_BYTES).splitlines()
-    events: list[dict[str, Any]] = []
+    events: list[JSONObject] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

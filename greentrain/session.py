@@ -23,30 +23,42 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, Unpack
 
 from greentrain.clock import Clock, SystemClock
+from greentrain.device.discovery import DeviceSet
 from greentrain.engine import Engine
-from greentrain.engine.broadcast import make_broadcast
+from greentrain.engine.broadcast import Broadcast, make_broadcast
 from greentrain.engine.budget import BUDGET_EXIT_CODE
+from greentrain.engine.collaborators import Actuators, EnergyMonitor
 from greentrain.engine.pausemode import auto_mode
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.job.build import Job, JobParts, build_job
 from greentrain.job.checkpoint import JobCheckpoint
-from greentrain.job.hardware import Hardware
-from greentrain.job.options import JobOptions, PowerSwitch
+from greentrain.job.hardware import JobHardware
+from greentrain.job.options import JobOptions, PolicySpec, SessionSettings, unknown_settings
 from greentrain.job.process import reexec
-from greentrain.job.resolve import STATE_ENV, default_state_path, load_policy_spec, resolve_pause_mode
+from greentrain.job.resolve import STATE_ENV, default_state_path, resolve_pause_mode
 from greentrain.job.resources import close_all
 from greentrain.job.rngstate import RNGState
 from greentrain.job.state import load_state, save_state, state_of
 from greentrain.jobstats import JobStats
-from greentrain.policies.base import Action, Decision, Policy
+from greentrain.policies.base import Action, Decision
+from greentrain.policies.loader import load_policy
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from torch.nn import Module
+    from torch import Tensor
+    from torch.optim import Optimizer
+
+    from greentrain.exporters.server import MetricsServer
 
 __all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
 
@@ -54,111 +66,65 @@ __all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from 
 class Session:
     """Context manager driving one training job's step boundaries. See the module docstring.
 
-    The settings are the fields of ``greentrain.job.options.JobOptions`` (checked there, one line naming
-    the field); the job is assembled by ``greentrain.job.build.build_job`` at ``__enter__``.
+    The keywords besides the objects below are the job's settings: the fields of
+    ``greentrain.job.options.JobOptions`` (``zone``, ``provider``, ``deadline``, ``steps_total``, ``pause_mode``,
+    ``relaunch``, ``checkpoint_dir``, ``power``, ``precision``, budgets, metrics, ...), each documented and checked
+    there, one line naming the field. The job is assembled by ``greentrain.job.build.build_job`` at ``__enter__``.
 
     Args:
-        policy: preset name, TOML path or ``Policy``.
-        zone / provider: grid zone and carbon source ('csv:PATH', 'electricitymaps', ..., a SignalChain);
-            with neither, the job runs now and records energy only.
-        deadline: aware datetime, ISO string with timezone, or '+H' hours from the job's first start.
-        steps_total: steps of the whole job (needed to plan pauses).
+        policy: preset name, TOML path or ``Policy`` (the ``policy`` setting, also positional).
         save / load: your checkpoint functions (``save(next_step)``, ``load() -> next_step | None``);
-            or ``model`` + ``optimizer`` + ``checkpoint_dir`` for the default checkpoint.
-        pause_mode: 'checkpoint', 'suspend' or 'auto' (per pause: release when relaunch='exit' can and holding
-            costs more; ``greentrain.engine.pausemode``); default: the policy's, else checkpoint if available.
-        waiting_power_w: draw while paused, W, instead of the held devices' measured idle (0 when released).
-        max_emissions_g / max_energy_j: budgets; projected and warned once, then a checkpoint and (exec/exit)
-            exit status ``BUDGET_EXIT_CODE`` (4) when spent (``greentrain.engine.budget``).
-        clock: job clock (``ReplayClock`` for demos/tests). metrics_port/metrics_addr: Prometheus endpoint.
-        job: job label. jsonl: run log path. devices: a ``DeviceSet`` (default: ``greentrain.device.discover()``).
-        dist: a torch.distributed group (auto when initialised) or a ``Broadcast``. actuators / monitor: your own
+            or ``model`` + ``optimizer`` + ``checkpoint_dir=`` for the default checkpoint.
+        model: the model: the default checkpoint's, and the key of the operating-point cache.
+        dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
+        clock: job clock (``ReplayClock`` for demos/tests). devices: a ``DeviceSet`` (default:
+            ``greentrain.device.discover()``; False: measure nothing). actuators / monitor: your own
             ``ActuatorSet`` (default: built when power is on) / started ``Monitor`` (default: over ``devices``).
-        step_time_s: expected step time before one is measured (plans a delayed start before step 0).
         rate_probe: ``() -> s per step`` (job clock) asked at re-plans while waiting: a busier machine resumes sooner.
-        deadline_policy: 'strict' (default: an impossible deadline is refused at the start; a miss is said on
-            stderr and ``deadline_exit_code`` is 3) or 'best-effort' (said, then run on; exit code 0).
-        relaunch: after a checkpoint pause: 'exec' (wait, then re-exec this script), 'exit' (exit with
-            ``RESUME_EXIT_CODE`` for a scheduler to requeue) or 'none' (return; a new Session resumes).
-        state_path: the job's deadline and totals across relaunches (``checkpoint_dir/greentrain-state.json``).
-        power: profile power limits in the first steps for the policy: True, False, or 'auto' (when the policy
-            uses power and a GPU has power-limit control; with ``monitor=`` alone only True looks for GPUs).
-            Limits are journaled and restored on every exit; without the privilege: timing-only, one note.
-        precision: precisions to trial by measured energy per step, reference first (e.g. ['fp32', 'bf16']);
-            use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop.
-        profile_cache_dir: where measured operating points are cached per GPU model and workload (None: the
-            default cache dir; False: no cache). state_dir: the actuators' journal directory.
-        actuation: 'apply' or 'advise' (``GREENTRAIN_ADVISE_ONLY=1``): report every power, clock and precision
-            decision, apply none (no setter call, no journal; docs/power.md).
+
+    With ``precision=``, use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop. A budget
+    that is spent exits with ``BUDGET_EXIT_CODE`` (4) under relaunch 'exec'/'exit'; a late finish makes
+    ``deadline_exit_code`` 3 unless the deadline policy is best-effort.
     """
 
     def __init__(
         self,
-        policy: str | Path | Policy = "carbon-aware",
+        policy: PolicySpec | None = None,
         *,
-        zone: str | None = None,
-        provider: Any = None,
-        deadline: datetime | str | None = None,
-        steps_total: int | None = None,
         save: Callable[[int], None] | None = None,
         load: Callable[[], int | None] | None = None,
-        model: Any = None,
-        optimizer: Any = None,
-        checkpoint_dir: str | Path | None = None,
-        pause_mode: Literal["checkpoint", "suspend", "auto"] | None = None,
+        model: Module | None = None,
+        optimizer: Optimizer | None = None,
+        dist: ProcessGroup | Broadcast | None = None,
         clock: Clock | None = None,
-        metrics_port: int | None = None,
-        metrics_addr: str = "127.0.0.1",
-        metrics_allow_public: bool = False,
-        job: str = "greentrain",
-        jsonl: str | Path | None = None,
-        devices: Any = None,
-        dist: Any = None,
-        actuators: Any = None,
-        monitor: Any = None,
-        step_time_s: float | None = None,
-        relaunch: Literal["exec", "exit", "none"] = "exec",
-        state_path: str | Path | None = None,
-        deadline_policy: str | None = None,
-        decide_interval_s: float = 300.0,
-        progress: bool = True,
-        power: PowerSwitch = "auto",
-        precision: Sequence[str] | None = None,
-        profile_cache_dir: str | Path | None | Literal[False] = None,
-        state_dir: str | Path | None = None,
-        actuation: Literal["apply", "advise"] | None = None,
+        devices: DeviceSet | Literal[False] | None = None,
+        actuators: Actuators | None = None,
+        monitor: EnergyMonitor | None = None,
         rate_probe: Callable[[], float | None] | None = None,
-        waiting_power_w: float | None = None,
-        max_emissions_g: float | None = None,
-        max_energy_j: float | None = None,
+        **settings: Unpack[SessionSettings],
     ) -> None:
         from greentrain.actuators.advisory import resolve_actuation
 
-        self.actuation = resolve_actuation(actuation)
-        """'apply' or 'advise' (advisory mode: decisions are reported, never applied)."""
-        self.options = JobOptions(
-            policy=policy, zone=zone, provider=provider, deadline=deadline, steps_total=steps_total,
-            checkpoint_dir=checkpoint_dir, pause_mode=pause_mode, metrics_port=metrics_port,
-            metrics_addr=metrics_addr, metrics_allow_public=metrics_allow_public, job=job, jsonl=jsonl,
-            step_time_s=step_time_s, relaunch=relaunch, state_path=state_path, deadline_policy=deadline_policy,
-            decide_interval_s=decide_interval_s, progress=progress, power=power, precision=precision,
-            profile_cache_dir=profile_cache_dir, state_dir=state_dir, actuation=self.actuation,
-            waiting_power_w=waiting_power_w, max_emissions_g=max_emissions_g, max_energy_j=max_energy_j)
+        for name, why in unknown_settings(settings, "session"):
+            raise TypeError(f"Session(): {name}: {why}")
+        given: dict[str, object] = dict(settings)
+        if policy is not None:
+            given["policy"] = policy
+        given["actuation"] = resolve_actuation(settings.get("actuation"))
+        self.options = JobOptions(**given)  # type: ignore[arg-type]
         """This job's settings (validated; ``greentrain.job.options``)."""
-        self.parts = JobParts(clock=clock, devices=devices, actuators=actuators, monitor=monitor, model=model,
+        self.clock = clock or SystemClock()
+        self.parts = JobParts(clock=self.clock, devices=devices, actuators=actuators, monitor=monitor, model=model,
                               rate_probe=rate_probe)
         """The objects it is built from (``greentrain.job.build``)."""
         self._dist = dist
         self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,
-                                         checkpoint_dir=checkpoint_dir)
-        self.policy_spec = policy
-        self.steps_total = steps_total
-        self.job = job
-        self.clock = clock or SystemClock()
-        self.parts.clock = self.clock
-        self.relaunch = relaunch
-        self._pause_mode = pause_mode
-        self._state_path = Path(state_path) if state_path else default_state_path(checkpoint_dir)
+                                         checkpoint_dir=self.options.checkpoint_dir)
+        self.relaunch: str = self.options.relaunch
+        """'exec', 'exit' or 'none' ('auto' is resolved at ``__enter__`` from the number of processes)."""
+        self._pause_mode = self.options.pause_mode
+        state_path = self.options.state_path
+        self._state_path = Path(state_path) if state_path else default_state_path(self.options.checkpoint_dir)
         self.start_step = 0
         """The step to start the loop at (restored from the checkpoint)."""
         self.should_stop = False
@@ -169,15 +135,25 @@ class Session:
         """When a checkpoint-mode pause plans to resume."""
         self.last_decision: Decision | None = None
         self.engine: Engine | None = None
-        self.job_stats = JobStats(job=job, steps_total=0)
-        self.metrics: Any = None
+        self.job_stats = JobStats(job=self.options.job, steps_total=0)
+        self.metrics: MetricsServer | None = None
         """The running ``MetricsServer`` when ``metrics_port`` was given (its bound port in ``.port``)."""
-        self._closers: list[Callable[[], Any]] = []
+        self._closers: list[Callable[[], object]] = []
         self._temp_state = False
         self._resumable = False
         self._job: Job | None = None
-        self.hardware = Hardware()
+        self.hardware = JobHardware()
         """Actuators, operating-point profiler and precision controller of this job (built at ``__enter__``)."""
+
+    @property
+    def actuation(self) -> str:
+        """'apply' or 'advise' (advisory mode: decisions are reported, never applied)."""
+        return str(self.options.actuation)
+
+    @property
+    def job(self) -> str:
+        """The job's label."""
+        return self.options.job
 
     # ---- context manager ---------------------------------------------------------------------------
 
@@ -189,7 +165,8 @@ class Session:
             raise
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is not None or not self.should_stop or self.relaunch == "none" or self.budget_spent:
             self._close_all(raise_errors=exc_type is None)  # never mask the training loop's own exception
             if self.budget_spent and exc_type is None and self.relaunch != "none":
@@ -221,14 +198,14 @@ class Session:
     @property
     def step_index(self) -> int:
         """Global index of the next step (start_step + steps done in this process)."""
-        return self.engine.steps_done if self.engine is not None else self.start_step
+        return self.engine.progress.steps_done if self.engine is not None else self.start_step
 
     @property
     def pause_mode(self) -> str:
         """'checkpoint' or 'suspend', resolved at ``__enter__``."""
         return self._pause_mode or "suspend"
 
-    def step(self, tokens: int = 0, loss: Any = None) -> Decision:
+    def step(self, tokens: int = 0, loss: Tensor | float | None = None) -> Decision:
         """End of one training step: measure, decide, and pause if the policy says so."""
         engine = self._require_engine()
         if self.should_stop:
@@ -270,7 +247,7 @@ class Session:
         with controller.autocast() if controller is not None else nullcontext():
             yield
 
-    def backward(self, loss: Any, optimizer: Any) -> None:
+    def backward(self, loss: Tensor, optimizer: Optimizer) -> None:
         """``loss.backward()``, ``optimizer.step()``, ``zero_grad``, through the grad scaler fp16 needs."""
         controller = self.hardware.precision
         if controller is not None:
@@ -294,7 +271,7 @@ class Session:
     def deadline_exit_code(self) -> int:
         """The CLI's status for this end: 3 after a late finish unless best-effort, else 0."""
         engine = self.engine
-        if engine is None or not engine.deadline_missed or engine.deadline_policy == "best-effort":
+        if engine is None or not engine.deadline_missed or engine.deadline.policy == "best-effort":
             return 0
         return DEADLINE_MISSED_EXIT_CODE
 
@@ -307,10 +284,11 @@ class Session:
 
     def _open(self) -> None:
         rng_at_enter = RNGState.capture()  # before any of our set-up can draw a number
-        policy = load_policy_spec(self.policy_spec)
-        self._pause_mode = resolve_pause_mode(self._pause_mode, getattr(policy, "settings", None),
-                                              self._checkpoint.available)
+        policy = load_policy(self.options.policy)  # the one load: the engine takes this Policy
+        self._pause_mode = resolve_pause_mode(self._pause_mode, policy.settings, self._checkpoint.available)
         broadcast = make_broadcast(self._dist)
+        if self.relaunch == "auto":  # one process re-execs itself; several exit for their launcher to restart
+            self.relaunch = "exec" if broadcast.world_size == 1 else "exit"
         if self._state_path is None and self.relaunch == "exec":
             # exec keeps the pid: the relaunched process finds this file again
             self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
@@ -339,7 +317,7 @@ class Session:
 
     def _checkpoint_pause(self, decision: Decision) -> None:
         engine = self._require_engine()
-        self._checkpoint.save(engine.steps_done)
+        self._checkpoint.save(engine.progress.steps_done)
         self.should_stop = True
         self.resume_at = decision.until
         self._persist(finished=False)

@@ -12,9 +12,11 @@ import math
 from datetime import UTC, datetime
 
 __all__ = ["format_mass_g", "format_energy_j", "format_duration_s", "format_time", "format_scaled",
-           "J_PER_WH", "UNKNOWN"]
+           "J_PER_WH", "J_PER_KWH", "UNKNOWN"]
 
 J_PER_WH = 3600.0
+J_PER_KWH = 3.6e6
+"""Joules in a kilowatt-hour: energy (J) / J_PER_KWH × intensity (g/kWh) = emissions (g)."""
 UNKNOWN = "unknown"
 
 _MASS = ((1e-3, "mg"), (1.0, "g"), (1e3, "kg"), (1e6, "t"))

@@ -30,7 +30,8 @@ import socket
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any
+from datetime import date, datetime, time
+from typing import TypeAlias
 
 from greentrain.errors import ConfigError
 
@@ -47,6 +48,10 @@ __all__ = [
     "parse_toml",
     "load_json",
     "check_writable_dir",
+    "JSONValue",
+    "JSONObject",
+    "TOMLValue",
+    "TOMLTable",
 ]
 
 CONFIG_MAX_BYTES = 1 << 20
@@ -57,6 +62,15 @@ LOG_MAX_BYTES = 1 << 30
 """Cap for JSONL run logs read back (reports): a week of 1 Hz samples is well under it."""
 MAX_TOML_DEPTH = 32
 """Deepest array/inline-table nesting accepted in TOML (configs use 2 or 3)."""
+
+JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
+"""One JSON value as ``json.loads`` gives it."""
+JSONObject: TypeAlias = "dict[str, JSONValue]"
+"""A JSON object (a daemon message, a state file, a run-log event)."""
+TOMLValue: TypeAlias = "str | int | float | bool | datetime | date | time | list[TOMLValue] | dict[str, TOMLValue]"
+"""One TOML value as ``tomllib`` gives it."""
+TOMLTable: TypeAlias = "dict[str, TOMLValue]"
+"""A TOML table (a whole file, or a ``[section]``)."""
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -227,7 +241,7 @@ def _toml_depth_error(text: str, limit: int) -> tuple[int, int] | None:
     return None
 
 
-def parse_toml(text: str, source: str, *, max_depth: int = MAX_TOML_DEPTH) -> dict[str, Any]:
+def parse_toml(text: str, source: str, *, max_depth: int = MAX_TOML_DEPTH) -> TOMLTable:
     """Parse TOML ``text``; ConfigError naming ``source``, line and column otherwise."""
     where = _toml_depth_error(text, max_depth)
     if where is not None:
@@ -244,12 +258,12 @@ def parse_toml(text: str, source: str, *, max_depth: int = MAX_TOML_DEPTH) -> di
         raise ConfigError(f"{source}: TOML nested too deeply") from None
 
 
-def load_toml(path: str | Path, *, what: str = "TOML file", max_bytes: int = CONFIG_MAX_BYTES) -> dict[str, Any]:
+def load_toml(path: str | Path, *, what: str = "TOML file", max_bytes: int = CONFIG_MAX_BYTES) -> TOMLTable:
     """Read and parse the TOML file at ``path`` with every check of :func:`read_text`."""
     return parse_toml(read_text(path, what=what, max_bytes=max_bytes), str(path))
 
 
-def load_json(path: str | Path, *, what: str = "JSON file", max_bytes: int = CONFIG_MAX_BYTES) -> Any:
+def load_json(path: str | Path, *, what: str = "JSON file", max_bytes: int = CONFIG_MAX_BYTES) -> JSONValue:
     """Read and parse the JSON file at ``path``; ConfigError naming file, line and column."""
     text = read_text(path, what=what, max_bytes=max_bytes)
     try:

@@ -16,7 +16,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from greentrain.actuators.controller import KnobController
 from greentrain.actuators.exithooks import ExitHooks
@@ -48,6 +48,9 @@ PRIVILEGE_FIX = (
 
 class PrecisionTarget(Protocol):
     """What ``ActuatorSet`` needs from a precision controller."""
+
+    current: str
+    """The precision in use."""
 
     def request(self, precision: str) -> bool: ...
 
@@ -94,7 +97,7 @@ class ActuatorSet:
         *,
         state_dir: str | Path | None = None,
         daemon_socket: str | Path | None = None,
-        job: Any = "greentrain",
+        job: str = "greentrain",
         precision: PrecisionTarget | None = None,
         install_hooks: bool = True,
     ) -> None:
@@ -178,7 +181,7 @@ class ActuatorSet:
         self.restore_all()
         return True
 
-    def _for_each_gpu(self, action: str, value: Any) -> bool:
+    def _for_each_gpu(self, action: str, value: float | tuple[int, int] | None) -> bool:
         changed = False
         for gpu in self.gpus:
             route = self._routes[gpu.uuid]
@@ -199,13 +202,14 @@ class ActuatorSet:
         return changed
 
     @staticmethod
-    def _change(target: KnobController | _Unjournaled, action: str, value: Any) -> bool:
+    def _change(target: KnobController | _Unjournaled, action: str, value: float | tuple[int, int] | None) -> bool:
         if action == "power_limit":
             return target.set_power_limit_w(float(value))
         low, high = value
         return target.lock_sm_clocks_mhz(low, high)
 
-    def _on_privilege_error(self, action: str, gpu: GPU, value: Any, error: PrivilegeError) -> bool:
+    def _on_privilege_error(self, action: str, gpu: GPU, value: float | tuple[int, int] | None,
+                            error: PrivilegeError) -> bool:
         if self.daemon_socket is None:
             self._routes[gpu.uuid] = _Route.UNPRIVILEGED
             self._refuse(action, gpu, error, PRIVILEGE_FIX)

@@ -20,7 +20,8 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from greentrain.actuators.limits import validate_power_limit, validate_sm_clocks
 from greentrain.device.base import GPU
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ADVISE_ENV", "Actuation", "AdvisoryActuators", "AdvisoryModeError", "advise_only_from_env",
            "refuse_in_advisory_mode", "refuse_write_if_advisory", "resolve_actuation", "without_knobs"]
+
+
+class PrecisionReading(Protocol):
+    """A precision controller as advisory mode sees it: read (its current precision), never switched."""
+
+    current: str
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +102,15 @@ class AdvisoryActuators:
     advisory = True
     """Marks advisory actuators for the engine (it logs and exports advice rather than applied actions)."""
 
-    def __init__(self, gpus: Sequence[GPU], *, precision: Any = None, job: Any = "greentrain") -> None:
+    def __init__(self, gpus: Sequence[GPU], *, precision: PrecisionReading | None = None,
+                 job: str = "greentrain") -> None:
         self.gpus = list(gpus)
         self.precision = precision
         """A ``PrecisionController`` whose current precision is reported (never switched)."""
         self.job = getattr(job, "job", job) or "greentrain"
         self.refused_total: Counter[str] = Counter()  # advice is never refused for privilege: stays empty
-        self.advice: dict[str, Any] = {}
-        self.history: list[dict[str, Any]] = []
+        self.advice: dict[str, object] = {}
+        self.history: list[dict[str, object]] = []
         self._lock = threading.Lock()
 
     # -- the ActuatorSet surface the engine and profiler use ------------------------------------------
@@ -131,9 +139,9 @@ class AdvisoryActuators:
         self.close()
 
     # -- advice ---------------------------------------------------------------------------------------
-    def advise(self, decision: Decision) -> dict[str, Any]:
+    def advise(self, decision: Decision) -> dict[str, object]:
         """The advice for ``decision``'s knobs with current values read alongside (empty: no knob set)."""
-        advice: dict[str, Any] = {}
+        advice: dict[str, object] = {}
         if decision.power_limit_w is not None:
             advice["power_limit_w"] = float(decision.power_limit_w)
             advice["current_power_limit_w"] = self._read(lambda g: g.power_limit_w())
@@ -154,7 +162,7 @@ class AdvisoryActuators:
                 self.history.append(dict(advice))
         return advice
 
-    def _read(self, read: Any) -> float | None:
+    def _read(self, read: Callable[[GPU], float]) -> float | None:
         """The value on the first GPU that answers (a read, never a write); None without GPUs."""
         for gpu in self.gpus:
             try:
@@ -163,7 +171,7 @@ class AdvisoryActuators:
                 continue
         return None
 
-    def _check(self, knob: str, value: Any) -> dict[str, str]:
+    def _check(self, knob: str, value: float | tuple[int, int]) -> dict[str, str]:
         """Why the advice could not be applied as is on some GPU (constraints read, not written)."""
         problems: list[str] = []
         for gpu in self.gpus:

@@ -35,7 +35,6 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
 
 __all__ = ["ExitHooks", "HOOKED_SIGNALS"]
 
@@ -62,9 +61,9 @@ atexit.register(_deliver_exit_signal)
 class ExitHooks:
     """Record exit signals, run ``callback`` at exit, and hold signals back inside ``critical()``."""
 
-    def __init__(self, callback: Callable[[], Any]) -> None:
+    def __init__(self, callback: Callable[[], object]) -> None:
         self._callback = callback
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {}
         self._installed = False
         self._running = False
         self._pid = os.getpid()

@@ -18,7 +18,6 @@ import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from greentrain.errors import ActuationError, ConfigError
 
@@ -41,7 +40,7 @@ class JournalEntry:
 
     uuid: str
     knob: str
-    previous: Any
+    previous: float | None
     """Power limit in W, or for clocks ``None`` (= unlocked, the driver default)."""
     pid: int
     time: str
@@ -98,7 +97,7 @@ class Journal:
                 f"(nvidia-smi -i {self.uuid} -rgc; nvidia-smi -i {self.uuid} -pl <default>) and delete the file"
             ) from None
 
-    def record(self, knob: str, previous: Any, *, job: str = "") -> bool:
+    def record(self, knob: str, previous: float | None, *, job: str = "") -> bool:
         """Journal ``previous`` for ``knob`` unless already journaled (the first value wins); True if new."""
         entries = self.entries()
         if knob in entries:

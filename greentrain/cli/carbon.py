@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """``greentrain carbon``: read grid carbon intensity now, as a forecast, or as history.
 
 With ``--provider`` exactly that provider answers and any failure is reported
@@ -130,7 +129,7 @@ def _common(func: Any) -> Any:
 @click.group()
 @click.option("-v", "--verbose", is_flag=True, help="Log each provider failure as it happens.")
 def carbon(verbose: bool) -> None:
-    """Read grid carbon intensity: now, forecast, history; list providers."""
+    """Read grid carbon intensity: now, forecast, history; list providers; record and score forecasts."""
     # Fallbacks are reported once in the output (status / error line), not as log noise.
     logging.getLogger("greentrain.signals").setLevel(logging.INFO if verbose else logging.ERROR)
 
@@ -226,3 +225,10 @@ _NOTES = {
     "ukgrid": "no key; zones GB, postcode:BS16, region:1-17",
     "static": "no key; CodeCarbon annual averages",
 }
+
+
+# Forecasts as issued: record, archive export/import, skill (their own module, one group).
+from greentrain.cli.carbonarchive import archive as _archive_group, record as _record, skill as _skill  # noqa: E402
+
+for _command in (_record, _archive_group, _skill):
+    carbon.add_command(_command)

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import socket
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from greentrain.cli.common import DEADLINE_POLICY_HELP, parse_deadline
+from greentrain.cli.common import parse_deadline
+from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, INTERRUPTED_EXIT_CODE
 from greentrain.units import format_time
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from greentrain.demo.scenario import Scenario
+    from greentrain.demo.summary import DemoSummary
+    from greentrain.demo.state import DemoState
+    from greentrain.job.options import JobOptions
 
 __all__ = ["demo"]
 
@@ -26,7 +36,7 @@ MIN_STEPS = 20
 """Fewest steps a demo job has, however fast the machine: enough to pause and resume visibly."""
 
 
-def _console(stderr: bool = False) -> Any:
+def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     console = Console(stderr=stderr)
@@ -54,7 +64,7 @@ def _parse_start(text: str) -> datetime:
 
 
 def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, deadline: str | None,
-              speedup: float) -> Any:
+              speedup: float) -> Scenario:
     from greentrain.demo.scenario import (
         DEFAULT_DEADLINE_H,
         DEFAULT_STARTS,
@@ -79,7 +89,7 @@ def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, d
                     speedup=speedup)
 
 
-def _check_trace_covers(scenario: Any) -> None:
+def _check_trace_covers(scenario: Scenario) -> None:
     from greentrain.signals.trace import load_trace
     from greentrain.sim import TraceIndex
 
@@ -88,8 +98,8 @@ def _check_trace_covers(scenario: Any) -> None:
     index.require_cover(scenario.start, scenario.deadline, "the deadline")
 
 
-def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, deadline_policy: str,
-               say: Any) -> Any:
+def _new_state(scenario: Scenario, policy: str, reserve_h: float, steps: int | None, deadline_policy: str,
+               say: Callable[[str], None]) -> DemoState:
     from greentrain.demo.runner import measure_step_time_s
     from greentrain.demo.state import DemoState
 
@@ -109,7 +119,7 @@ def _new_state(scenario: Any, policy: str, reserve_h: float, steps: int | None, 
                      sim_now=scenario.start.isoformat(), deadline_policy=deadline_policy)
 
 
-def _scenario_of(state: Any) -> Any:
+def _scenario_of(state: DemoState) -> Scenario:
     from greentrain.demo.scenario import Scenario
 
     start = state.time("start")
@@ -126,37 +136,27 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
 @click.command("demo")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("greentrain-demo"),
               show_default=True, help="Folder for the checkpoint, run.jsonl and report/; run again to resume.")
-@click.option("--zone", default="GB", show_default=True, help="Grid zone: GB or US-CAL-CISO (shipped traces).")
+@job_flags("demo", defaults={"zone": "GB", "metrics_port": 9464, "deadline_policy": "strict"}, notes={
+    "zone": "Here: GB or US-CAL-CISO (the shipped traces), or the zone of --trace.",
+    "deadline": "Here '+H' counts from the simulated start (default: +24; +30 for US-CAL-CISO).",
+    "metrics_port": "Here on 127.0.0.1."})
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Another Electricity Maps hourly CSV to replay (needs --start).")
 @click.option("--start", default=None, help="Simulated submit time, ISO-8601 with timezone, a whole hour "
               "(default: the day chosen for the zone).")
 @click.option("--speedup", type=click.FloatRange(min=0, min_open=True), default=480.0, show_default=True,
               help="Simulated seconds per real second (480: a day in 3 minutes).")
-@click.option("--deadline", default=None,
-              help="'+H' hours after the start, or ISO-8601 (default: +24; +30 for US-CAL-CISO).")
 @click.option("--work-hours", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
               help="Simulated running time of the job at full speed (sets the number of steps).")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Number of steps (overrides --work-hours).")
-@click.option("--policy", default="carbon-aware", show_default=True, help="Policy preset name or TOML file.")
 @click.option("--reserve-hours", type=click.FloatRange(min=0), default=2.0, show_default=True,
               help="Simulated hours the policy keeps free before the deadline (absorbs a busy machine's slowdowns).")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=9464, show_default=True,
-              help="Prometheus endpoint on 127.0.0.1 (0: any free port).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report/index.html at the end.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on a terminal.")
-@click.option("--advise-only", is_flag=True,
-              help="Advisory mode: report power-limit, clock and precision decisions, apply none "
-                   "(as GREENTRAIN_ADVISE_ONLY=1).")
-@click.option("--deadline-policy", type=click.Choice(["strict", "best-effort"]), default="strict",
-              show_default=True, help=DEADLINE_POLICY_HELP)
 @click.option("--json", "as_json", is_flag=True,
               help="Print the end summary as one JSON object on stdout (messages go to stderr).")
 @click.pass_context
-def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start: str | None, speedup: float,
-         deadline: str | None, work_hours: float, steps: int | None, policy: str, reserve_hours: float,
-         metrics_port: int, report: bool, progress: bool, advise_only: bool, deadline_policy: str,
-         as_json: bool) -> None:
+def demo(ctx: click.Context, out_dir: Path, trace: Path | None, start: str | None, speedup: float, work_hours: float,
+         steps: int | None, reserve_hours: float, report: bool, as_json: bool, **flags: object) -> None:
     """Train the reference model on CPU under a carbon-aware policy while a real carbon trace replays.
 
     Waits for a clean window, pauses through a dirty one, resumes from its checkpoint without losing a
@@ -166,6 +166,11 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     from greentrain.demo.runner import demo_policy
     from greentrain.demo.scenario import ATTRIBUTION
     from greentrain.demo.state import load_demo_state, save_demo_state
+
+    settings = take_settings(flags, "demo")
+    options = job_options(settings)
+    policy, zone, deadline = str(options.policy), str(options.zone), settings.get("deadline")
+    deadline_policy = options.deadline_policy or "strict"
 
     console = _console(stderr=as_json)
 
@@ -179,7 +184,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
         say(f"the job in {out_dir} already finished; showing its summary (use another --out for a new run)")
         _exit_for(_finish(console, out_dir, state, report, say), state)
         return
-    port = _metrics_port(metrics_port)
+    port = _metrics_port(int(options.metrics_port or 0))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -190,7 +195,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
 
         check_writable_dir(out_dir, what="--out")  # a read-only folder fails now, not at the first save
         if state is None:
-            scenario = _scenario(zone, trace, start, work_hours, deadline, speedup)
+            scenario = _scenario(zone, trace, start, work_hours, str(deadline) if deadline else None, speedup)
             _check_trace_covers(scenario)
             demo_policy(policy, reserve_hours)  # a bad --policy fails now, before any training
             state = _new_state(scenario, policy, reserve_hours, steps, deadline_policy, say)
@@ -204,7 +209,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
             scenario = _scenario_of(state)
         state.runs += 1
         _header(console, state, scenario, ATTRIBUTION, port, out_dir)
-        end = _run(state, scenario, out_dir, port, say, progress, "advise" if advise_only else None)
+        end = _run(state, scenario, out_dir, port, say, options)
     except BaseException:
         if fresh and (state is None or not state.began):  # nothing ran: leave nothing a later run would 'resume'
             _forget_job(out_dir, remove_folder=created)
@@ -215,7 +220,7 @@ def demo(ctx: click.Context, out_dir: Path, zone: str, trace: Path | None, start
     _exit_for(_finish(console, out_dir, state, report, say, as_json), state)
 
 
-def _exit_for(summary: Any, state: Any) -> None:
+def _exit_for(summary: DemoSummary, state: DemoState) -> None:
     """Status 3 after a late finish, unless the job runs best-effort (the miss was said either way)."""
     if summary.finished_at is not None and not summary.deadline_met and state.deadline_policy != "best-effort":
         sys.exit(DEADLINE_MISSED_EXIT_CODE)
@@ -226,8 +231,9 @@ def _forget_job(out_dir: Path, *, remove_folder: bool) -> None:
     import shutil
 
     from greentrain.demo.state import STATE_FILE
+    from greentrain.job.state import STATE_FILE_NAME
 
-    for name in (STATE_FILE, "run.jsonl", "greentrain-state.json"):
+    for name in (STATE_FILE, "run.jsonl", STATE_FILE_NAME):
         (out_dir / name).unlink(missing_ok=True)
     shutil.rmtree(out_dir / "checkpoint", ignore_errors=True)
     if remove_folder:
@@ -237,7 +243,8 @@ def _forget_job(out_dir: Path, *, remove_folder: bool) -> None:
             pass
 
 
-def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int, out_dir: Path) -> None:
+def _header(console: Console, state: DemoState, scenario: Scenario, attribution: str, port: int,
+            out_dir: Path) -> None:
     resumed = f" (run {state.runs}, resuming at {format_time(state.time('sim_now'), simulated=True)})" \
         if state.began else ""
     console.print(f"[bold]greentrain demo[/bold]{resumed}", highlight=False, soft_wrap=True)
@@ -253,16 +260,17 @@ def _header(console: Any, state: Any, scenario: Any, attribution: str, port: int
     sys.stdout.flush()
 
 
-def _run(state: Any, scenario: Any, out_dir: Path, port: int, say: Any, progress: bool,
-         actuation: str | None) -> str:
+def _run(state: DemoState, scenario: Scenario, out_dir: Path, port: int, say: Callable[[str], None],
+         options: JobOptions) -> str:
     from greentrain.demo.runner import DemoRunner
 
-    runner = DemoRunner(scenario, state, out_dir, metrics_port=port, say=say, progress=progress,
-                        actuation=actuation)
+    runner = DemoRunner(scenario, state, out_dir, metrics_port=port, say=say, progress=options.progress,
+                        actuation=options.actuation)
     return runner.run()
 
 
-def _finish(console: Any, out_dir: Path, state: Any, report: bool, say: Any, as_json: bool = False) -> Any:
+def _finish(console: Console, out_dir: Path, state: DemoState, report: bool, say: Callable[[str], None],
+            as_json: bool = False) -> DemoSummary:
     from greentrain.demo.summary import render_summary, summarize_run, summary_json
 
     jsonl = out_dir / "run.jsonl"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 import click
 
@@ -24,11 +23,11 @@ def rapl_root_from_env() -> str:
     return os.environ.get("GREENTRAIN_RAPL_ROOT") or "/sys/class/powercap"
 
 
-def _yes_no(value: Any) -> str:
+def _yes_no(value: object) -> str:
     return {True: "yes", False: "no", None: "unknown"}.get(value, str(value))
 
 
-def _render(report: dict[str, Any]) -> None:
+def _render(report: dict[str, object]) -> None:
     from rich.console import Console
 
     from greentrain.cli.tables import print_table
@@ -72,7 +71,7 @@ def _render(report: dict[str, Any]) -> None:
     console.print(report["summary"], style="bold", markup=False)
 
 
-def _permitted(gpu: dict[str, Any]) -> str:
+def _permitted(gpu: dict[str, object]) -> str:
     answer = _yes_no(gpu["power_limit_permitted"])
     return answer if gpu["permitted_verified"] or gpu["power_limit_permitted"] is None else f"{answer}, unverified"
 

@@ -18,7 +18,12 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from greentrain.device.base import GPU
+    from greentrain.exporters.server import MetricsServer
+    from greentrain.monitor import Monitor
 
 import click
 
@@ -27,7 +32,7 @@ from greentrain.errors import ConfigError
 __all__ = ["monitor", "select_gpus"]
 
 
-def select_gpus(gpus: Sequence[Any], selectors: Sequence[str], notes: Sequence[str]) -> list[Any]:
+def select_gpus(gpus: Sequence[GPU], selectors: Sequence[str], notes: Sequence[str]) -> list[GPU]:
     """GPUs matching ``--gpu`` values (NVML index or UUID prefix); ConfigError naming an unknown one."""
     if not selectors:
         return list(gpus)
@@ -35,7 +40,7 @@ def select_gpus(gpus: Sequence[Any], selectors: Sequence[str], notes: Sequence[s
     found = ", ".join(f"{g.index} ({g.uuid})" for g in gpus) or "none" + (
         f" ({'; '.join(gpu_notes)})" if gpu_notes else ""
     )
-    chosen: list[Any] = []
+    chosen: list[GPU] = []
     for selector in selectors:
         text = selector.strip()
         hits = [
@@ -93,7 +98,7 @@ def _wait(duration_s: float | None) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _report(mon: Any, notes: list[str], exit_code: int | None, command: Sequence[str]) -> dict[str, Any]:
+def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequence[str]) -> dict[str, object]:
     duration_s = mon.elapsed_s()
     devices = []
     for r in mon.readings():
@@ -104,7 +109,7 @@ def _report(mon: Any, notes: list[str], exit_code: int | None, command: Sequence
             "failed": r.failed, "error": r.error,
         })  # fmt: skip
     total_j = sum(d["energy_j"] for d in devices)
-    report: dict[str, Any] = {
+    report: dict[str, object] = {
         "duration_s": duration_s,
         "total_energy_j": total_j,
         "average_power_w": total_j / duration_s if duration_s > 0 else 0.0,
@@ -118,7 +123,7 @@ def _report(mon: Any, notes: list[str], exit_code: int | None, command: Sequence
     return report
 
 
-def _render(report: dict[str, Any], to_stderr: bool) -> None:
+def _render(report: dict[str, object], to_stderr: bool) -> None:
     from rich.console import Console
 
     from greentrain.cli.tables import print_table
@@ -144,7 +149,8 @@ def _port(value: str | None) -> int | None:
     return int(value)
 
 
-def _start_metrics(port: int | None, addr: str, mon: Any, job: str, allow_public: bool = False) -> Any:
+def _start_metrics(port: int | None, addr: str, mon: Monitor, job: str,
+                   allow_public: bool = False) -> MetricsServer | None:
     if port is None:
         return None
     from greentrain import plugins

@@ -18,40 +18,30 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
-from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
-from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
-from greentrain.job.options import choices_of
-from greentrain.engine.guard import check_deadline
+from greentrain.cli.common import parse_deadline
+from greentrain.cli.jobflags import job_flags, job_options, take_settings
+from greentrain.clock import Clock, ReplayClock, SystemClock
+from greentrain.engine import Engine
 from greentrain.engine.jobsummary import job_figures, plan_line, summary_line
+from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
+from greentrain.job.build import Job
+from greentrain.job.options import JobOptions
 
 __all__ = ["run"]
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--policy", default="carbon-aware", show_default=True, help="Preset name or policy TOML file.")
-@click.option("--zone", help="Grid zone, e.g. GB, DE-LU, US-CAL-CISO.")
-@click.option("--provider", help="Carbon source: electricitymaps | watttime | ukgrid | static | csv:PATH.")
-@click.option("--deadline", help=DEADLINE_HELP)
-@click.option("--deadline-policy", type=click.Choice(choices_of("deadline_policy")), help=DEADLINE_POLICY_HELP)
-@click.option("--pause-mode", type=click.Choice(choices_of("pause_mode")),
-              help="How to pause. Default suspend: safe for any command, holds its devices (they idle); "
-                   "checkpoint needs a program that saves and exits on --checkpoint-signal, and releases them; "
-                   "auto releases when holding the planned pause would cost more than a checkpoint and restart.")
-@click.option("--waiting-power-w", type=float, default=None,
-              help="Draw while paused, watts, instead of the measured idle draw of the held devices (0 when "
-                   "released): e.g. a node that stays powered for you.")
-@click.option("--max-emissions-g", type=float, default=None,
-              help="Carbon budget, grams CO2eq: warn once when the projection exceeds it; when spent, stop the "
-                   "command (checkpoint signal, or SIGTERM in suspend mode) and exit with status 4.")
-@click.option("--max-energy-j", type=float, default=None, help="Energy budget, joules (as --max-emissions-g).")
+@job_flags("run", defaults={"pause_mode": "suspend", "job": None}, notes={
+    "pause_mode": "Here suspend is SIGSTOP/SIGCONT of the command's process group, safe for any command (its devices "
+                  "idle); checkpoint needs a program that saves and exits on --checkpoint-signal, and releases them.",
+    "job": "Default: the command's name."})
 @click.option("--estimate-hours", type=float, help="Running time the command needs, hours (needed to plan).")
 @click.option("--checkpoint-signal", default="SIGUSR1", show_default=True,
               help="Signal that asks the command to save and exit (checkpoint mode).")
@@ -59,11 +49,6 @@ __all__ = ["run"]
               help="How long to wait for the command to exit after the checkpoint signal.")
 @click.option("--interval-s", type=float, default=1.0, show_default=True,
               help="How often to check the plan while the command runs (real seconds).")
-@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
-@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Metrics bind address.")
-@click.option("--metrics-allow-public", is_flag=True, help="Allow a non-loopback --metrics-addr (logs a warning).")
-@click.option("--jsonl", type=click.Path(dir_okay=False), help="Write the JSONL run log here.")
-@click.option("--job", help="Job label for metrics and logs (default: the command's name).")
 @click.option("--no-measure", is_flag=True, help="Do not measure energy (no device discovery).")
 @click.option("--replay-speedup", type=float, help="Run on a replayed calendar this many times faster.")
 @click.option("--replay-start", help="Start of the replayed calendar (ISO-8601 with timezone).")
@@ -71,38 +56,42 @@ __all__ = ["run"]
               help="Advisory mode for COMMAND: sets GREENTRAIN_ADVISE_ONLY=1, so a greentrain Session inside "
                    "it reports power-limit, clock and precision decisions and applies none.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(command: tuple[str, ...], **opts: Any) -> None:
+def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signal: str, checkpoint_timeout_s: float,
+        interval_s: float, no_measure: bool, replay_speedup: float | None, replay_start: str | None,
+        advise_only: bool, **flags: object) -> None:
     """Run COMMAND (after '--') at low-carbon times, passing through its output and exit status."""
     from greentrain.job.process import ChildProcess, parse_signal
     from greentrain.job.supervisor import Supervisor
 
-    _check_numbers(opts)
-    _check_output(opts)
-    if opts.pop("advise_only"):
+    _check_numbers(estimate_hours=estimate_hours, interval_s=interval_s, checkpoint_timeout_s=checkpoint_timeout_s,
+                   replay_speedup=replay_speedup)
+    settings = take_settings(flags, "run")
+    if settings.get("deadline") is not None and estimate_hours is None:
+        raise click.BadParameter("needed with --deadline to plan the run", param_hint="--estimate-hours")
+    if replay_start is not None and replay_speedup is None:
+        raise click.BadParameter("needs --replay-speedup", param_hint="--replay-start")
+    options = job_options(settings, job=settings.get("job") or Path(command[0]).name,
+                          step_time_s=interval_s * (replay_speedup or 1.0))
+    _check_output(options)
+    if advise_only:
         from greentrain.actuators.advisory import ADVISE_ENV
 
         os.environ[ADVISE_ENV] = "1"  # inherited by COMMAND; `run` itself never touches GPU settings
-    clock = _make_clock(opts["replay_speedup"], opts["replay_start"])
-    deadline = parse_deadline(opts["deadline"], clock.now()) if opts["deadline"] else None
-    if deadline is not None and opts["estimate_hours"] is None:
-        raise click.BadParameter("needed with --deadline to plan the run", param_hint="--estimate-hours")
-    policy = _load_policy(opts["policy"])
-    # Not the policy's default: an unmodified command would be killed, not checkpointed, by the signal.
-    pause_mode = opts["pause_mode"] or "suspend"
-    checkpoint_signal = parse_signal(opts["checkpoint_signal"])
+    checkpoint_signal_number = parse_signal(checkpoint_signal)
     child = ChildProcess(list(command))
-    job_name = opts["job"] or Path(command[0]).name
     with _notes_to_stderr():
-        job = _build(policy, opts, clock, deadline, job_name)
+        job = _build(options, estimate_hours, no_measure, _clock_maker(replay_speedup, replay_start))
+        clock = job.engine.clock
         engine = job.engine
         try:
-            if deadline is not None and engine.deadline_policy != "best-effort":  # refused before the plan
-                check_deadline(deadline, clock.now(), engine.work_remaining_s())
-            _say(plan_line(policy=opts["policy"], zone=opts["zone"], provider=opts["provider"],
-                           work_s=engine.work_total_s, deadline=deadline, pause_mode=pause_mode,
-                           simulated=opts["replay_speedup"] is not None))
-            status = Supervisor(engine, child, pause_mode=pause_mode, checkpoint_signal=checkpoint_signal,
-                                checkpoint_timeout_s=opts["checkpoint_timeout_s"], poll_s=opts["interval_s"]).run()
+            start = engine.begin()  # the deadline's one check: refused here, before the plan is said
+            _say(plan_line(policy=str(settings.get("policy", options.policy)), zone=options.zone,
+                           provider=settings.get("provider"), work_s=engine.progress.work_total_s,
+                           deadline=engine.deadline.at, pause_mode=options.pause_mode or "suspend",
+                           simulated=replay_speedup is not None))
+            status = Supervisor(engine, child, pause_mode=options.pause_mode or "suspend",
+                                checkpoint_signal=checkpoint_signal_number, checkpoint_timeout_s=checkpoint_timeout_s,
+                                poll_s=interval_s).run(start)
             finished = status < 128  # not stopped by a signal
             engine.close(finished=finished, finished_at=clock.now() if finished else None, exit_status=status,
                          launches=child.launches)
@@ -112,9 +101,9 @@ def run(command: tuple[str, ...], **opts: Any) -> None:
     sys.exit(final_status(status, engine))
 
 
-def final_status(command_status: int, engine: Any) -> int:
+def final_status(command_status: int, engine: Engine) -> int:
     """The command's own status; a clean exit after a missed deadline is 3 unless best-effort."""
-    if command_status == 0 and engine.deadline_missed and engine.deadline_policy != "best-effort":
+    if command_status == 0 and engine.deadline_missed and engine.deadline.policy != "best-effort":
         return DEADLINE_MISSED_EXIT_CODE
     return command_status
 
@@ -142,64 +131,47 @@ def _notes_to_stderr() -> Iterator[None]:
         logger.setLevel(previous_level)  # SystemExit passes through click's non-standalone main unchanged
 
 
-def _check_numbers(opts: dict[str, Any]) -> None:
-    for name in ("estimate_hours", "interval_s", "checkpoint_timeout_s", "replay_speedup"):
-        value = opts[name]
+def _check_numbers(**values: float | None) -> None:
+    """The flags of ``run`` itself that must be > 0 (job settings are checked by ``JobOptions``)."""
+    for name, value in values.items():
         if value is not None and not value > 0:
             raise click.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name.replace('_', '-')}")
-    for name in ("max_emissions_g", "max_energy_j"):
-        value = opts[name]
-        if value is not None and not 0 < value < float("inf"):
-            raise click.BadParameter(f"must be a number > 0, got {value}", param_hint=f"--{name.replace('_', '-')}")
-    waiting_w = opts["waiting_power_w"]
-    if waiting_w is not None and not 0 <= waiting_w < float("inf"):
-        raise click.BadParameter(f"must be a number of watts >= 0, got {waiting_w}", param_hint="--waiting-power-w")
 
 
-def _check_output(opts: dict[str, Any]) -> None:
+def _check_output(options: JobOptions) -> None:
     """Zone and log folder checked before the command starts (a typo must not run unnoticed)."""
     from greentrain.signals.zones import require_zone
     from greentrain.userfile import check_writable_dir
 
-    require_zone(opts["zone"], opts["provider"], "--zone")
-    if opts["jsonl"]:
-        check_writable_dir(Path(opts["jsonl"]).parent, what=f"--jsonl {opts['jsonl']}")
+    require_zone(options.zone, options.provider, "--zone")
+    if options.jsonl:
+        check_writable_dir(Path(options.jsonl).parent, what=f"--jsonl {options.jsonl}")
 
 
-def _make_clock(speedup: float | None, start: str | None) -> Any:
-    from greentrain.clock import ReplayClock, SystemClock
-
-    if speedup is None:
-        if start is not None:
-            raise click.BadParameter("needs --replay-speedup", param_hint="--replay-start")
-        return SystemClock()
+def _clock_maker(speedup: float | None, start: str | None) -> Callable[[], Clock]:
+    """The job clock, made when the job is built: a replayed calendar starts (and '+H' counts) from then."""
     origin = parse_deadline(start, datetime.now().astimezone(), param="--replay-start") if start else None
-    return ReplayClock(origin or SystemClock().now(), speedup)
+
+    def make() -> Clock:
+        if speedup is None:
+            return SystemClock()
+        return ReplayClock(origin or SystemClock().now(), speedup)
+
+    return make
 
 
-def _load_policy(spec: str) -> Any:
-    from greentrain.policies import load_policy
-
-    return load_policy(spec)
-
-
-def _build(policy: Any, opts: dict[str, Any], clock: Any, deadline: datetime | None, job_name: str) -> Any:
+def _build(options: JobOptions, estimate_hours: float | None, no_measure: bool, make_clock: Callable[[], Clock]) -> Job:
     """The job (``greentrain.job.build_job``): run log, monitor, carbon signal, metrics and engine.
 
     ``run`` never touches GPU settings (no hardware part, even with ``--advise-only``), plans in
     ``--interval-s`` steps of work, and counts the devices as released during a checkpoint pause
     (the command exits)."""
     from greentrain.job.build import JobParts, build_job
-    from greentrain.job.options import JobOptions
     from greentrain.jobstats import JobStats
+    from greentrain.policies import load_policy
 
-    options = JobOptions(
-        policy=policy, zone=opts["zone"], provider=opts["provider"], deadline=deadline,
-        deadline_policy=opts["deadline_policy"], step_time_s=opts["interval_s"] * clock.speedup,
-        waiting_power_w=opts["waiting_power_w"], max_emissions_g=opts["max_emissions_g"],
-        max_energy_j=opts["max_energy_j"], metrics_port=opts["metrics_port"], metrics_addr=opts["metrics_addr"],
-        metrics_allow_public=opts["metrics_allow_public"], jsonl=opts["jsonl"], job=job_name)
-    work_s = opts["estimate_hours"] * 3600.0 if opts["estimate_hours"] else None
-    return build_job(options, JobParts(clock=clock, devices=False if opts["no_measure"] else None),
-                     policy=policy, job_stats=JobStats(job=job_name), work_total_s=work_s,
-                     hardware_released=opts["pause_mode"] == "checkpoint", drives_hardware=False)
+    policy = load_policy(options.policy)
+    work_s = estimate_hours * 3600.0 if estimate_hours else None
+    parts = JobParts(clock=make_clock(), devices=False if no_measure else None)
+    return build_job(options, parts, policy=policy, job_stats=JobStats(job=options.job), work_total_s=work_s,
+                     hardware_released=options.pause_mode == "checkpoint", drives_hardware=False)

@@ -9,12 +9,16 @@ read as well as 200.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["print_table"]
 
 
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str]) -> Any:
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str]) -> Table:
     from rich.table import Table
 
     table = Table(title=title or None)
@@ -25,14 +29,14 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], ri
     return table
 
 
-def _fits(console: Any, table: Any) -> bool:
+def _fits(console: Console, table: Table) -> bool:
     from rich.measure import Measurement
 
     natural = Measurement.get(console, console.options.update_width(1 << 20), table)  # unclamped width
     return natural.maximum <= console.width
 
 
-def print_table(console: Any, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]],
+def print_table(console: Console, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]],
                 right: Sequence[str] = ()) -> None:
     """Print ``rows`` under ``columns`` on ``console`` within its width, every cell whole."""
     table = _table(title, columns, rows, right)

@@ -2,7 +2,7 @@
 
 Run it under ``torchrun`` (one process per device), or give ``--nproc N`` to
 have it launch ``torchrun`` on this machine. ``--config`` takes a TOML file or
-a preset (``tiny``, ``125m``, ``1b``); flags and ``--set section.key=value``
+a preset (``tiny``, ``tiny-moe``, ``125m``, ``1b``, ``1b-moe``); flags and ``--set section.key=value``
 override it. Errors in the configuration are one line and exit code 2.
 """
 
@@ -13,32 +13,30 @@ import subprocess
 import sys
 import tomllib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
 
-from greentrain.cli.common import DEADLINE_HELP, DEADLINE_POLICY_HELP, parse_deadline
+from greentrain.cli.jobflags import flag_argv, flag_of, job_flags
 from greentrain.errors import ConfigError
-from greentrain.job.options import choices_of
 
 __all__ = ["train"]
 
-# flag -> (section, key); the [greentrain] ones are greentrain.job.JobOptions fields (tests/job checks them)
+# flag -> (section, key) of the training config; the job settings are generated from JobOptions (job_flags) and
+# land in [greentrain] under their own names.
 FLAG_KEYS: dict[str, tuple[str, str]] = {
     "steps": ("train", "steps"), "seed": ("train", "seed"), "dtype": ("train", "dtype"),
     "global_batch": ("train", "global_batch"), "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"),
     "lr": ("train", "lr"), "ac": ("train", "ac"), "compile": ("train", "compile"), "device": ("train", "device"),
     "mesh": ("parallel", "mesh"), "dp_replicate": ("parallel", "dp_replicate"), "dp_shard": ("parallel", "dp_shard"),
-    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "pp_schedule": ("parallel", "pp_schedule"),
+    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "cp": ("parallel", "cp"), "ep": ("parallel", "ep"),
+    "pp_schedule": ("parallel", "pp_schedule"),
     "microbatches": ("parallel", "microbatches"), "virtual_stages": ("parallel", "virtual_stages"),
     "metrics_jsonl": ("metrics", "jsonl"), "metrics_port": ("metrics", "port"), "metrics_addr": ("metrics", "addr"),
     "metrics_allow_public": ("metrics", "allow_public"),
     "checkpoint_dir": ("checkpoint", "dir"), "checkpoint_interval": ("checkpoint", "interval"),
     "async_checkpoint": ("checkpoint", "async_save"),
-    "policy": ("greentrain", "policy"), "zone": ("greentrain", "zone"), "provider": ("greentrain", "provider"),
-    "deadline": ("greentrain", "deadline"), "deadline_policy": ("greentrain", "deadline_policy"),
-    "pause_mode": ("greentrain", "pause_mode"), "job": ("greentrain", "job"),
-    "actuation": ("greentrain", "actuation"),
 }
 
 
@@ -82,9 +80,9 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
         sources.update({f"{section}.{key}": f"--set {section}.{key}" for key in values})
     for flag, value in flags.items():
         if value is not None:
-            section, key = FLAG_KEYS[flag]
+            section, key = FLAG_KEYS.get(flag, ("greentrain", flag))  # not a training flag: a job setting
             data.setdefault(section, {})[key] = value
-            sources[f"{section}.{key}"] = "--" + flag.replace("_", "-")
+            sources[f"{section}.{key}"] = flag_of(flag) if section == "greentrain" else "--" + flag.replace("_", "-")
 
     def where(key: str) -> str:
         return sources.get(key) or f"{origin}: {key}"
@@ -102,7 +100,7 @@ def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:
     return subprocess.call(args, env=env)
 
 
-def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
+def argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
     """The same command line for the launched ranks (without --nproc/--max-restarts)."""
     argv = ["--config", config]
     for item in sets:
@@ -110,15 +108,15 @@ def _argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -
     for flag, value in flags.items():
         if value is None:
             continue
-        if flag == "compile":
+        if flag not in FLAG_KEYS:
+            argv += flag_argv(flag, value)  # a job setting
+        elif flag == "compile":
             argv.append("--compile" if value else "--no-compile")
         elif flag == "async_checkpoint":
             argv.append("--async-checkpoint" if value else "--sync-checkpoint")
         elif flag == "metrics_allow_public":
             if value:
                 argv.append("--metrics-allow-public")
-        elif flag == "actuation":
-            argv.append("--advise-only")
         else:
             argv += ["--" + flag.replace("_", "-"), str(value)]
     return argv
@@ -128,9 +126,9 @@ def _pause_resume_at(cfg) -> datetime | None:
     """When the ranks stopped for a checkpoint-mode pause: the planned resume time (else None)."""
     if not (cfg.greentrain.policy and cfg.checkpoint.dir):
         return None
-    from greentrain.job.state import EngineState, load_state
+    from greentrain.job.state import STATE_FILE_NAME, EngineState, load_state
 
-    state = load_state(f"{cfg.checkpoint.dir}/greentrain-state.json", cfg.greentrain.job)
+    state = load_state(Path(cfg.checkpoint.dir) / STATE_FILE_NAME, cfg.greentrain.job)
     return EngineState.parse_time(state.resume_at) if state is not None and state.resume_at else None
 
 
@@ -154,8 +152,10 @@ def _launch_until_done(cfg, nproc: int, max_restarts: int, argv: list[str]) -> N
 
 def _echo_step(m) -> None:
     mfu = f" mfu {m.mfu:.1%}" if m.mfu is not None else ""
+    router = (f"  aux {m.aux_loss:.3f} imbalance {m.expert_imbalance:.2f}"
+              if getattr(m, "expert_imbalance", None) is not None else "")
     click.echo(f"step {m.step:>6}  loss {m.loss:.4f}  grad_norm {m.grad_norm:.3f}  lr {m.lr:.2e}  "
-               f"{m.tokens_per_s:,.0f} tok/s{mfu}  [{m.precision}]")
+               f"{m.tokens_per_s:,.0f} tok/s{mfu}{router}  [{m.precision}]")
 
 
 def _init_distributed(backend: str) -> None:
@@ -216,7 +216,8 @@ def _train_here(cfg) -> None:
 
 
 @click.command("train")
-@click.option("--config", "config", default="tiny", show_default=True, help="TOML file or preset (tiny, 125m, 1b).")
+@click.option("--config", "config", default="tiny", show_default=True,
+              help="TOML file or preset (tiny, tiny-moe, 125m, 1b, 1b-moe).")
 @click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override any config key.")
 @click.option("--steps", type=int, help="Optimizer steps in total.")
 @click.option("--seed", type=int, help="Seed for weights and data order.")
@@ -229,6 +230,8 @@ def _train_here(cfg) -> None:
 @click.option("--dp-shard", type=int, help="FSDP2 shard group size (-1: the rest of the world).")
 @click.option("--tp", type=int, help="Tensor-parallel degree.")
 @click.option("--pp", type=int, help="Pipeline stages.")
+@click.option("--cp", type=int, help="Context-parallel degree (sequence split; seq len must divide by 2 x cp).")
+@click.option("--ep", type=int, help="Expert-parallel degree (MoE models: experts spread over N ranks).")
 @click.option("--pp-schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), help="Pipeline schedule.")
 @click.option("--microbatches", type=int, help="Pipeline microbatches per step.")
 @click.option("--virtual-stages", type=int, help="Stages per rank (interleaved).")
@@ -245,22 +248,11 @@ def _train_here(cfg) -> None:
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="DCP checkpoints; resume from the newest.")
 @click.option("--checkpoint-interval", type=int, help="Save every N steps.")
 @click.option("--async-checkpoint/--sync-checkpoint", "async_checkpoint", default=None, help="Save in the background.")
-@click.option("--policy", help="Run under this greentrain policy (name or TOML).")
-@click.option("--zone", help="Grid zone for the carbon signal (e.g. GB).")
-@click.option("--provider", help="Carbon-intensity provider (e.g. csv:PATH, electricitymaps).")
-@click.option("--deadline", help=DEADLINE_HELP)
-@click.option("--deadline-policy", type=click.Choice(choices_of("deadline_policy")), help=DEADLINE_POLICY_HELP)
-@click.option("--pause-mode", type=click.Choice(["checkpoint", "suspend"]), help="How a policy pause happens.")
-@click.option("--job", help="Job name in metrics.")
-@click.option("--advise-only", "actuation", flag_value="advise", default=None,
-              help="Advisory mode: report every power-limit, clock and precision decision, apply none "
-                   "(as GREENTRAIN_ADVISE_ONLY=1).")
+@job_flags("train")
 @click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
 def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, **flags: Any) -> None:
-    """Train the reference transformer (FSDP2 × TP × PP on a DeviceMesh)."""
-    if flags.get("deadline"):
-        parse_deadline(flags["deadline"], datetime.now(UTC))  # fail now with a clear message, not in N ranks
+    """Train the reference transformer (FSDP2 × TP × PP × CP × EP on a DeviceMesh)."""
     if nproc is not None and nproc < 1:
         raise click.BadParameter("must be >= 1", param_hint="--nproc")
     cfg, where = build_config_with_sources(config, flags, sets)
@@ -271,6 +263,6 @@ def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: i
 
     preflight(cfg, where, world_size=world_size)  # every value and folder checked before step 1
     if launching:
-        _launch_until_done(cfg, nproc, max_restarts, _argv_for_ranks(config, sets, flags))
+        _launch_until_done(cfg, nproc, max_restarts, argv_for_ranks(config, sets, flags))
         return
     _train_here(cfg)

@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO
 
 from greentrain.actuators.lock import DeviceBusyError
 from greentrain.daemon.protocol import ErrorCode, encode
@@ -34,6 +34,7 @@ from greentrain.errors import (
     NotSupportedError,
     PrivilegeError,
 )
+from greentrain.userfile import JSONObject
 
 __all__ = ["DaemonClient", "DaemonUnavailableError", "DEFAULT_SOCKET_ENV"]
 
@@ -73,7 +74,7 @@ class DaemonClient:
         self._timeout_s = timeout_s
         self._connect_budget_s = connect_budget_s
         self._sock: socket.socket | None = None
-        self._reader: Any = None
+        self._reader: BinaryIO | None = None
         self._lock = threading.Lock()
         self._holding = False
         self.reconnects = 0
@@ -116,7 +117,7 @@ class DaemonClient:
             sock.settimeout(self._timeout_s)  # only now that the connection exists
             return sock
 
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    def request(self, message: JSONObject) -> JSONObject:
         """Send one request, return the reply; raise the matching greentrain error on ``ok: false``."""
         with self._lock:
             deadline = time.monotonic() + self._connect_budget_s
@@ -145,7 +146,7 @@ class DaemonClient:
                     self._holding = False
                 return reply
 
-    def _call_connected(self, message: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
+    def _call_connected(self, message: JSONObject, fresh: bool = False) -> JSONObject:
         assert self._sock is not None
         try:
             self._sock.sendall(encode(message))
@@ -186,23 +187,23 @@ class DaemonClient:
             self._drop()
             raise DaemonUnavailableError(f"greentrain daemon at {self.socket_path}: connection lost ({e})") from None
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> JSONObject:
         return self.request({"op": "hello", "job": self.job[:128] or "greentrain"})
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JSONObject:
         return self.request({"op": "status"})
 
-    def set_power_limit_w(self, uuid: str, power_limit_w: float) -> dict[str, Any]:
+    def set_power_limit_w(self, uuid: str, power_limit_w: float) -> JSONObject:
         return self.request({"op": "set_power_limit", "uuid": uuid, "power_limit_w": float(power_limit_w)})
 
-    def lock_sm_clocks_mhz(self, uuid: str, min_mhz: int, max_mhz: int) -> dict[str, Any]:
+    def lock_sm_clocks_mhz(self, uuid: str, min_mhz: int, max_mhz: int) -> JSONObject:
         return self.request({"op": "lock_sm_clocks", "uuid": uuid, "min_mhz": int(min_mhz), "max_mhz": int(max_mhz)})
 
-    def reset(self, uuid: str | None = None, knob: str | None = None) -> dict[str, Any]:
+    def reset(self, uuid: str | None = None, knob: str | None = None) -> JSONObject:
         """Restore this connection's settings (all, one GPU, or one knob). No-op when never connected."""
         if self._sock is None:
             return {"ok": True, "reset": 0}
-        message: dict[str, Any] = {"op": "reset"}
+        message: JSONObject = {"op": "reset"}
         if uuid is not None:
             message["uuid"] = uuid
         if knob is not None:

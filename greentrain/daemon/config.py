@@ -34,10 +34,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 from greentrain.errors import ConfigError
-from greentrain.userfile import load_toml
+from greentrain.userfile import JSONObject, load_toml
 
 __all__ = ["GPULimits", "NodePolicyConfig", "DaemonConfig", "load_config", "parse_config", "DEFAULT_SOCKET"]
 
@@ -72,7 +75,7 @@ class NodePolicyConfig:
     """Alternatively a provider plugin name (greentrain.providers) ..."""
     zone: str | None = None
     """... and its zone."""
-    provider_options: dict[str, Any] = field(default_factory=dict)
+    provider_options: JSONObject = field(default_factory=dict)
     """Keyword arguments for the provider plugin."""
     interval_s: float = 300.0
     """How often to re-check the grid."""
@@ -117,19 +120,19 @@ class DaemonConfig:
         return replace(self.limits, **merged)
 
 
-def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+def _table(raw: JSONObject, key: str, where: str) -> JSONObject:
     value = raw.get(key, {})
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: [{key}] must be a table")
     return value
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: object) -> bool:
     """A real number (not a bool), finite and > 0 (TOML allows nan and inf)."""
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
-def _limits(raw: dict[str, Any], where: str) -> GPULimits:
+def _limits(raw: JSONObject, where: str) -> GPULimits:
     known = set(GPULimits.__dataclass_fields__)
     unknown = set(raw) - known
     if unknown:
@@ -146,7 +149,7 @@ def _limits(raw: dict[str, Any], where: str) -> GPULimits:
     return limits
 
 
-def _node_policy(raw: dict[str, Any], where: str) -> NodePolicyConfig:
+def _node_policy(raw: JSONObject, where: str) -> NodePolicyConfig:
     known = set(NodePolicyConfig.__dataclass_fields__)
     unknown = set(raw) - known
     if unknown:
@@ -169,11 +172,11 @@ def _node_policy(raw: dict[str, Any], where: str) -> NodePolicyConfig:
     return NodePolicyConfig(**values)
 
 
-def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonConfig:
+def parse_config(raw: JSONObject, where: str = "daemon config") -> DaemonConfig:
     """Validate a parsed TOML document; one ConfigError listing every problem, one line each."""
     errors: list[str] = []
 
-    def check(parse: Any, *args: Any, default: Any = None) -> Any:
+    def check(parse: Callable[..., T], *args: object, default: T | None = None) -> T | None:
         try:
             return parse(*args)
         except ConfigError as e:
@@ -227,7 +230,7 @@ def parse_config(raw: dict[str, Any], where: str = "daemon config") -> DaemonCon
     )
 
 
-def _socket_mode(mode: Any, where: str) -> int:
+def _socket_mode(mode: object, where: str) -> int:
     try:
         socket_mode = int(str(mode), 8)
     except ValueError:
@@ -237,7 +240,7 @@ def _socket_mode(mode: Any, where: str) -> int:
     return socket_mode
 
 
-def _uid_list(daemon: dict[str, Any], key: str, default: list[int], where: str) -> tuple[int, ...]:
+def _uid_list(daemon: JSONObject, key: str, default: list[int], where: str) -> tuple[int, ...]:
     uids = daemon.get(key, default)
     if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in uids):
         raise ConfigError(f"{where}: daemon.{key} must be a list of integers")

@@ -19,10 +19,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
+
+C = TypeVar("C")
+"""The server's own record of a client (opaque to the loop)."""
 
 from greentrain.daemon.auth import PeerCredentials, peer_credentials
 from greentrain.daemon.protocol import MAX_LINE_BYTES, ErrorCode, encode, error_reply
+from greentrain.userfile import JSONObject
 
 __all__ = ["ConnectionLoop", "Connection", "LISTEN_BACKLOG"]
 
@@ -34,19 +38,19 @@ _MAX_PENDING_REPLY_BYTES = 256 * 1024
 
 
 @dataclass(eq=False)
-class Connection:
+class Connection(Generic[C]):
     """One client socket and its buffers."""
 
     sock: socket.socket
     cred: PeerCredentials
-    client: Any = None
+    client: C | None = None
     inbox: bytearray = field(default_factory=bytearray)
     outbox: bytearray = field(default_factory=bytearray)
     last_active_s: float = 0.0
     closing: bool = False
 
 
-class ConnectionLoop:
+class ConnectionLoop(Generic[C]):
     """Accepts on ``listener`` and serves lines until ``stop()``.
 
     ``admit(cred) -> (client, None)`` or ``(None, reason)``; ``on_line(client, line) -> reply dict``;
@@ -57,10 +61,10 @@ class ConnectionLoop:
         self,
         listener: socket.socket,
         *,
-        admit: Callable[[PeerCredentials, socket.socket], tuple[Any, str | None]],
-        on_line: Callable[[Any, bytes], dict[str, Any]],
-        on_close: Callable[[Any], None],
-        holding: Callable[[Any], bool],
+        admit: Callable[[PeerCredentials, socket.socket], tuple[C | None, str | None]],
+        on_line: Callable[[C, bytes], JSONObject],
+        on_close: Callable[[C], None],
+        holding: Callable[[C], bool],
         max_connections: int,
         max_per_uid: int,
         idle_timeout_s: float,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from greentrain.actuators.journal import Knob
 from greentrain.daemon.client import DEFAULT_SOCKET_ENV, DaemonClient
@@ -51,7 +51,7 @@ class DaemonGPU(GPU):
         self._route = route
         self.index, self.uuid, self.name, self.architecture = gpu.index, gpu.uuid, gpu.name, gpu.architecture
 
-    def __getattr__(self, name: str) -> Any:  # vendor extras of the wrapped GPU (e.g. NVML's ``label``)
+    def __getattr__(self, name: str) -> object:  # vendor extras of the wrapped GPU (e.g. NVML's ``label``)
         if name == "gpu":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.gpu, name)

@@ -15,7 +15,8 @@ import json
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from greentrain.userfile import JSONObject
 
 __all__ = ["MAX_LINE_BYTES", "ErrorCode", "ProtocolError", "Request", "parse_request", "encode", "error_reply"]
 
@@ -68,7 +69,7 @@ class Request:
     """A validated request."""
 
     op: str
-    fields: dict[str, Any]
+    fields: JSONObject
 
 
 def parse_request(line: bytes) -> Request:
@@ -158,11 +159,11 @@ def _decode(line: bytes) -> object:
         raise ProtocolError("request is not one line of UTF-8 JSON") from None
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: JSONObject) -> bytes:
     """One protocol line."""
     return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
 
 
-def error_reply(code: ErrorCode, message: str) -> dict[str, Any]:
+def error_reply(code: ErrorCode, message: str) -> JSONObject:
     """The reply for a failed request."""
     return {"ok": False, "code": str(code), "error": message}

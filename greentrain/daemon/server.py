@@ -20,7 +20,6 @@ import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from greentrain import __version__
 from greentrain.actuators.controller import KnobController
@@ -38,6 +37,7 @@ from greentrain.errors import (
     NotSupportedError,
     PrivilegeError,
 )
+from greentrain.userfile import JSONObject
 
 __all__ = ["DaemonServer", "RequestError"]
 
@@ -71,7 +71,7 @@ class _GPUState:
     owner: int | None = None
     requested_w: float | None = None
     clocks_mhz: tuple[int, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
 
 def _translate(e: Exception) -> RequestError:
@@ -104,7 +104,7 @@ class DaemonServer:
         self._closed = False
         self.cap_w: float | None = None
         """Node-policy power cap in force (None: grid clean or no policy)."""
-        self.node_status: dict[str, Any] = {}
+        self.node_status: JSONObject = {}
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> None:
@@ -224,7 +224,7 @@ class DaemonServer:
             if owned:
                 log.info("client pid %d (%s) disconnected: restored %d GPU(s)", client.cred.pid, client.job, len(owned))
 
-    def handle(self, client: _Client, line: bytes) -> dict[str, Any]:
+    def handle(self, client: _Client, line: bytes) -> JSONObject:
         """Answer one request line (never raises)."""
         try:
             request = parse_request(line)
@@ -244,11 +244,11 @@ class DaemonServer:
             return error_reply(ErrorCode.DEVICE_ERROR, f"internal error ({type(e).__name__})")
 
     # -- operations -----------------------------------------------------------------------
-    def _op_hello(self, client: _Client, job: str) -> dict[str, Any]:
+    def _op_hello(self, client: _Client, job: str) -> JSONObject:
         client.job = job
         return {"ok": True, "daemon": __version__, "uid": client.cred.uid, "gpus": sorted(self._gpus)}
 
-    def _op_status(self, client: _Client) -> dict[str, Any]:
+    def _op_status(self, client: _Client) -> JSONObject:
         gpus = []
         for state in self._gpus.values():
             owner = self._clients.get(state.owner) if state.owner else None
@@ -295,7 +295,7 @@ class DaemonServer:
             raise RequestError(ErrorCode.BUSY, f"GPU {uuid} is held by {who}; two jobs must not share one GPU's knobs")
         return state
 
-    def _op_set_power_limit(self, client: _Client, uuid: str, power_limit_w: float) -> dict[str, Any]:
+    def _op_set_power_limit(self, client: _Client, uuid: str, power_limit_w: float) -> JSONObject:
         state = self._state_for(client, uuid)
         c = state.gpu.power_limit_constraints()
         low = max(c.min_w, state.limits.min_power_limit_w or c.min_w)
@@ -314,7 +314,7 @@ class DaemonServer:
         state.owner, state.requested_w = client.conn_id, float(power_limit_w)
         return {"ok": True, "power_limit_w": max(effective, c.min_w), "capped": effective < power_limit_w}
 
-    def _op_lock_sm_clocks(self, client: _Client, uuid: str, min_mhz: int, max_mhz: int) -> dict[str, Any]:
+    def _op_lock_sm_clocks(self, client: _Client, uuid: str, min_mhz: int, max_mhz: int) -> JSONObject:
         state = self._state_for(client, uuid)
         if not state.limits.allow_clock_lock:
             raise RequestError(ErrorCode.FORBIDDEN, f"GPU {uuid}: clock locking is disabled in the daemon config")
@@ -328,7 +328,7 @@ class DaemonServer:
         state.owner, state.clocks_mhz = client.conn_id, (min_mhz, max_mhz)
         return {"ok": True, "sm_clocks_mhz": [min_mhz, max_mhz]}
 
-    def _op_reset(self, client: _Client, uuid: str | None = None, knob: str | None = None) -> dict[str, Any]:
+    def _op_reset(self, client: _Client, uuid: str | None = None, knob: str | None = None) -> JSONObject:
         if knob is not None and knob not in Knob.ALL:
             raise RequestError(ErrorCode.BAD_REQUEST, f"reset: unknown knob {knob!r}; valid: {', '.join(Knob.ALL)}")
         targets = [self._state_for(client, uuid)] if uuid is not None else list(self._gpus.values())
@@ -355,7 +355,7 @@ class DaemonServer:
         return errors
 
     # -- node policy ------------------------------------------------------------------------
-    def set_node_cap(self, cap_w: float | None, status: dict[str, Any] | None = None) -> None:
+    def set_node_cap(self, cap_w: float | None, status: JSONObject | None = None) -> None:
         """Cap (or uncap) every GPU's power limit; clients keep any lower limit they asked for."""
         with self._lock:
             if self._closed:

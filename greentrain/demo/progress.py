@@ -9,7 +9,12 @@ line per event instead.
 from __future__ import annotations
 
 import sys
-from typing import Any, Self
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from greentrain.runtime.metrics import StepMetrics
 
 from greentrain.clock import Clock
 
@@ -24,8 +29,8 @@ class StepProgress:
         self.done = done
         self.clock = clock
         self.enabled = enabled and sys.stderr.isatty()
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> Self:
         if not self.enabled:
@@ -39,7 +44,7 @@ class StepProgress:
         self._task = self._progress.add_task("training", total=self.total, completed=self.done, info="")
         return self
 
-    def update(self, metrics: Any) -> None:
+    def update(self, metrics: StepMetrics) -> None:
         """Trainer ``on_step`` callback (a ``StepMetrics``)."""
         self.done = int(metrics.step)
         if self._progress is None:

@@ -27,12 +27,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from greentrain.demo.clock import HoldableReplayClock
 from greentrain.demo.progress import StepProgress
 from greentrain.demo.scenario import Scenario
 from greentrain.demo.state import DemoState, save_demo_state
+from greentrain.job.state import STATE_FILE_NAME
+
+if TYPE_CHECKING:
+    from greentrain.events import EventLog
+    from greentrain.job.options import ProviderSpec
+    from greentrain.monitor import Monitor
+    from greentrain.policies.base import Decision, Policy
+    from greentrain.runtime.config import JobConfig
+    from greentrain.runtime.trainer import Trainer
+    from greentrain.session import Session
 
 __all__ = ["DemoRunner", "SegmentEnd", "demo_config", "demo_device", "demo_policy", "measure_step_time_s"]
 
@@ -63,7 +74,7 @@ def demo_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def demo_config(out_dir: Path | None, steps: int) -> Any:
+def demo_config(out_dir: Path | None, steps: int) -> JobConfig:
     """The tiny preset on ``demo_device()`` for ``steps`` steps, checkpointing into ``out_dir/checkpoint``."""
     from greentrain.runtime.config import load_config
 
@@ -73,7 +84,7 @@ def demo_config(out_dir: Path | None, steps: int) -> Any:
     return cfg
 
 
-def demo_policy(spec: str, reserve_h: float) -> Any:
+def demo_policy(spec: str, reserve_h: float) -> Policy:
     """The policy ``spec``, keeping at least ``reserve_h`` simulated hours free before the deadline.
 
     Applies to policies with a ``reserve_s`` parameter (carbon-aware, forecast-optimal, ...); others are
@@ -114,14 +125,14 @@ def measure_step_time_s(min_steps: int = 8, min_real_s: float = 2.0, max_steps: 
 class _Hook:
     """The trainer's step-boundary hook: the Session decides; a Ctrl-C also stops (with a checkpoint)."""
 
-    session: Any
+    session: Session
     runner: DemoRunner
 
     @property
     def should_stop(self) -> bool:
         return bool(self.session.should_stop or self.runner.interrupted)
 
-    def on_step_end(self, step: int, tokens: int, loss: float) -> Any:
+    def on_step_end(self, step: int, tokens: int, loss: float) -> Decision:
         return self.session.step(tokens=tokens, loss=loss)
 
 
@@ -129,7 +140,7 @@ class DemoRunner:
     """Drives the demo job in ``out_dir`` to its end (or to a Ctrl-C). See the module docstring."""
 
     def __init__(self, scenario: Scenario, state: DemoState, out_dir: Path, *, metrics_port: int | None,
-                 say: Callable[[str], None], progress: bool, provider: Any = None,
+                 say: Callable[[str], None], progress: bool, provider: ProviderSpec | None = None,
                  actuation: str | None = None) -> None:
         self.scenario = scenario
         self.actuation = actuation
@@ -146,10 +157,10 @@ class DemoRunner:
         self.interrupted = False
         self.metrics_url: str | None = None
         self.segments: list[str] = []
-        self._session: Any = None
-        self._monitor: Any = None
-        self._event_log: Any = None
-        self._probe_trainer: Any = None
+        self._session: Session | None = None
+        self._monitor: Monitor | None = None
+        self._event_log: EventLog | None = None
+        self._probe_trainer: Trainer | None = None
         self._probed_at: float | None = None
 
     @property
@@ -194,7 +205,7 @@ class DemoRunner:
         real_s = statistics.fmean(self._probe_trainer.train_step().step_time_s for _ in range(2))
         return real_s * self.scenario.speedup
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.interrupted:  # second Ctrl-C: stop now; the newest checkpoint still resumes
             raise KeyboardInterrupt
         self.interrupted = True
@@ -230,13 +241,13 @@ class DemoRunner:
 
     # ---- one segment ---------------------------------------------------------------------------------
 
-    def _new_trainer(self) -> Any:
+    def _new_trainer(self) -> Trainer:
         """A fresh trainer: the Session's ``load`` restores it from the newest checkpoint."""
         from greentrain.runtime.trainer import Trainer
 
         return Trainer(demo_config(self.out_dir, self.state.steps_total))
 
-    def _segment(self, trainer: Any) -> str:
+    def _segment(self, trainer: Trainer) -> str:
         session = self._make_session(trainer)
         self._session = session
         try:
@@ -252,7 +263,7 @@ class DemoRunner:
             self.clock.hold()
             self._session = None
 
-    def _make_session(self, trainer: Any) -> Any:
+    def _make_session(self, trainer: Trainer) -> Session:
         from greentrain.session import Session
 
         def save(next_step: int) -> None:
@@ -266,7 +277,7 @@ class DemoRunner:
             steps_total=self.state.steps_total, save=save, load=trainer.resume, pause_mode="checkpoint",
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
             monitor=self._monitor, step_time_s=self.step_time_real_s * sc.speedup, relaunch="none",
-            state_path=self.out_dir / "greentrain-state.json", progress=self.progress,
+            state_path=self.out_dir / STATE_FILE_NAME, progress=self.progress,
             decide_interval_s=DECIDE_INTERVAL_S, actuation=self.actuation,
             deadline_policy=self.state.deadline_policy, rate_probe=self.probe_step_s,
         )
@@ -276,10 +287,10 @@ class DemoRunner:
         """Real seconds per step to plan with: as last measured in training, else the sizing's figure."""
         return self.state.step_time_measured_real_s or self.state.step_time_real_s
 
-    def _remeasure(self, session: Any) -> None:
+    def _remeasure(self, session: Session) -> None:
         """Keep the step time the engine measured in this segment for the next one's plan (and say so
         when the machine turned out slower or faster than when the job was sized)."""
-        times = session.engine.times if session.engine is not None else None
+        times = session.engine.progress.times if session.engine is not None else None
         if times is None or times.count < 2 or times.mean_s is None:
             return
         measured_real_s = times.mean_s / self.scenario.speedup
@@ -289,7 +300,7 @@ class DemoRunner:
             self.say(f"re-measured: {measured_real_s * 1000:.0f} ms per step now (planned with "
                      f"{previous_s * 1000:.0f} ms); the plan follows the measured rate")
 
-    def _announce_metrics(self, session: Any) -> None:
+    def _announce_metrics(self, session: Session) -> None:
         server = session.metrics
         if server is None or self.metrics_url is not None:
             return
@@ -297,7 +308,7 @@ class DemoRunner:
         self.metrics_port = port  # later segments serve on the same port
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
 
-    def _train(self, trainer: Any, session: Any) -> str:
+    def _train(self, trainer: Trainer, session: Session) -> str:
         trainer.step = max(trainer.step, session.start_step)
         if trainer.step > 0:
             self.say(f"resumed from the checkpoint at step {trainer.step} ({_fmt(self.clock.now())})")
@@ -318,7 +329,7 @@ class DemoRunner:
             self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
             return SegmentEnd.INTERRUPTED
         if session.finished:
-            self.say(f"finished all {self.state.steps_total} steps at {_fmt(session.engine.finished_at)}")
+            self.say(f"finished all {self.state.steps_total} steps at {_fmt(session.engine.progress.finished_at)}")
             return SegmentEnd.FINISHED
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume

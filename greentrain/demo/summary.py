@@ -13,7 +13,12 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from greentrain.userfile import JSONObject
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from greentrain.demo.state import DemoState
 from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
@@ -56,7 +61,7 @@ class DemoSummary:
         return self.finished_at is not None and self.finished_at <= self.deadline
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
+def _events(path: Path) -> list[JSONObject]:
     events = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:
@@ -133,7 +138,7 @@ def rows(s: DemoSummary) -> list[tuple[str, str]]:
     ]
 
 
-def summary_json(s: DemoSummary) -> dict[str, Any]:
+def summary_json(s: DemoSummary) -> JSONObject:
     """The end summary as one JSON-ready object (``greentrain demo --json``). "Avoided" is net: run-now
     minus everything the job emitted, waiting included; the gross figure (timing the steps alone) and
     what waiting cost follow it."""
@@ -160,7 +165,7 @@ def summary_json(s: DemoSummary) -> dict[str, Any]:
     }
 
 
-def render_summary(s: DemoSummary, console: Any) -> None:
+def render_summary(s: DemoSummary, console: Console) -> None:
     """Print the table with rich."""
     from rich.table import Table
 

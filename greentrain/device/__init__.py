@@ -8,7 +8,7 @@ everything it cannot (no driver, no permission, no RAPL). Vendor modules (``nvml
 """
 
 from greentrain.device.base import GPU, CPUDomain, GPUBackend, GPUCapabilities, PowerLimitConstraints, PrivilegedRoute
-from greentrain.device.discovery import DeviceSet, discover
+from greentrain.device.discovery import DeviceSet, NoDevices, discover
 
 __all__ = ["GPU", "GPUBackend", "PrivilegedRoute", "CPUDomain", "GPUCapabilities", "PowerLimitConstraints",
-           "DeviceSet", "discover"]
+           "DeviceSet", "NoDevices", "discover"]

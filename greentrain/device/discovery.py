@@ -15,14 +15,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from greentrain import plugins
 from greentrain.device.base import GPU, CPUDomain, GPUBackend, PrivilegedRoute
 from greentrain.device.nvml_backend import NVMLBackend
+from greentrain.device.nvml_errors import NVMLLibrary
 from greentrain.errors import ActuationError, ConfigError, DeviceError, NotSupportedError
 
-__all__ = ["DeviceSet", "discover", "gpu_backends", "privileged_route", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
+__all__ = ["DeviceSet", "NoDevices", "discover", "gpu_backends", "privileged_route", "FROM_ENV", "DEFAULT_RAPL_ROOT"]
 
 DEFAULT_RAPL_ROOT = "/sys/class/powercap"
 
@@ -32,7 +33,7 @@ class _FromEnv:
         return "<os.environ['CUDA_VISIBLE_DEVICES']>"
 
 
-FROM_ENV: Any = _FromEnv()
+FROM_ENV = _FromEnv()
 """Default of ``discover(cuda_visible_devices=...)``: read the environment at call time."""
 
 
@@ -43,10 +44,12 @@ class DeviceSet:
     gpus: list[GPU] = field(default_factory=list)
     cpus: list[CPUDomain] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    nvml: Any = None
+    nvml: NVMLLibrary | None = None
     """The initialised pynvml-like module (None without NVIDIA GPUs): driver versions for ``doctor``."""
     backends: list[GPUBackend] = field(default_factory=list)
     """The backends asked; ``close`` releases them."""
+    monitored: ClassVar[bool] = True
+    """Whether a job measures these devices with a monitor (``NoDevices``: no)."""
 
     def measurable(self) -> bool:
         """Whether any figure will be measured or integrated rather than estimated."""
@@ -70,7 +73,15 @@ class DeviceSet:
         self.close()
 
 
-def gpu_backends(nvml: Any = None, notes: list[str] | None = None) -> list[GPUBackend]:
+@dataclass
+class NoDevices(DeviceSet):
+    """Stands for 'measure nothing' (``devices=False``, ``greentrain run --no-measure``): no device is asked,
+    and no monitor runs, so the job's energy is unknown rather than 0 J."""
+
+    monitored: ClassVar[bool] = False
+
+
+def gpu_backends(nvml: NVMLLibrary | None = None, notes: list[str] | None = None) -> list[GPUBackend]:
     """One instance of each registered GPU backend, in declaration order.
 
     ``nvml`` (a pynvml-like module) replaces the library of the NVML backend. A
@@ -149,9 +160,9 @@ def _cpu_domains(rapl_root: str | Path | None, estimate_cpu: bool, notes: list[s
 
 
 def discover(
-    cuda_visible_devices: str | None = FROM_ENV,
+    cuda_visible_devices: str | _FromEnv | None = FROM_ENV,
     *,
-    nvml: Any = None,
+    nvml: NVMLLibrary | None = None,
     backends: Sequence[GPUBackend] | None = None,
     rapl_root: str | Path | None = "/sys/class/powercap",
     estimate_cpu: bool = True,

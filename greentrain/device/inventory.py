@@ -12,7 +12,11 @@ import platform
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from types import ModuleType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 from greentrain.device.base import GPU, GPUCapabilities
 from greentrain.device.discovery import DeviceSet, privileged_route
@@ -26,14 +30,15 @@ LIBRARIES = (
 )  # fmt: skip
 
 
-def _safe(read: Any) -> Any:
+def _safe(read: Callable[[], T]) -> T | None:
     try:
         return read()
     except (DeviceError, ValueError):
         return None
 
 
-def _gpu_entry(gpu: GPU, own: Privilege, daemon: tuple[set[str], str] | None, probe_write: bool) -> dict[str, Any]:
+def _gpu_entry(gpu: GPU, own: Privilege, daemon: tuple[set[str], str] | None,
+               probe_write: bool) -> dict[str, object]:
     try:
         probe = getattr(gpu, "probe_privileges", None)
         caps = probe() if probe_write and callable(probe) else gpu.capabilities
@@ -96,7 +101,7 @@ def _judge(gpu: GPU, caps: GPUCapabilities, own: Privilege, daemon: tuple[set[st
     return own
 
 
-def _versions(nvml: Any) -> dict[str, str | None]:
+def _versions(nvml: ModuleType | None) -> dict[str, str | None]:
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:
@@ -114,7 +119,7 @@ def _versions(nvml: Any) -> dict[str, str | None]:
     return versions
 
 
-def _estimate_entry() -> dict[str, Any]:
+def _estimate_entry() -> dict[str, object]:
     from greentrain.device.estimate import CPUEstimate
 
     estimate = CPUEstimate()
@@ -127,7 +132,7 @@ def _estimate_entry() -> dict[str, Any]:
 
 
 def machine_report(devices: DeviceSet, rapl_root: str | Path | None = "/sys/class/powercap", *,
-                   probe_write: bool = False, daemon_socket: str | Path | None = None) -> dict[str, Any]:
+                   probe_write: bool = False, daemon_socket: str | Path | None = None) -> dict[str, object]:
     """Everything ``greentrain doctor`` shows, JSON-serialisable.
 
     Read-only unless ``probe_write``: "permitted" is then judged from the effective uid and capabilities,

@@ -11,13 +11,13 @@ goes through ``NVMLGPU._call``, which translates it with
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from dataclasses import replace
-from typing import Any
 
 from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
-from greentrain.device.nvml_errors import translate_nvml_error
+from greentrain.device.nvml_errors import NVMLLibrary, translate_nvml_error
 from greentrain.errors import ConfigError, NotSupportedError, PrivilegeError
 
 __all__ = ["NVMLGPU", "load_pynvml", "ARCHITECTURES", "THROTTLE_REASONS"]
@@ -44,7 +44,7 @@ def _is_root() -> bool:
     return geteuid is None or geteuid() == 0  # no euid (Windows): let the probe decide
 
 
-def load_pynvml() -> Any:
+def load_pynvml() -> NVMLLibrary:
     """Import pynvml; ImportError carries the install hint."""
     try:
         import pynvml
@@ -59,14 +59,14 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _field_value(field: Any) -> float:
+def _field_value(field: ctypes.Structure) -> float:
     return float(getattr(field.value, _VALUE_FIELDS.get(int(field.valueType), "uiVal")))
 
 
 class NVMLGPU(GPU):
     """One physical NVIDIA GPU. ``nvml`` is pynvml (or the testing double), already initialised."""
 
-    def __init__(self, nvml: Any, handle: Any, index: int) -> None:
+    def __init__(self, nvml: NVMLLibrary, handle: object, index: int) -> None:
         self._nvml = nvml
         self._handle = handle
         self.index = index
@@ -90,7 +90,7 @@ class NVMLGPU(GPU):
             return "unknown"
         return ARCHITECTURES.get(int(code), "unknown")
 
-    def _call(self, function: str, *args: Any) -> Any:
+    def _call(self, function: str, *args: object) -> object:
         """Call ``nvml.<function>(handle, *args)``, translating NVMLError into greentrain's tree."""
         call = getattr(self._nvml, function, None)
         if call is None:  # an older nvidia-ml-py without this binding
@@ -110,7 +110,7 @@ class NVMLGPU(GPU):
 
     # --- capabilities ---------------------------------------------------------------------------
 
-    def _supports(self, function: str, *args: Any) -> bool:
+    def _supports(self, function: str, *args: object) -> bool:
         try:
             self._call(function, *args)
         except NotSupportedError:

@@ -8,10 +8,10 @@ refused). A missing pynvml or driver is a note, never an exception.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from greentrain.device.base import GPU, GPUBackend
-from greentrain.device.nvml_errors import translate_nvml_error
+from greentrain.device.nvml_errors import NVMLLibrary, translate_nvml_error
 from greentrain.device.visible import MIG_REFUSAL, resolve_visible_devices
 from greentrain.errors import DeviceError, NotSupportedError
 
@@ -26,9 +26,9 @@ class NVMLBackend(GPUBackend):
 
     name: ClassVar[str] = "nvml"
 
-    def __init__(self, nvml: Any = None) -> None:
+    def __init__(self, nvml: NVMLLibrary | None = None) -> None:
         self._given = nvml
-        self.module: Any = None
+        self.module: NVMLLibrary | None = None
         """The initialised pynvml-like module while open (None before, after ``close`` or without a driver)."""
 
     def discover(self, visible: str | None, notes: list[str]) -> list[GPU]:
@@ -50,7 +50,7 @@ class NVMLBackend(GPUBackend):
             self.module = None
 
 
-def _init_nvml(nvml: Any | None, notes: list[str]) -> Any | None:
+def _init_nvml(nvml: NVMLLibrary | None, notes: list[str]) -> NVMLLibrary | None:
     """Import (if needed) and initialise NVML; None with a note when there is no usable driver."""
     if nvml is None:
         try:
@@ -72,7 +72,7 @@ def _init_nvml(nvml: Any | None, notes: list[str]) -> Any | None:
     return nvml
 
 
-def _open_gpu(nvml: Any, index: int, notes: list[str]) -> NVMLGPU | None:
+def _open_gpu(nvml: NVMLLibrary, index: int, notes: list[str]) -> NVMLGPU | None:
     from greentrain.device.nvml import NVMLGPU
 
     try:
@@ -84,7 +84,7 @@ def _open_gpu(nvml: Any, index: int, notes: list[str]) -> NVMLGPU | None:
     return None
 
 
-def _nvml_gpus(nvml: Any, cuda_visible_devices: str | None, notes: list[str]) -> list[GPU]:
+def _nvml_gpus(nvml: NVMLLibrary, cuda_visible_devices: str | None, notes: list[str]) -> list[GPU]:
     try:
         count = int(nvml.nvmlDeviceGetCount())
     except nvml.NVMLError as e:

@@ -8,7 +8,7 @@ the operation and the fix. The original ``NVMLError`` stays attached as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 from greentrain.errors import (
     ConfigError,
@@ -19,7 +19,19 @@ from greentrain.errors import (
     PrivilegeError,
 )
 
-__all__ = ["translate_nvml_error", "PRIVILEGE_FIX"]
+__all__ = ["translate_nvml_error", "PRIVILEGE_FIX", "NVMLLibrary"]
+
+
+class NVMLLibrary(Protocol):
+    """pynvml, or a stand-in with its functions and constants (``greentrain.testing.FakeNVML``)."""
+
+    NVMLError: type[Exception]
+
+    def nvmlInit(self) -> None: ...
+
+    def nvmlShutdown(self) -> None: ...
+
+    def nvmlDeviceGetCount(self) -> int: ...
 
 PRIVILEGE_FIX = "run as root, or start `sudo greentrain daemon` and let it apply GPU settings for unprivileged jobs"
 
@@ -29,7 +41,7 @@ def _code_name(error: BaseException, code: object) -> str:
     return f"{type(error).__name__}, code {code}"
 
 
-def translate_nvml_error(nvml: Any, error: BaseException, device: str, operation: str) -> Exception:
+def translate_nvml_error(nvml: NVMLLibrary, error: BaseException, device: str, operation: str) -> Exception:
     """Return the greentrain exception for an ``NVMLError`` raised by ``operation`` on ``device``."""
     code = getattr(error, "value", None)
     where = f"{device}: {operation}"

@@ -31,7 +31,9 @@ RAPL_PERMISSION_FIX = (
 _ZONE = re.compile(r"^intel-rapl:(\d+)(?::(\d+))?$")
 
 
-def _read_int(path: Path) -> int:
+def read_counter(path: Path) -> int:
+    """One integer file of a powercap zone (every RAPL read goes through here, so a test can stand in a
+    root-only file where the suite runs as root)."""
     return int(path.read_text(encoding="ascii").strip())
 
 
@@ -48,7 +50,7 @@ class RAPLDomain(CPUDomain):
         self.status = "ok"
         """'ok', 'not readable (permission)' or 'error: ...' (why ``energy_j`` cannot be read)."""
         try:
-            self._max_range_uj = _read_int(self.path / "max_energy_range_uj")
+            self._max_range_uj = read_counter(self.path / "max_energy_range_uj")
             self._last_raw_uj = self._read_raw_uj()
         except PermissionError:
             self.status = "not readable (permission)"
@@ -56,7 +58,7 @@ class RAPLDomain(CPUDomain):
             self.status = f"error: {e}"
 
     def _read_raw_uj(self) -> int:
-        return _read_int(self.path / "energy_uj")
+        return read_counter(self.path / "energy_uj")
 
     def readable(self) -> bool:
         return self.status == "ok"

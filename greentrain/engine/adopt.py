@@ -1,67 +1,76 @@
 """Adopting a decision on every rank: hardware settings, job state, counters and the event log.
 
-Functions of the engine (passed first) so ``engine.py`` stays small. Actuator
-failures are the actuators' to report (they never raise); what they applied
-and refused is mirrored into ``JobStats`` for the exporter's alerts.
+``Adopter`` owns the decision in force and what the run log last said about it
+(repeated identical run-now decisions are not logged again). Actuator failures
+are the actuators' to report (they never raise); what they applied and refused
+is mirrored into ``JobStats`` for the exporter's alerts.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from greentrain.jobstats import JobState
-from greentrain.policies.base import Action, Decision
 from greentrain.engine.advice import advise, is_advisory
 from greentrain.engine.decider import RUN
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Action, Decision
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
 
-__all__ = ["adopt", "acted_on", "sync_actuator_stats"]
+__all__ = ["Adopter", "acted_on", "sync_actuator_stats"]
 
 
-def adopt(engine: EngineCore, decision: Decision, now: datetime) -> None:
-    """All ranks: record ``decision``, apply hardware settings, log and count it."""
-    boundary = getattr(engine.actuators, "at_step_boundary", None)
-    if callable(boundary):  # the safe point where an exit signal's restore runs (never in the handler)
-        engine.guarded("actuators.at_step_boundary", boundary)
-    if decision == RUN:
-        return
-    engine.decision = decision
-    applied: list[str] = []
-    wants_hardware = (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
-                      or decision.precision is not None)
-    advisory = is_advisory(engine)
-    if advisory and wants_hardware:
-        advise(engine, decision)  # logged, counted and exported; nothing applied
-    elif engine.actuators is not None and wants_hardware:
-        applied = list(engine.guarded("actuators.apply", engine.actuators.apply, decision) or [])
-    changes: dict[str, Any] = {}
-    if decision.power_limit_w is not None and (engine.actuators is None or "power_limit" in applied):
-        changes["power_limit_w"] = decision.power_limit_w
-    if decision.precision is not None and not advisory:
-        changes["precision"] = decision.precision
-    if changes:
-        engine.job_stats.update(**changes)
-    for name in applied:
-        engine.job_stats.count_action(name)
-    if engine.actuators is not None:
-        sync_actuator_stats(engine)
-    if decision.action != Action.RUN:
-        engine.job_stats.count_action(decision.action.value)
-        state = JobState.WAITING if decision.action == Action.DELAY_START else JobState.PAUSED
-        engine.set_state(state, now, until=decision.until)
-    logged = (decision.action, decision.reason)
-    if engine.event_log is not None and (decision.action != Action.RUN or applied or logged != engine.last_logged):
-        engine.last_logged = logged  # repeated identical RUN decisions would only add noise to the log
-        engine.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
-                               until=decision.until, power_limit_w=decision.power_limit_w,
-                               precision=decision.precision, applied=applied,
-                               **({"advisory": True} if advisory else {}))
-    work_s = engine.work_remaining_s()
-    if work_s is not None:
-        engine.job_stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
+class Adopter:
+    """Acts on each (broadcast) decision; ``current`` is the last one that changed something."""
+
+    def __init__(self) -> None:
+        self.current: Decision = RUN
+        self._logged: tuple[Action, str] = (Action.RUN, "")
+
+    def adopt(self, engine: EngineCore, decision: Decision, now: datetime) -> None:
+        """All ranks: record ``decision``, apply hardware settings, log and count it."""
+        actuators, stats = engine.io.actuators, engine.io.job_stats
+        boundary = getattr(actuators, "at_step_boundary", None)
+        if callable(boundary):  # the safe point where an exit signal's restore runs (never in the handler)
+            engine.guarded("actuators.at_step_boundary", boundary)
+        if decision == RUN:
+            return
+        self.current = decision
+        applied: list[str] = []
+        wants_hardware = (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
+                          or decision.precision is not None)
+        advisory = is_advisory(engine)
+        if advisory and wants_hardware:
+            advise(engine, decision)  # logged, counted and exported; nothing applied
+        elif actuators is not None and wants_hardware:
+            applied = list(engine.guarded("actuators.apply", actuators.apply, decision) or [])
+        changes: dict[str, object] = {}
+        if decision.power_limit_w is not None and (actuators is None or "power_limit" in applied):
+            changes["power_limit_w"] = decision.power_limit_w
+        if decision.precision is not None and not advisory:
+            changes["precision"] = decision.precision
+        if changes:
+            stats.update(**changes)
+        for name in applied:
+            stats.count_action(name)
+        if actuators is not None:
+            sync_actuator_stats(engine)
+        if decision.action != Action.RUN:
+            stats.count_action(decision.action.value)
+            state = JobState.WAITING if decision.action == Action.DELAY_START else JobState.PAUSED
+            engine.set_state(state, now, until=decision.until)
+        logged = (decision.action, decision.reason)
+        if decision.action != Action.RUN or applied or logged != self._logged:
+            self._logged = logged  # repeated identical RUN decisions would only add noise to the log
+            engine.io.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
+                                      until=decision.until, power_limit_w=decision.power_limit_w,
+                                      precision=decision.precision, applied=applied,
+                                      **({"advisory": True} if advisory else {}))
+        work_s = engine.progress.work_remaining_s()
+        if work_s is not None:
+            stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
 
 
 def acted_on(engine: EngineCore, decision: Decision) -> Decision:
@@ -75,9 +84,10 @@ def acted_on(engine: EngineCore, decision: Decision) -> Decision:
 
 def sync_actuator_stats(engine: EngineCore) -> None:
     """Mirror refusals and unrestored settings into JobStats for the exporter's alerts."""
-    refused = getattr(engine.actuators, "refused_total", None)
-    unrestored = getattr(engine.actuators, "unrestored_count", None)
-    changes: dict[str, Any] = {}
+    actuators = engine.io.actuators
+    refused = getattr(actuators, "refused_total", None)
+    unrestored = getattr(actuators, "unrestored_count", None)
+    changes: dict[str, int] = {}
     if refused is not None:
         changes["power_cap_refused_total"] = int(sum(dict(refused).values()))
     if callable(unrestored):
@@ -85,4 +95,4 @@ def sync_actuator_stats(engine: EngineCore) -> None:
         if isinstance(count, int):
             changes["settings_unrestored"] = count
     if changes:
-        engine.job_stats.update(**changes)
+        engine.io.job_stats.update(**changes)

@@ -9,7 +9,7 @@ the ``advised_*`` fields of ``JobStats`` that the exporter publishes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greentrain.policies.base import Decision
 
@@ -24,16 +24,17 @@ PRECISION_NOT_ESTIMATED = ("not estimated: energy per step at another precision 
 
 def is_advisory(engine: EngineCore) -> bool:
     """Whether the engine's actuators only advise."""
-    return bool(getattr(engine.actuators, "advisory", False))
+    return bool(getattr(engine.io.actuators, "advisory", False))
 
 
 def advise(engine: EngineCore, decision: Decision) -> None:
     """Record ``decision``'s knobs as advice: event (when it changed), JobStats gauges; applies nothing."""
-    before = len(getattr(engine.actuators, "history", ()))
-    advice: dict[str, Any] = engine.guarded("actuators.advise", engine.actuators.advise, decision) or {}
+    actuators = engine.io.actuators
+    before = len(getattr(actuators, "history", ()))
+    advice: dict[str, object] = engine.guarded("actuators.advise", getattr(actuators, "advise"), decision) or {}
     if not advice:
         return
-    changes: dict[str, Any] = {}
+    changes: dict[str, object] = {}
     if "power_limit_w" in advice:
         advice["estimate"] = _power_estimate(engine, advice)
         estimate = advice["estimate"] or {}
@@ -45,28 +46,28 @@ def advise(engine: EngineCore, decision: Decision) -> None:
     if "precision" in advice:
         advice["precision_estimate"] = PRECISION_NOT_ESTIMATED
         changes["advised_precision"] = advice["precision"]
-    engine.job_stats.update(**changes)
-    if len(getattr(engine.actuators, "history", ())) > before:  # a new advice, not a repeat
-        engine.job_stats.count_action("advised")
+    engine.io.job_stats.update(**changes)
+    if len(getattr(actuators, "history", ())) > before:  # a new advice, not a repeat
+        engine.io.job_stats.count_action("advised")
         engine.event("advice", **advice)
 
 
-def _power_estimate(engine: EngineCore, advice: dict[str, Any]) -> dict[str, Any] | None:
+def _power_estimate(engine: EngineCore, advice: dict[str, object]) -> dict[str, object] | None:
     from greentrain.profiler.estimate import estimated_effect
 
     effect = estimated_effect(engine.operating_points, advice["power_limit_w"], advice.get("current_power_limit_w"))
     if effect is None:
         return None
-    source = getattr(engine.actuators, "points_source", None) or "measured"
+    source = getattr(engine.io.actuators, "points_source", None) or "measured"
     return {**effect, "source": "estimated", "points": source}
 
 
-def advice_summary(engine: EngineCore) -> dict[str, Any] | None:
+def advice_summary(engine: EngineCore) -> dict[str, object] | None:
     """The job's last advice per knob for the summary event (None outside advisory mode)."""
     if not is_advisory(engine):
         return None
-    stats = engine.job_stats.snapshot()
+    stats = engine.io.job_stats.snapshot()
     return {"power_limit_w": stats.advised_power_limit_w, "sm_clock_max_mhz": stats.advised_sm_clock_mhz,
             "precision": stats.advised_precision, "energy_change": stats.advised_energy_change,
             "time_change": stats.advised_time_change, "estimate_source": "estimated",
-            "advices": len(getattr(engine.actuators, "history", ())), "applied": 0}
+            "advices": len(getattr(engine.io.actuators, "history", ())), "applied": 0}

@@ -12,35 +12,37 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
-__all__ = ["BackgroundFetch", "Outcome", "PENDING"]
+__all__ = ["BackgroundFetch", "FetchOutcome", "PENDING"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class FetchOutcome(Generic[T]):
     """A finished call: its value, or the exception it raised."""
 
-    value: Any = None
+    value: T | None = None
     error: BaseException | None = None
 
 
-PENDING = Outcome()
+PENDING: FetchOutcome[object] = FetchOutcome()
 """The call is still running (compare with ``is``)."""
 
 
 class _Job:
-    def __init__(self, fn: Callable[[], Any], name: str) -> None:
+    def __init__(self, fn: Callable[[], object], name: str) -> None:
         self.done = threading.Event()
-        self.outcome: Outcome | None = None
+        self.outcome: FetchOutcome[object] | None = None
         self._fn = fn
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _run(self) -> None:
         try:
-            self.outcome = Outcome(value=self._fn())
+            self.outcome = FetchOutcome(value=self._fn())
         except BaseException as e:  # noqa: BLE001 - handed to the caller, who decides
-            self.outcome = Outcome(error=e)
+            self.outcome = FetchOutcome(error=e)
         finally:
             self.done.set()
 
@@ -60,7 +62,7 @@ class BackgroundFetch:
         with self._lock:
             return key in self._jobs
 
-    def poll(self, key: str, fn: Callable[[], Any] | None = None, budget_s: float = 0.0) -> Outcome:
+    def poll(self, key: str, fn: Callable[[], object] | None = None, budget_s: float = 0.0) -> FetchOutcome[object]:
         """The finished outcome for ``key`` if there is one; else start ``fn`` (when given and none is
         running) and wait up to ``budget_s`` for it. ``PENDING`` when no outcome is ready."""
         with self._lock:

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
+T = TypeVar("T")
 
 __all__ = ["Broadcast", "LocalBroadcast", "TorchBroadcast", "auto_broadcast", "make_broadcast", "barrier_for"]
 
@@ -29,21 +34,21 @@ class Broadcast(ABC):
         return self.rank == 0
 
     @abstractmethod
-    def share(self, value: Any) -> Any:
+    def share(self, value: T | None) -> T:
         """Collective: rank 0's ``value`` is returned on every rank (others pass anything, e.g. None)."""
 
 
 class LocalBroadcast(Broadcast):
     """One process: the value is returned as is."""
 
-    def share(self, value: Any) -> Any:
-        return value
+    def share(self, value: T | None) -> T:
+        return value  # type: ignore[return-value]  # one process: rank 0's own value
 
 
 class TorchBroadcast(Broadcast):
     """Broadcast through ``torch.distributed`` from global rank ``src`` of ``group``."""
 
-    def __init__(self, group: Any = None, src: int = 0) -> None:
+    def __init__(self, group: ProcessGroup | None = None, src: int = 0) -> None:
         import torch.distributed as dist
 
         if not dist.is_available() or not dist.is_initialized():
@@ -61,13 +66,13 @@ class TorchBroadcast(Broadcast):
     def is_leader(self) -> bool:
         return self._is_src
 
-    def share(self, value: Any) -> Any:
+    def share(self, value: T | None) -> T:
         box = [value if self._is_src else None]
         self._dist.broadcast_object_list(box, src=self._src, group=self._group)
         return box[0]
 
 
-def auto_broadcast(dist_group: Any = None) -> Broadcast:
+def auto_broadcast(dist_group: ProcessGroup | None = None) -> Broadcast:
     """TorchBroadcast when torch.distributed is initialised with > 1 rank, else LocalBroadcast."""
     try:
         import torch.distributed as dist
@@ -78,7 +83,7 @@ def auto_broadcast(dist_group: Any = None) -> Broadcast:
     return LocalBroadcast()
 
 
-def make_broadcast(dist: Any) -> Broadcast:
+def make_broadcast(dist: ProcessGroup | Broadcast | None) -> Broadcast:
     """A Broadcast from a user's ``dist=``: a Broadcast as is, a process group, or None (auto)."""
     if isinstance(dist, Broadcast):
         return dist

@@ -15,23 +15,22 @@ a checkpoint and exits with ``BUDGET_EXIT_CODE``; ``"warn"`` only warns.
 projection exceeds the budget, plans each interval net-optimally with no
 margin for forecast error: whatever the job's own policy says, the interval is
 paused (or the start delayed) whenever the carbon-aware planner
-(``greentrain.policies.optimal``, ``min_pause_saving=0``) expects a pause to
+(``greentrain.policies.carbon_aware``, ``min_pause_saving=0``) expects a pause to
 save emissions net of the held hardware's waiting draw and the resume, within
 the deadline. It never stops the job; the deadline guard still wins.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from greentrain.errors import ConfigError
 from greentrain.exitcodes import BUDGET_SPENT_EXIT_CODE
 from greentrain.policies.base import Action, Decision, Snapshot
-from greentrain.policies.optimal import CarbonAwareConfig, CarbonAwarePolicy
-from greentrain.engine.ledger import J_PER_KWH
+from greentrain.policies.carbon_aware import CarbonAwareConfig, CarbonAwarePolicy
+from greentrain.policies.settings import PolicySettings
+from greentrain.units import J_PER_KWH
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
@@ -41,14 +40,6 @@ __all__ = ["BUDGET_EXIT_CODE", "Budget", "ON_BUDGET"]
 BUDGET_EXIT_CODE = BUDGET_SPENT_EXIT_CODE  # 4, distinct from a missed deadline (3)
 """Exit status of a job stopped at a checkpoint because its carbon or energy budget is spent."""
 ON_BUDGET = ("stop", "warn", "shift")
-
-
-def _limit(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise ConfigError(f"{name}: must be a number > 0, got {value!r}")
-    return float(value)
 
 
 @dataclass(slots=True)
@@ -67,12 +58,6 @@ class Budget:
     planner: CarbonAwarePolicy | None = field(default=None, repr=False, compare=False)
     """The net-optimal planner of ``on_budget='shift'`` (created on first use; it caches its DP tail)."""
 
-    def __post_init__(self) -> None:
-        self.max_emissions_g = _limit(self.max_emissions_g, "max_emissions_g")
-        self.max_energy_j = _limit(self.max_energy_j, "max_energy_j")
-        if self.on_budget is not None and self.on_budget not in ON_BUDGET:
-            raise ConfigError(f"on_budget: {self.on_budget!r} is not one of {', '.join(ON_BUDGET)}")
-
     @property
     def active(self) -> bool:
         return self.max_emissions_g is not None or self.max_energy_j is not None
@@ -83,23 +68,22 @@ class Budget:
         return self.on_budget or "stop"
 
     @classmethod
-    def resolve(cls, given: Budget | None, settings: Any) -> Budget:
+    def resolve(cls, given: Budget | None, settings: PolicySettings) -> Budget:
         """``given`` if it sets a limit (its ``on_budget`` defaulting to the policy's setting), else the
-        limits of the policy's settings (none by default)."""
+        limits of the policy's settings (none by default). The limits were checked where they were given
+        (``JobOptions``, the policy file's ``[settings]``)."""
         if given is not None and given.active:
-            if given.on_budget is None:
-                given.on_budget = getattr(settings, "on_budget", None)
-            return given
-        return cls(max_emissions_g=getattr(settings, "max_emissions_g", None),
-                   max_energy_j=getattr(settings, "max_energy_j", None),
-                   on_budget=getattr(settings, "on_budget", "stop"))
+            return given if given.on_budget is not None else replace(given, on_budget=settings.on_budget)
+        return cls(max_emissions_g=settings.max_emissions_g, max_energy_j=settings.max_energy_j,
+                   on_budget=settings.on_budget)
 
     def project(self, engine: EngineCore, snapshot: Snapshot | None, now: datetime) -> tuple[float, float]:
         """(grams, joules) the whole job is projected to cost: spent + remaining work at the measured rate."""
         spent_g, spent_j = engine.ledger.emissions_g, engine.ledger.energy_j
-        work_s = engine.work_remaining_s() or 0.0
-        running_j = max(0.0, spent_j - engine.waiting.energy_j)
-        rate_w = running_j / engine.running_s if engine.running_s > 0 else 0.0  # J per job-clock second
+        progress = engine.progress
+        work_s = progress.work_remaining_s() or 0.0
+        running_j = max(0.0, spent_j - engine.pause_cost.energy_j)
+        rate_w = running_j / progress.running_s if progress.running_s > 0 else 0.0  # J per job-clock second
         left_j = rate_w * work_s
         return spent_g + left_j / J_PER_KWH * _mean_intensity(engine, snapshot, now, work_s), spent_j + left_j
 
@@ -108,10 +92,10 @@ class Budget:
         if not self.active:
             return decision
         self.projected_g, self.projected_j = self.project(engine, snapshot, now)
-        stats: dict[str, Any] = {"budget_projected_g": self.projected_g if self.max_emissions_g else None}
+        stats: dict[str, float | None] = {"budget_projected_g": self.projected_g if self.max_emissions_g else None}
         if self.max_emissions_g is not None:
             stats["budget_remaining_g"] = self.max_emissions_g - engine.ledger.emissions_g
-        engine.job_stats.update(**stats)
+        engine.io.job_stats.update(**stats)
         over = self._over(self.projected_g, self.projected_j)
         if over and not self.warned:
             self.warned = True

@@ -1,20 +1,38 @@
-"""What the engine needs of the things it drives: small declared protocols.
+"""What the engine drives and reports to: small declared protocols, the null objects that stand for an
+absent one, and the bundle an engine is given.
 
 The engine calls nothing else on them, so anything with these methods will
 do: the real ``SignalChain``, ``Monitor`` and ``ActuatorSet``, the advisory
 actuators, the simulator's replayed signal, a test double. Optional extras
 (``held_power_w``, ``at_step_boundary``, ``unrestored_count``...) are read with
 ``getattr`` where they are used and are not part of the contract.
+
+An absent monitor or run log is an object that does nothing (``NoMonitor``,
+``greentrain.events.NoEventLog``), as Zeus stands a null object where a device
+is missing, so no caller branches on ``None``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
+from greentrain.clock import Clock, SystemClock
+from greentrain.engine.broadcast import Broadcast, LocalBroadcast
+from greentrain.events import EventLog, NoEventLog
+from greentrain.jobstats import JobStats
+from greentrain.monitor.readings import StepEnergy
 from greentrain.policies.base import Decision
-from greentrain.signals.base import IntensityPoint
+from greentrain.signals.base import IntensityPoint, ProviderStatus
 
-__all__ = ["CarbonSignal", "EnergyMonitor", "Actuators"]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+__all__ = ["CarbonSignal", "EnergyMonitor", "Actuators", "NoMonitor", "Collaborators", "Loss"]
+
+Loss: TypeAlias = "Tensor | float | None"
+"""A step's training loss as the loop hands it over: a tensor (read off the device only when logged), a
+number, or None."""
 
 
 @runtime_checkable
@@ -29,8 +47,8 @@ class CarbonSignal(Protocol):
         """Hourly points from now on, up to ``horizon_h`` hours."""
         ...
 
-    def status(self) -> Any:
-        """Which provider answered and how stale it is (``signals.base.ProviderStatus``)."""
+    def status(self) -> ProviderStatus | None:
+        """Which provider answered and how stale it is."""
         ...
 
 
@@ -42,15 +60,15 @@ class EnergyMonitor(Protocol):
         """Mark the start of a step."""
         ...
 
-    def step_end(self) -> Any:
-        """Energy of the step since ``step_begin`` (``energy_j`` and its ``source``)."""
+    def step_end(self) -> StepEnergy | None:
+        """Energy of the step since ``step_begin`` (``energy_j`` and its ``source``); None: not measured."""
         ...
 
-    def power_w(self) -> float:
+    def power_w(self) -> float | None:
         """Current draw of every measured device, watts."""
         ...
 
-    def total_energy_j(self) -> float:
+    def total_energy_j(self) -> float | None:
         """Energy since the monitor started, joules."""
         ...
 
@@ -66,3 +84,56 @@ class Actuators(Protocol):
     def restore_all(self) -> list[str]:
         """Put every changed setting back; the failures (also logged)."""
         ...
+
+
+class NoMonitor:
+    """Stands where nothing measures the job (``devices=False``, or no monitor could start): steps cost no
+    measured energy, and the job's energy is unknown rather than 0 J (``measures`` is False)."""
+
+    measures = False
+    """Whether this monitor measures energy (a real ``Monitor`` does; the engine reads it once)."""
+
+    def step_begin(self) -> None:
+        """Nothing to mark."""
+
+    def step_end(self) -> None:
+        """Nothing measured."""
+
+    def power_w(self) -> None:
+        """No draw known."""
+
+    def held_power_w(self) -> None:
+        """No draw known."""
+
+    def total_energy_j(self) -> None:
+        """No energy known."""
+
+    def held_energy_j(self) -> None:
+        """No energy known."""
+
+    def readings(self) -> list[object]:
+        """No device readings (the exporter publishes none)."""
+        return []
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
+@dataclass(kw_only=True)
+class Collaborators:
+    """The objects one engine drives and reports to; an absent one is its null object."""
+
+    clock: Clock = field(default_factory=SystemClock)
+    """The job clock (``ReplayClock`` for demos and tests)."""
+    signals: CarbonSignal | None = None
+    """The carbon source (a ``SignalChain``); None: the job runs now and its emissions are not priced."""
+    monitor: EnergyMonitor = field(default_factory=NoMonitor)
+    """Energy per step (a started ``greentrain.monitor.Monitor``)."""
+    actuators: Actuators | None = None
+    """The hardware knobs a decision may set (an ``ActuatorSet``), or None: no knob is set."""
+    event_log: EventLog = field(default_factory=NoEventLog)
+    """The JSONL run log."""
+    broadcast: Broadcast = field(default_factory=LocalBroadcast)
+    """Rank 0's decisions to every rank (``TorchBroadcast``); one process by default."""
+    job_stats: JobStats = field(default_factory=JobStats)
+    """The live totals exporters read."""

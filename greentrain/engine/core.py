@@ -1,37 +1,41 @@
 """The engine as its parts see it: one typed view, so no part imports the loop.
 
-``loop.Engine`` satisfies ``EngineCore`` structurally. The parts (``decider``,
-``adopt``, ``advice``, ``waiter``, ``pausemode``, ``budget``, ``jobsummary``) and
-the job's assembly code are typed against it; the loop imports them, never
-the other way round.
+``loop.Engine`` satisfies ``EngineCore`` structurally. Each part owns its own
+state and reads the others' through this view: ``progress`` (the loop's),
+``deadline`` (the guard's, with its watch and verdict), ``pause_cost`` (the
+waiting ledger), ``budget``, ``ledger`` (emissions) and ``signals`` (the carbon
+signal as the engine sees it); the decider keeps its own state, reached
+through ``replan_paused``. What every part needs besides is here too: the
+clock and the objects the engine drives (``io``), and the three ways to
+report (``note``, ``event``, ``guarded``). The parts (``decider``, ``adopt``,
+``advice``, ``waiter``, ``pausemode``, ``budget``, ``jobsummary``) and the
+job's assembly code are typed against it; the loop imports them, never the
+other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from greentrain.clock import Clock
-from greentrain.engine.broadcast import Broadcast
-from greentrain.engine.collaborators import Actuators, EnergyMonitor
-from greentrain.engine.deadlinewatch import DeadlineVerdict, DeadlineWatch
-from greentrain.engine.ledger import CarbonLedger
-from greentrain.engine.signalview import SignalView
-from greentrain.engine.stats import StepTimes
-from greentrain.engine.waiting import WaitingPower
-from greentrain.events import EventLog
-from greentrain.jobstats import JobState, JobStats
-from greentrain.policies.base import Action, Decision, OperatingPoint, Policy, Snapshot
+from greentrain.engine.collaborators import Collaborators
+from greentrain.engine.guard import DeadlineGuard
+from greentrain.engine.ledger import CarbonLedger, LedgerEntry
+from greentrain.engine.pausecost import PauseCost
+from greentrain.engine.progress import Progress
+from greentrain.engine.carbonview import CarbonView
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Decision, OperatingPoint, Policy, Snapshot
 
 __all__ = ["EngineCore", "JobBudget"]
+
+T = TypeVar("T")
 
 
 class JobBudget(Protocol):
     """The job's carbon and energy limits, as the decider consults them (``budget.Budget``)."""
-
-    max_emissions_g: float | None
-    max_energy_j: float | None
 
     def stopping(self, engine: EngineCore) -> bool:
         """Whether a budget is spent and the job must stop at this step."""
@@ -47,55 +51,34 @@ class JobBudget(Protocol):
 
 
 class EngineCore(Protocol):
-    """State and services of one job's engine shared with its parts (see ``loop.Engine`` for each)."""
+    """What one job's engine shares with its parts (see ``loop.Engine`` for each)."""
 
     policy: Policy
     clock: Clock
-    signals: SignalView
-    monitor: EnergyMonitor | None
-    actuators: Actuators | None
-    broadcast: Broadcast
-    event_log: EventLog | None
-    job_stats: JobStats
+    io: Collaborators
+    signals: CarbonView
     ledger: CarbonLedger
-    times: StepTimes
-    waiting: WaitingPower
+    progress: Progress
+    deadline: DeadlineGuard
+    pause_cost: PauseCost
     budget: JobBudget
-    deadline_watch: DeadlineWatch
-    deadline_verdict: DeadlineVerdict | None
-    deadline: datetime | None
-    deadline_policy: str
-    decide_interval_s: float
-    resume_overhead_s: float
     operating_points: tuple[OperatingPoint, ...]
-    rate_probe: Callable[[], float | None] | None
-    decision: Decision
-    state: JobState
     notes: list[str]
-    steps_done: int
-    steps_total: int | None
-    work_total_s: float | None
-    running_s: float
-    first_start: datetime | None
-    submitted_at: datetime | None
-    finished_at: datetime | None
-    best_effort: bool
-    guard_engaged: bool
-    next_decide_at: datetime | None
-    decided_on: tuple
-    last_logged: tuple[Action, str]
-    last_step_s: float | None
-    last_step_energy_j: float | None
 
     @property
     def is_leader(self) -> bool: ...
 
     @property
-    def finished(self) -> bool: ...
+    def state(self) -> JobState: ...
 
-    def work_remaining_s(self, pessimistic: bool = False) -> float | None: ...
+    @property
+    def decision(self) -> Decision: ...
 
-    def latest_safe_resume(self) -> datetime | None: ...
+    @property
+    def measures_energy(self) -> bool: ...
+
+    @property
+    def decide_interval_s(self) -> float: ...
 
     def replan_paused(self, now: datetime, force: bool = True) -> datetime | None: ...
 
@@ -103,16 +86,14 @@ class EngineCore(Protocol):
 
     def mark_running(self, now: datetime) -> None: ...
 
-    def mark_unpriced(self, entry: Any) -> None: ...
+    def charge(self, energy_j: float, at: datetime, counterfactual_at: datetime | None) -> LedgerEntry: ...
+
+    def log_pause_cost(self) -> None: ...
 
     def power_w(self) -> float | None: ...
 
-    def held_power_w(self) -> float | None: ...
-
-    def guarded(self, what: str, fn: Any, *args: Any) -> Any: ...
+    def guarded(self, what: str, fn: Callable[..., T], *args: object) -> T | None: ...
 
     def note(self, message: str) -> None: ...
 
-    def event(self, event: str, **fields: Any) -> None: ...
-
-    def close(self, **summary: Any) -> None: ...
+    def event(self, event: str, **fields: object) -> None: ...

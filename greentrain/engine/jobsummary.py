@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greentrain.engine.advice import advice_summary
+from greentrain.engine.ledger import LedgerEntry
+from greentrain.provenance import Source
 from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
 
 if TYPE_CHECKING:
+    from greentrain.engine.collaborators import Loss
     from greentrain.engine.core import EngineCore
 
 __all__ = ["JobFigures", "job_figures", "summary_fields", "summary_line", "plan_line"]
@@ -38,30 +41,31 @@ class JobFigures:
 def job_figures(engine: EngineCore) -> JobFigures:
     """Totals of ``engine`` after ``close`` (the verdict is set there)."""
     priced = engine.signals.signals is not None and engine.signals.last is not None
-    verdict = engine.deadline_verdict
+    measured = engine.measures_energy
+    verdict = engine.deadline.verdict
     return JobFigures(
-        energy_j=engine.ledger.energy_j if engine.monitor is not None else None,
-        emissions_g=engine.ledger.total_emissions_g() if priced and engine.monitor is not None else None,
-        avoided_g=engine.ledger.total_avoided_g() if priced and engine.monitor is not None else None,
-        deadline=engine.deadline, finished_at=verdict.finished_at if verdict else None,
+        energy_j=engine.ledger.energy_j if measured else None,
+        emissions_g=engine.ledger.total_emissions_g() if priced and measured else None,
+        avoided_g=engine.ledger.total_avoided_g() if priced and measured else None,
+        deadline=engine.deadline.at, finished_at=verdict.finished_at if verdict else None,
         deadline_met=verdict.met if verdict and verdict.finished_at else None,
-        simulated=engine.deadline_watch.simulated,
+        simulated=engine.clock.simulated,
     )
 
 
-def summary_fields(engine: EngineCore, finished_at: datetime | None) -> dict[str, Any]:
+def summary_fields(engine: EngineCore, finished_at: datetime | None) -> dict[str, object]:
     """The engine's ``summary`` event: totals, the deadline verdict and which clock the times are on."""
-    stats = engine.job_stats.snapshot()
-    verdict = engine.deadline_verdict
-    fields: dict[str, Any] = {
-        "steps": engine.steps_done, "tokens": stats.tokens_total, "energy_j": engine.ledger.energy_j,
+    stats = engine.io.job_stats.snapshot()
+    verdict = engine.deadline.verdict
+    progress, cost = engine.progress, engine.pause_cost
+    fields: dict[str, object] = {
+        "steps": progress.steps_done, "tokens": stats.tokens_total, "energy_j": engine.ledger.energy_j,
         "emissions_g": engine.ledger.total_emissions_g(), "emissions_avoided_g": engine.ledger.total_avoided_g(),
-        "running_s": engine.running_s, "deadline": engine.deadline, "finished": engine.finished,
-        "waiting_energy_j": engine.waiting.energy_j, "waiting_power_w": engine.waiting.value_w,
-        "waiting_power_source": engine.waiting.source,
+        "running_s": progress.running_s, "deadline": engine.deadline.at, "finished": progress.finished,
+        "waiting_energy_j": cost.energy_j, "waiting_power_w": cost.value_w, "waiting_power_source": cost.source,
         "finished_at": finished_at,
         "deadline_met": verdict.met if verdict is not None and finished_at is not None else None,
-        "clock": "simulated" if engine.deadline_watch.simulated else "wall",
+        "clock": "simulated" if engine.clock.simulated else "wall",
         "notes": list(engine.notes),
     }
     advice = advice_summary(engine)
@@ -99,15 +103,16 @@ def plan_line(*, policy: str, zone: str | None, provider: str | None, work_s: fl
     return f"greentrain: plan: policy {policy}, {carbon}, {work}{by}, pauses by {pause_mode}"
 
 
-def step_fields(engine: EngineCore, duration_s: float, entry: Any, tokens: int, loss: Any, source: Any) -> dict[str, Any]:
+def step_fields(engine: EngineCore, entry: LedgerEntry, tokens: int, loss: Loss, source: Source | None) -> dict[str, object]:
     """The engine's ``step`` event: duration, energy and its source, emissions (or why unknown), loss."""
-    fields: dict[str, Any] = {"step": engine.steps_done, "duration_s": duration_s, "energy_j": entry.energy_j,
-                              "emissions_g": entry.emissions_g, "tokens": int(tokens)}
+    steps = engine.progress.steps_done
+    fields: dict[str, object] = {"step": steps, "duration_s": engine.progress.last_step_s,
+                                 "energy_j": entry.energy_j, "emissions_g": entry.emissions_g, "tokens": int(tokens)}
     if not entry.priced:
-        fields["emissions_unknown"] = engine.job_stats.emissions_unknown_reason
+        fields["emissions_unknown"] = engine.io.job_stats.emissions_unknown_reason
     if source is not None:
         fields["source"] = str(source)
-    value = _loggable_loss(loss, engine.steps_done)
+    value = _loggable_loss(loss, steps)
     if value is not None:
         fields["loss"] = value
     return fields
@@ -118,7 +123,7 @@ LOSS_LOG_EVERY_STEPS = 10
 wait at every step boundary would cost throughput (numbers and CPU tensors are logged at every step)."""
 
 
-def _loggable_loss(loss: Any, step: int) -> float | None:
+def _loggable_loss(loss: Loss, step: int) -> float | None:
     if loss is None:
         return None
     device = getattr(loss, "device", None)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from greentrain.signals.base import IntensityPoint, Kind
+from greentrain.units import J_PER_KWH
 
-__all__ = ["CarbonLedger", "LedgerEntry", "J_PER_KWH"]
+__all__ = ["CarbonLedger", "LedgerEntry", "J_PER_KWH"]  # J_PER_KWH: re-exported from greentrain.units
 
-J_PER_KWH = 3.6e6
 _MAX_POINTS = 20_000
 
 
@@ -78,6 +78,12 @@ class CarbonLedger:
     def total_avoided_g(self) -> float | None:
         """Avoided emissions so far, or None when part of the energy could not be priced."""
         return self.avoided_g if self.emissions_known else None
+
+    def restore(self, *, energy_j: float, emissions_g: float, counterfactual_g: float,
+                unpriced_energy_j: float) -> None:
+        """Totals an earlier process of the same job spent (a relaunch continues them)."""
+        self.energy_j, self.emissions_g = energy_j, emissions_g
+        self.counterfactual_g, self.unpriced_energy_j = counterfactual_g, unpriced_energy_j
 
     def observe(self, point: IntensityPoint) -> None:
         """Remember ``point``; an actual value replaces a forecast of the same interval."""

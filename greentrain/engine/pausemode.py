@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from greentrain.policies.base import Decision
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
@@ -52,19 +53,20 @@ def choose_pause(*, pause_s: float, waiting_power_w: float, running_power_w: flo
     return PauseChoice("suspend", f"hold: {figures}")
 
 
-def auto_mode(engine: EngineCore, decision: Any, *, can_release: bool) -> str:
+def auto_mode(engine: EngineCore, decision: Decision, *, can_release: bool) -> str:
     """Choose and record the mode of the pause ``decision`` asks for; 'checkpoint' or 'suspend'."""
     now = engine.clock.now()
     choice = choose_pause(pause_s=((decision.until or now) - now).total_seconds(),
-                          waiting_power_w=engine.waiting.held_w, running_power_w=engine.power_w(),
-                          restart_s=engine.resume_overhead_s, can_release=can_release)
-    record_choice(engine, choice, now)
+                          waiting_power_w=engine.pause_cost.held_w, running_power_w=engine.power_w(),
+                          restart_s=engine.deadline.resume_overhead_s, can_release=can_release)
+    record_choice(engine, choice)
     return choice.mode
 
 
-def record_choice(engine: EngineCore, choice: PauseChoice, now: datetime) -> None:
+def record_choice(engine: EngineCore, choice: PauseChoice) -> None:
     """Tell the engine (its waiting draw is 0 while released), the run log and the metrics."""
-    engine.waiting.set_released(choice.released)
+    engine.pause_cost.set_released(choice.released)
+    engine.log_pause_cost()
     engine.event("pause_mode", mode=choice.mode, released=choice.released, reason=choice.reason)
-    engine.job_stats.count_action("release" if choice.released else "hold")
+    engine.io.job_stats.count_action("release" if choice.released else "hold")
     log.info("greentrain: pause mode auto: %s", choice.reason)

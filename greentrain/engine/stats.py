@@ -27,7 +27,7 @@ class StepTimes:
         self.prior_s = prior_s
         """Expected step time before any is measured (a user hint or a restored value)."""
         self.probe_s: float | None = None
-        """A step time measured outside the loop while the job waits (``Engine.rate_probe``): it replaces
+        """A step time measured outside the loop while the job waits (``Progress.rate_probe``): it replaces
         the prior and floors the pessimistic estimate until the loop measures steps again."""
 
     def add(self, duration_s: float) -> None:

@@ -17,12 +17,16 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greentrain.jobstats import JobState
 
 if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from rich.progress import Progress, TaskID
+
     from greentrain.engine.core import EngineCore
 
 __all__ = ["Waiter"]
@@ -33,22 +37,28 @@ _MIN_REPLAN_REAL_S = 0.05
 
 
 class Waiter:
-    """Waits on behalf of an EngineCore; one instance per engine, one wait at a time."""
+    """Waits on behalf of an EngineCore; one instance per engine, one wait at a time.
 
-    def __init__(self, engine: EngineCore, *, progress: bool = True, sync_real_s: float = 30.0,
-                 tick_real_s: float = 0.25) -> None:
+    ``scheduler_factory`` builds the APScheduler ``BackgroundScheduler`` of a wait (rank 0; a test may give
+    a double). A wait runs in three phases, each public: ``open_scheduler``, ``retarget`` (what every
+    re-plan does) and ``close_scheduler``.
+    """
+
+    def __init__(self, engine: EngineCore, *, countdown: bool = True, sync_real_s: float = 30.0,
+                 tick_real_s: float = 0.25, scheduler_factory: Callable[[], BackgroundScheduler] | None = None) -> None:
         self.engine = engine
-        self.progress = progress
+        self.countdown = countdown
+        """A rich countdown on a terminal while waiting (rank 0)."""
         self.sync_real_s = sync_real_s
         """Longest real time between rank agreements (keeps collectives far from their timeouts)."""
         self.tick_real_s = tick_real_s
+        self._new_scheduler = scheduler_factory or _background_scheduler
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._replan_lock = threading.Lock()
         self._target: datetime | None = None
-        self._pause_from: tuple[datetime, float | None] | None = None
-        self._scheduler: Any = None
+        self._scheduler: BackgroundScheduler | None = None
         self.replans = 0
         """Number of re-plans that moved the resume time (for tests and the log)."""
 
@@ -58,26 +68,25 @@ class Waiter:
         """Block until it is time to run; True if interrupted. Collective on multi-rank jobs."""
         engine, clock = self.engine, self.engine.clock
         started = clock.now()
-        energy_before_j = self._energy_j()
-        self._pause_from = (started, energy_before_j)
+        engine.pause_cost.begin_pause(started, self._held_energy_j())
         self._stop.clear()
         leader = engine.is_leader
         if leader:
             with self._lock:
                 self._target = self._clamp(when, started)
-            self._schedule()
-            self._announce(reason)
-            engine.waiting.announce()
+            self.open_scheduler()
+            self.announce(reason)
+            engine.log_pause_cost()
         interrupted = False
         try:
-            with _Countdown(self, reason, enabled=leader and self.progress) as countdown:
+            with _Countdown(self, reason, enabled=leader and self.countdown) as countdown:
                 interrupted = self._loop(countdown)
         finally:
             self._unschedule()
             # The scheduler lives only as long as a wait: an engine its owner never closes must not
             # leave a thread behind (a forked child would inherit its locks).
-            self._stop_scheduler(wait=True)
-        self._account_idle(started, energy_before_j)
+            self.close_scheduler(wait=True)
+        self._charge_idle()
         engine.mark_running(clock.now())
         return interrupted
 
@@ -92,11 +101,29 @@ class Waiter:
         with self._lock:
             return self._target
 
-    def shutdown(self) -> None:
-        """Stop the scheduler thread (engine.close)."""
-        self._stop_scheduler(wait=False)
+    def open_scheduler(self) -> None:
+        """A wait begins (rank 0): start the scheduler with its periodic re-plan and the wake-up."""
+        from apscheduler.triggers.interval import IntervalTrigger
 
-    def _stop_scheduler(self, wait: bool) -> None:
+        with self._lock:
+            if self._scheduler is None:
+                self._scheduler = self._new_scheduler()
+                self._scheduler.start()
+            scheduler = self._scheduler
+        engine = self.engine
+        replan_real_s = max(_MIN_REPLAN_REAL_S, engine.decide_interval_s / engine.clock.speedup)
+        scheduler.add_job(self._replan, IntervalTrigger(seconds=replan_real_s, timezone=UTC),
+                          id="greentrain-replan", replace_existing=True, max_instances=1, coalesce=True)
+        self._schedule_wake()
+
+    def retarget(self, when: datetime) -> None:
+        """Move the planned resume to ``when`` and the wake-up with it (a re-plan; also before a wait)."""
+        with self._lock:
+            self._target = when
+        self._schedule_wake()
+
+    def close_scheduler(self, wait: bool = False) -> None:
+        """Stop the scheduler thread (the end of a wait, with ``wait``; ``engine.close`` without)."""
         # Detached under _lock, which _schedule_wake holds across add_job: APScheduler deadlocks when
         # a job calls add_job during shutdown(wait=True) (shutdown holds the executors lock while it
         # joins the job's thread, its loop holds the job-store lock waiting for the executors lock,
@@ -111,7 +138,8 @@ class Waiter:
 
     def _loop(self, countdown: _Countdown) -> bool:
         engine, clock = self.engine, self.engine.clock
-        if engine.broadcast.world_size > 1:
+        broadcast = engine.io.broadcast
+        if broadcast.world_size > 1:
             chunk_real_s = self.sync_real_s
         else:  # one process: wake-ups cut the sleep short, chunks only refresh the countdown
             chunk_real_s = self.tick_real_s if countdown.enabled else float("inf")
@@ -120,11 +148,12 @@ class Waiter:
             payload = None
             if engine.is_leader:
                 now, stopped = clock.now(), self._stop.is_set()
-                if not stopped and now >= self.target:
+                target = self.target
+                if not stopped and target is not None and now >= target:
                     self._replan(at_wake=True)  # the planned time is a re-plan point: still paused?
                 target = self.target
-                payload = (target, stopped or clock.now() >= target, stopped)
-            target, done, interrupted = engine.broadcast.share(payload)
+                payload = (target, stopped or target is None or clock.now() >= target, stopped)
+            target, done, interrupted = broadcast.share(payload)
             if done:
                 return bool(interrupted)
             remaining_s = (target - clock.now()).total_seconds()
@@ -133,31 +162,20 @@ class Waiter:
 
     def _clamp(self, when: datetime | None, now: datetime) -> datetime:
         """The requested time, moved up to the deadline guard's latest safe resume."""
-        target = when or now + timedelta(seconds=self.engine.decide_interval_s)
-        latest = self.engine.latest_safe_resume()
+        engine = self.engine
+        target = when or now + timedelta(seconds=engine.decide_interval_s)
+        latest = engine.deadline.latest_safe_resume(engine.progress)
         if latest is not None and latest < target:
             target = max(now, latest)
-            self.engine.guard_engaged = True
+            engine.deadline.engage()
         return target
 
     # ---- APScheduler jobs (rank 0) ----------------------------------------------------------------
 
-    def _schedule(self) -> None:
-        from apscheduler.schedulers.background import BackgroundScheduler
-        from apscheduler.triggers.interval import IntervalTrigger
-
-        if self._scheduler is None:
-            self._scheduler = BackgroundScheduler(timezone=UTC, daemon=True)
-            self._scheduler.start()
-        replan_real_s = max(_MIN_REPLAN_REAL_S, self.engine.decide_interval_s / self.engine.clock.speedup)
-        self._scheduler.add_job(self._replan, IntervalTrigger(seconds=replan_real_s, timezone=UTC),
-                                id="greentrain-replan", replace_existing=True, max_instances=1, coalesce=True)
-        self._schedule_wake()
-
     def _schedule_wake(self) -> None:
         from apscheduler.triggers.date import DateTrigger
 
-        with self._lock:  # held across add_job: the scheduler cannot shut down in between (_stop_scheduler)
+        with self._lock:  # held across add_job: the scheduler cannot shut down in between (close_scheduler)
             target, scheduler = self._target, self._scheduler
             if scheduler is None or target is None:
                 return
@@ -168,11 +186,12 @@ class Waiter:
                               id="greentrain-wake", replace_existing=True, misfire_grace_time=None)
 
     def _unschedule(self) -> None:
-        if self._scheduler is None:
+        scheduler = self._scheduler
+        if scheduler is None:
             return
         for job_id in ("greentrain-replan", "greentrain-wake"):
             try:
-                self._scheduler.remove_job(job_id)
+                scheduler.remove_job(job_id)
             except Exception:  # JobLookupError: already fired
                 pass
 
@@ -186,7 +205,7 @@ class Waiter:
         engine = self.engine
         with self._replan_lock:
             now = engine.clock.now()
-            self._measure_waiting(now, final=False)  # the re-plan sees the draw measured so far
+            self._observe_pause(now, final=False)  # the re-plan sees the draw measured so far
             try:
                 new_target = engine.replan_paused(now, force=at_wake)
             except Exception as e:  # never let the scheduler thread die silently
@@ -194,9 +213,9 @@ class Waiter:
                 return
             if new_target is None:  # same data as the last decision: keep the plan
                 new_target = self.target
-            latest = engine.latest_safe_resume()
+            latest = engine.deadline.latest_safe_resume(engine.progress)
             if latest is not None and new_target is not None and latest < new_target:
-                engine.guard_engaged = True
+                engine.deadline.engage()
             candidates = [t for t in (new_target, latest) if t is not None]
             if not candidates:
                 return
@@ -205,59 +224,54 @@ class Waiter:
                 old = self._target
                 if old is None or abs((new_target - old).total_seconds()) < 1e-6:
                     return
-                self._target = new_target
         if not at_wake or new_target > now:
             self.replans += 1
             engine.event("action", action="replan", reason="re-planned during the pause", until=new_target,
-                          previous_until=old)
-        self._schedule_wake()
+                         previous_until=old)
+        self.retarget(new_target)
         if new_target < old:
             self._wake.set()
 
     # ---- accounting and display -------------------------------------------------------------------
 
-    def _energy_j(self) -> float | None:
+    def _held_energy_j(self) -> float | None:
         """Energy of the devices a pause holds (``Monitor.held_energy_j``: the GPUs), else the whole total."""
-        monitor = self.engine.monitor
+        monitor = self.engine.io.monitor
         read = getattr(monitor, "held_energy_j", None) or getattr(monitor, "total_energy_j", None)
         if read is None:
             return None
         try:
-            return float(read())
+            value = read()
         except Exception:
             return None
+        return float(value) if isinstance(value, int | float) else None
 
-    def _measure_waiting(self, now: datetime, *, final: bool, energy_now_j: float | None = None) -> None:
-        """Feed the held devices' draw over this pause so far to ``engine.waiting``."""
-        if self._pause_from is None or self.engine.monitor is None:
-            return
-        started, before_j = self._pause_from
-        after_j = energy_now_j if final else self._energy_j()
-        energy_j = None if after_j is None or before_j is None else max(0.0, after_j - before_j)
-        real_s = (now - started).total_seconds() / self.engine.clock.speedup  # energy is in real joules
-        self.engine.waiting.observe_pause(energy_j, real_s, final=final)
-
-    def _account_idle(self, started: datetime, energy_before_j: float | None) -> None:
-        """Idle draw during the wait is real: price it, and run-now would not have spent it."""
-        energy_after_j = self._energy_j()
-        self._measure_waiting(self.engine.clock.now(), final=True, energy_now_j=energy_after_j)
-        self._pause_from = None
+    def _observe_pause(self, now: datetime, *, final: bool, held_energy_j: float | None = None) -> None:
+        """Feed the held devices' draw over this pause so far to the engine's pause cost."""
         engine = self.engine
-        now = engine.clock.now()
-        if engine.waiting.released:  # the devices were given back: only a user's figure is charged
-            if engine.waiting.user_w is None:
-                return
-            idle_j = engine.waiting.user_w * (now - started).total_seconds() / engine.clock.speedup
-        elif energy_before_j is None or energy_after_j is None:
+        if not engine.measures_energy:
             return
+        energy_j = held_energy_j if final else self._held_energy_j()
+        note = engine.pause_cost.observe_pause(now, energy_j, engine.clock.speedup, final=final)
+        if note is not None:
+            engine.note(note)
         else:
-            idle_j = max(0.0, energy_after_j - energy_before_j)
-        entry = engine.ledger.record(idle_j, started + (now - started) / 2, None)
-        engine.job_stats.add(energy_j=entry.energy_j, emissions_g=entry.emissions_g,
-                             emissions_avoided_g=entry.avoided_g)
-        engine.mark_unpriced(entry)
-        engine.job_stats.update(waiting_energy_j=engine.job_stats.waiting_energy_j + entry.energy_j,
-                                waiting_power_w=engine.waiting.value_w)
+            engine.log_pause_cost()
+
+    def _charge_idle(self) -> None:
+        """Idle draw during the wait is real: price it, and run-now would not have spent it."""
+        engine = self.engine
+        energy_j = self._held_energy_j()
+        now = engine.clock.now()
+        self._observe_pause(now, final=True, held_energy_j=energy_j)
+        started = engine.pause_cost.paused_since
+        idle_j = engine.pause_cost.end_pause(now, energy_j, engine.clock.speedup)
+        if idle_j is None or started is None:
+            return
+        entry = engine.charge(idle_j, started + (now - started) / 2, None)
+        stats = engine.io.job_stats
+        stats.update(waiting_energy_j=stats.waiting_energy_j + entry.energy_j,
+                     waiting_power_w=engine.pause_cost.value_w)
 
     def planned_resume(self) -> datetime | None:
         """The one time people are told: the plan's resume (not the policy's next look), guard-clamped."""
@@ -267,22 +281,30 @@ class Waiter:
         if target is None:
             return None
         resume = planned_resume(engine.decision, engine.clock.now()) or target
-        latest = engine.latest_safe_resume()
+        latest = engine.deadline.latest_safe_resume(engine.progress)
         if latest is not None and latest < resume:
             resume = max(target, latest)
         return max(resume, target)
 
-    def _announce(self, reason: str) -> None:
+    def announce(self, reason: str) -> None:
+        """Say the wait on stderr once (``delaying start``/``paused`` until the planned resume), unless the
+        countdown shows it on a terminal."""
         engine = self.engine
         what = "delaying start" if engine.state == JobState.WAITING else "paused"
         # One time per message: the resume. The deadline is on the plan line and the countdown.
         from greentrain.units import format_time
 
-        until = format_time(self.planned_resume(), simulated=engine.deadline_watch.simulated)
+        until = format_time(self.planned_resume(), simulated=engine.clock.simulated)
         message = f"greentrain: {what} until {until}{f' ({reason})' if reason else ''}"
         log.debug(message)
-        if not (self.progress and sys.stderr.isatty()):  # on a terminal the countdown says it
+        if not (self.countdown and sys.stderr.isatty()):  # on a terminal the countdown says it
             print(message, file=sys.stderr, flush=True)
+
+
+def _background_scheduler() -> BackgroundScheduler:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    return BackgroundScheduler(timezone=UTC, daemon=True)
 
 
 class _Countdown:
@@ -292,8 +314,8 @@ class _Countdown:
         self.waiter = waiter
         self.reason = reason
         self.enabled = enabled and sys.stderr.isatty()
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
         self._start = waiter.engine.clock.now()
 
     def __enter__(self) -> _Countdown:
@@ -320,7 +342,7 @@ class _Countdown:
 
     def _describe(self) -> str:
         window = f"run from {_fmt(self.waiter.planned_resume())}"
-        deadline = self.waiter.engine.deadline
+        deadline = self.waiter.engine.deadline.at
         if deadline is not None:
             window += f" to finish by {_fmt(deadline)}"
         return f"waiting: {window}" + (f" — {self.reason}" if self.reason else "")

@@ -15,7 +15,12 @@ import logging
 import math
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from greentrain.jobstats import JobStats
+    from greentrain.monitor import Monitor
+    from greentrain.signals.chain import SignalChain
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -33,15 +38,15 @@ Sample = tuple[str, tuple[tuple[str, str], ...], float]
 """(metric name, ((label, value), ...) in the spec's label order, value)."""
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return str(getattr(value, "value", value))
 
 
-def _ok(value: Any) -> bool:
+def _ok(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _sample(spec: n.MetricSpec, value: Any, *label_values: Any) -> Sample | None:
+def _sample(spec: n.MetricSpec, value: object, *label_values: object) -> Sample | None:
     if not _ok(value):
         return None
     return spec.name, tuple(zip(spec.labels, map(_text, label_values), strict=True)), float(value)
@@ -70,7 +75,8 @@ class GreentrainCollector(Collector):
     mode) only device and signal series are exported.
     """
 
-    def __init__(self, *, job: str, monitor: Any = None, signals: Any = None, job_stats: Any = None,
+    def __init__(self, *, job: str, monitor: Monitor | None = None, signals: SignalChain | None = None,
+                 job_stats: JobStats | None = None,
                  clock: Clock | None = None, signal_refresh_s: float = 60.0) -> None:
         self.job = job
         self.monitor = monitor
@@ -154,6 +160,9 @@ class GreentrainCollector(Collector):
             yield _sample(n.JOB_STATE, 1 if s.state == state else 0, job, state)
         for action, count in sorted(s.actions_total.items()):
             yield _sample(n.POLICY_ACTIONS, count, job, action)
+        for expert, tokens in sorted(s.expert_tokens_total.items(), key=lambda item: int(item[0])):
+            yield _sample(n.EXPERT_TOKENS, tokens, job, expert)
+        yield _sample(n.EXPERT_IMBALANCE, s.expert_imbalance, job)
         yield _sample(n.JOB_POWER_LIMIT, s.power_limit_w, job)
         if s.precision:
             yield _sample(n.JOB_PRECISION, 1, job, s.precision)
@@ -165,7 +174,7 @@ class GreentrainCollector(Collector):
         yield from self._advice_samples(s, job)
 
     @staticmethod
-    def _advice_samples(s: Any, job: str) -> Iterator[Sample | None]:
+    def _advice_samples(s: JobStats, job: str) -> Iterator[Sample | None]:
         """Advisory mode's decisions (absent outside it: every field stays None)."""
         yield _sample(n.JOB_ADVISED_POWER_LIMIT, s.advised_power_limit_w, job)
         clock_mhz = s.advised_sm_clock_mhz

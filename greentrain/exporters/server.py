@@ -21,7 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from greentrain.jobstats import JobStats
+    from greentrain.monitor import Monitor
+    from greentrain.signals.chain import SignalChain
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -37,7 +42,7 @@ __all__ = ["MetricsServer", "is_loopback"]
 
 log = logging.getLogger(__name__)
 
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+StartResponse = Callable[[str, list[tuple[str, str]]], object]
 
 
 def is_loopback(addr: str) -> bool:
@@ -51,7 +56,7 @@ def is_loopback(addr: str) -> bool:
 
 
 class _SilentHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         """Scrapes are not worth a log line each."""
 
 
@@ -80,7 +85,7 @@ class _CachedExposition:
                 self._rendered_at = time.monotonic()
             return self._body
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: dict[str, object], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not found; metrics are at /metrics\n"]
@@ -97,17 +102,18 @@ class MetricsServer:
     and closes the socket. Usable as a context manager.
     """
 
-    def __init__(self, *, job: str, monitor: Any = None, signals: Any = None, job_stats: Any = None,
+    def __init__(self, *, job: str, monitor: Monitor | None = None, signals: SignalChain | None = None,
+                 job_stats: JobStats | None = None,
                  addr: str = "127.0.0.1", port: int = 0, registry: CollectorRegistry | None = None,
                  allow_public: bool = False, pushgateway: str | PushgatewayConfig | None = None,
                  clock: Clock | None = None, multiprocess_dir: str | os.PathLike[str] | None = None,
-                 local_rank: int | None = None, cache_s: float = 0.5) -> None:
+                 cache_s: float = 0.5) -> None:
         _validate(job, addr, port, allow_public)
         self.job, self.addr, self.port = job, addr, port
         self.registry = registry if registry is not None else CollectorRegistry()
         self.collector = GreentrainCollector(job=job, monitor=monitor, signals=signals, job_stats=job_stats,
                                              clock=clock or SystemClock())
-        self.local_rank = _local_rank(local_rank) if multiprocess_dir is not None else 0
+        self.local_rank = _local_rank() if multiprocess_dir is not None else 0
         self._writer: RankWriter | None = None
         if multiprocess_dir is not None:
             files = RankFiles(multiprocess_dir, job=job, run_id=os.environ.get("TORCHELASTIC_RUN_ID", ""))
@@ -125,6 +131,11 @@ class MetricsServer:
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._started = self._stopped = False
+
+    @property
+    def pusher(self) -> Pusher | None:
+        """The Pushgateway pusher (None without ``pushgateway=``, and on non-leader ranks)."""
+        return self._pusher
 
     @property
     def serving(self) -> bool:
@@ -203,9 +214,8 @@ def _validate(job: str, addr: str, port: int, allow_public: bool) -> None:
                           "network could read these metrics; pass --metrics-allow-public to bind it anyway")
 
 
-def _local_rank(local_rank: int | None) -> int:
-    if local_rank is not None:
-        return local_rank
+def _local_rank() -> int:
+    """This process's rank on its node, as torchrun (and every launcher after it) says."""
     text = os.environ.get("LOCAL_RANK", "0")
     try:
         return int(text)

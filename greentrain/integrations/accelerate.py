@@ -24,11 +24,19 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, StepDriver, callback_job
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, CallbackKeywords, StepDriver, callback_job
+from greentrain.job.options import PolicySpec
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from accelerate import Accelerator
+
+    from greentrain.engine.collaborators import Loss
+    from greentrain.job.state import EngineState
 
 __all__ = ["GreenAccelerate"]
 
@@ -42,9 +50,8 @@ class GreenAccelerate:
     (``end`` exits with status 75 for a scheduler to relaunch).
     """
 
-    def __init__(self, accelerator: Any, policy: Any = "carbon-aware", *, checkpoint_dir: str | Path,
-                 zone: str | None = None, provider: Any = None, deadline: datetime | str | None = None,
-                 after_pause: str = "wait", **options: Any) -> None:
+    def __init__(self, accelerator: Accelerator, policy: PolicySpec | None = None, *, checkpoint_dir: str | Path,
+                 after_pause: str = "wait", **keywords: Unpack[CallbackKeywords]) -> None:
         if after_pause not in ("wait", "exit"):
             from greentrain.errors import ConfigError
 
@@ -52,11 +59,11 @@ class GreenAccelerate:
         self.accelerator = accelerator
         self.checkpoint_dir = Path(checkpoint_dir)
         self.after_pause = after_pause
-        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline, **options)
+        self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.next_step = 0
         """The step the loop should run next (restored from the checkpoint)."""
-        self._prior: Any = None
+        self._prior: EngineState | None = None
         accelerator.register_for_checkpointing(self)
 
     @property
@@ -64,7 +71,7 @@ class GreenAccelerate:
         """The precision in use, or None without ``precision=`` (trialled by measured energy per step)."""
         return self.driver.precision
 
-    def autocast(self) -> Any:
+    def autocast(self) -> AbstractContextManager[None]:
         """Context for your forward pass at the current precision (a no-op without ``precision=``)."""
         return self.driver.autocast()
 
@@ -82,7 +89,7 @@ class GreenAccelerate:
         self.driver.step_begin()
         return self.next_step
 
-    def step(self, tokens: int = 0, loss: Any = None) -> bool:
+    def step(self, tokens: int = 0, loss: Loss = None) -> bool:
         """Close one optimizer step; True when paused (state saved on every rank): break the loop."""
         self.next_step += 1
         if self.driver.step_end(tokens=tokens, loss=_scalar(loss)):
@@ -120,11 +127,11 @@ class GreenAccelerate:
 
     # ---- registered with accelerator.register_for_checkpointing ------------------------------
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         state = self.driver.state()
         return {"next_step": self.next_step, "engine": asdict(state) if state is not None else None}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, object]) -> None:
         from greentrain.job.state import EngineState
 
         self.next_step = int(state_dict.get("next_step", 0))
@@ -132,7 +139,7 @@ class GreenAccelerate:
         self._prior = EngineState(**engine) if engine else None
 
 
-def _scalar(loss: Any) -> Any:
+def _scalar(loss: Loss) -> Loss:
     try:
         return float(loss.detach()) if hasattr(loss, "detach") else loss
     except (TypeError, ValueError, RuntimeError):

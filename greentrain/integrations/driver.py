@@ -14,59 +14,79 @@ same decision at the same step (the engine's broadcast).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, TypedDict, Unpack
 
 from greentrain.clock import SystemClock
 from greentrain.errors import ConfigError
 from greentrain.integrations.slurm import PAUSED_EXIT_CODE, write_resume_time
-from greentrain.job.options import JobOptions
+from greentrain.fields import hints
+from greentrain.job.build import JobParts
+from greentrain.job.options import JobOptions, JobSettings, PolicySpec, unknown_settings
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision
 
-__all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "callback_job"]
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from greentrain.engine import Engine
+    from greentrain.engine.collaborators import Loss
+    from greentrain.job.build import Job
+    from greentrain.job.state import EngineState
+
+SignalHandler: TypeAlias = "Callable[[int, FrameType | None], object] | int | None"
+"""What ``signal.signal`` hands back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)."""
+
+__all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "CallbackKeywords", "callback_job"]
 
 log = logging.getLogger("greentrain.integrations")
 
-PART_NAMES = ("clock", "devices", "actuators", "monitor", "model", "rate_probe")
+def _keywords() -> type:
+    """Every setting (``JobSettings``) and every part (``JobParts``'s fields) as one ``TypedDict``."""
+    fields = {**typing.get_type_hints(JobSettings), **{name: hint for name, hint in hints(JobParts).items()}}
+    return TypedDict("CallbackKeywords", fields, total=False)  # type: ignore[misc]
+
+
+CallbackKeywords = _keywords()
+"""A framework callback's keywords: the ``JobOptions`` fields and the ``JobParts``."""
+PART_NAMES = tuple(f.name for f in dataclasses.fields(JobParts))
 """Callback keywords that are objects (``JobParts``), not settings (``JobOptions``)."""
 
 
-def callback_job(**keywords: Any) -> tuple[JobOptions, Any]:
+def callback_job(policy: PolicySpec | None = None, **keywords: Unpack[CallbackKeywords]) -> tuple[JobOptions, JobParts]:
     """A callback's keywords split into ``JobOptions`` and ``JobParts`` (``pause_mode`` defaults to checkpoint)."""
-    from greentrain.job.build import JobParts
-
-    parts = JobParts(**{k: keywords.pop(k) for k in PART_NAMES if k in keywords})
-    unknown = sorted(set(keywords) - set(JobOptions.__dataclass_fields__))
-    if unknown:
-        raise ConfigError(f"{unknown[0]}: not an option of greentrain's callbacks (see greentrain.job.JobOptions)")
-    keywords.setdefault("pause_mode", "checkpoint")
-    return JobOptions(**keywords), parts
+    settings = {k: v for k, v in keywords.items() if k not in PART_NAMES}
+    for name, why in unknown_settings(settings):
+        raise ConfigError(f"{name}: not an option of greentrain's callbacks ({why})")
+    if policy is not None:
+        settings["policy"] = policy
+    settings.setdefault("pause_mode", "checkpoint")
+    parts = JobParts(**{k: v for k, v in keywords.items() if k in PART_NAMES})  # type: ignore[arg-type]
+    options = JobOptions(**settings)  # type: ignore[arg-type]
+    problems = options.callback_problems()
+    if problems:
+        raise ConfigError("\n".join(f"{name}: {why}" for name, why in problems))
+    return options, parts
 
 
 class StepDriver:
     """Owns one job (``greentrain.job.build_job``) across the framework's train calls and process relaunches."""
 
-    def __init__(self, options: JobOptions, parts: Any = None) -> None:
-        from greentrain.job.build import JobParts
-
-        if options.pause_mode not in (None, "checkpoint", "suspend"):
-            raise ConfigError(f"pause_mode: {options.pause_mode!r} is not 'checkpoint' or 'suspend'")
-        if options.precision is not None and "fp16" in options.precision:
-            raise ConfigError("precision: 'fp16' needs a grad scaler inside the training step, which a callback "
-                              "cannot add; trial 'fp32', 'tf32' or 'bf16' (or use Session)")
+    def __init__(self, options: JobOptions, parts: JobParts | None = None) -> None:
         self.options = options
         self.parts = parts if parts is not None else JobParts()
         self.clock = self.parts.clock or SystemClock()
         self.parts.clock = self.clock
         self.pause_mode = options.pause_mode or "checkpoint"
         """'checkpoint' or 'suspend'."""
-        self.job: Any = None
+        self.job: Job | None = None
         """The ``greentrain.job.build.Job`` while training (engine, hardware, resources)."""
-        self.engine: Any = None
+        self.engine: Engine | None = None
         self.job_stats = JobStats(job=options.job)
         self.resume_at: datetime | None = None
         """Set by a checkpoint-mode pause: when to train again."""
@@ -76,13 +96,13 @@ class StepDriver:
         self.budget_spent = False
         """The last stop came from a spent budget (``greentrain.engine.budget``): do not relaunch."""
         self._stop_requested = False
-        self._previous_handlers: dict[int, Any] = {}
+        self._previous_handlers: dict[int, SignalHandler] = {}
         self._hardware_started = False
-        self._autocast: AbstractContextManager[Any] | None = None
+        self._autocast: AbstractContextManager[None] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
-    def open(self, *, steps_total: int | None, steps_done: int, prior: Any = None) -> Decision:
+    def open(self, *, steps_total: int | None, steps_done: int, prior: EngineState | None = None) -> Decision:
         """Start (or continue) the job at ``steps_done``; waits out a delayed start.
 
         ``prior`` is the ``EngineState`` saved with the checkpoint being resumed (deadline, totals).
@@ -95,7 +115,7 @@ class StepDriver:
                 raise
             self._install_signal_handlers()
         else:  # same process, training again after a checkpoint pause
-            self.engine.steps_done = steps_done
+            self.engine.continue_at(steps_done)
         self.paused = self.stopped_by_signal = False
         self.resume_at = None
         decision = self.engine.begin()
@@ -103,15 +123,15 @@ class StepDriver:
             self.engine.wait_until(decision.until, decision.reason or "delayed start")
         return decision
 
-    def _build(self, steps_total: int | None, steps_done: int, prior: Any) -> None:
+    def _build(self, steps_total: int | None, steps_done: int, prior: EngineState | None) -> None:
         from greentrain.engine.broadcast import auto_broadcast
         from greentrain.job.build import build_job
-        from greentrain.job.resolve import load_policy_spec
+        from greentrain.policies.loader import load_policy
 
         options = self.options
         if steps_total is not None:
             options = options.replace(steps_total=steps_total)  # the trainer's count
-        self.job = build_job(options, self.parts, policy=load_policy_spec(options.policy),
+        self.job = build_job(options, self.parts, policy=load_policy(options.policy),
                              job_stats=self.job_stats, broadcast=auto_broadcast(), prior=prior,
                              steps_done=steps_done)
         self.engine = self.job.engine
@@ -159,7 +179,7 @@ class StepDriver:
         if autocast:
             self._enter_autocast()
 
-    def step_end(self, tokens: int = 0, loss: Any = None) -> bool:
+    def step_end(self, tokens: int = 0, loss: Loss = None) -> bool:
         """Close the step; True means 'checkpoint pause: save and stop the trainer now'."""
         engine = self.engine
         if engine is None:
@@ -193,13 +213,13 @@ class StepDriver:
         for signum in self.options.stop_signals:
             self._previous_handlers[signum] = signal.signal(signum, self._on_stop_signal)
 
-    def _on_stop_signal(self, signum: int, frame: Any) -> None:
+    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
         # Only set flags here: the checkpoint is written at the next step boundary, by the framework.
         self._stop_requested = True
         if self.engine is not None:
             self.engine.interrupt()  # end a suspend-mode wait at once
 
-    def state(self) -> Any:
+    def state(self) -> EngineState | None:
         """The job's deadline and totals as an ``EngineState``, to save with a checkpoint (None before open)."""
         engine = self.engine
         if engine is None:

@@ -24,18 +24,35 @@ starts no CodeCarbon tracker of its own, so Transformers' ``CodeCarbonCallback``
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, StepDriver, callback_job
+from greentrain.job.state import STATE_FILE_NAME
+from greentrain.integrations.driver import (
+    PAUSED_EXIT_CODE,
+    CallbackKeywords,
+    DriverStatus,
+    StepDriver,
+    callback_job,
+)
+from greentrain.job.options import PolicySpec
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+    from torch.nn import Module
+    from torch.utils.hooks import RemovableHandle
+    from transformers.trainer_utils import TrainOutput
+
+    from greentrain.engine import Engine
+    from greentrain.job.state import EngineState
 
 __all__ = ["GreenTrainCallback", "train", "STATE_FILE"]
 
-STATE_FILE = "greentrain-state.json"
-"""Written into every ``checkpoint-N`` directory the Trainer saves."""
+STATE_FILE = STATE_FILE_NAME
+"""Written into every ``checkpoint-N`` directory the Trainer saves (``greentrain.job.state.STATE_FILE_NAME``)."""
 
 
 class GreenTrainCallback(DriverStatus, TrainerCallback):
@@ -47,25 +64,24 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
     the current precision's autocast and the model's forward loss feeds the trial's loss guard.
     """
 
-    def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
-                 deadline: datetime | str | None = None, pause_mode: str = "checkpoint", **options: Any) -> None:
-        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline,
-                                    pause_mode=pause_mode, **options)
+    def __init__(self, policy: PolicySpec | None = None, **keywords: Unpack[CallbackKeywords]) -> None:
+        self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.pauses = 0
         """Checkpoint pauses so far in this process."""
         self._tokens_seen = 0
-        self._losses: list[Any] = []
-        self._loss_hook: Any = None
+        self._losses: list[Tensor] = []
+        self._loss_hook: RemovableHandle | None = None
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine | None:
         """The live ``greentrain.engine.Engine`` (None outside training)."""
         return self.driver.engine
 
     # ---- Trainer events ----------------------------------------------------------------------
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: object) -> None:
         prior = _load_prior(Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE,
                             self.options.job) if state.global_step else None
         self.driver.open(steps_total=state.max_steps or None, steps_done=state.global_step, prior=prior)
@@ -75,11 +91,13 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
             # The Trainer hands callbacks no loss; the precision trial's loss guard needs each step's.
             self._loss_hook = model.register_forward_hook(self._record_loss)
 
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                      **kwargs: object) -> None:
         self._losses.clear()  # an evaluation between steps is not this step's loss
         self.driver.step_begin(autocast=True)
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: object) -> None:
         seen = state.num_input_tokens_seen or 0
         tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
         loss = _mean(self._losses)  # over the step's micro-batches: one device sync per step
@@ -93,7 +111,8 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: object) -> None:
         snapshot = self.driver.state()
         if snapshot is None or not args.should_save:  # rank 0 (process_index 0) writes
             return
@@ -103,11 +122,12 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         if folder.is_dir():
             save_state(snapshot, folder / STATE_FILE)
 
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: object) -> None:
         if not self.driver.paused:
             self.close()
 
-    def _record_loss(self, module: Any, inputs: Any, output: Any) -> None:
+    def _record_loss(self, module: Module, inputs: object, output: object) -> None:
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
         if module.training and loss is not None:
             self._losses.append(loss.detach())
@@ -131,7 +151,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         sys.exit(PAUSED_EXIT_CODE)
 
 
-def _mean(losses: list[Any]) -> float | None:
+def _mean(losses: list[Tensor]) -> float | None:
     if not losses:
         return None
     import torch
@@ -139,7 +159,7 @@ def _mean(losses: list[Any]) -> float | None:
     return float(torch.stack([loss.float() for loss in losses]).mean())
 
 
-def _any_rank(flag: bool, device: Any) -> bool:
+def _any_rank(flag: bool, device: torch.device) -> bool:
     import torch
     import torch.distributed as dist
 
@@ -150,13 +170,14 @@ def _any_rank(flag: bool, device: Any) -> bool:
     return bool(value.item())
 
 
-def _load_prior(path: Path, job: str) -> Any:
+def _load_prior(path: Path, job: str) -> EngineState | None:
     from greentrain.job.state import load_state
 
     return load_state(path, job) if path.exists() else None
 
 
-def train(trainer: Any, *, resume_from_checkpoint: Any = None, **kwargs: Any) -> Any:
+def train(trainer: Trainer, *, resume_from_checkpoint: str | bool | None = None,
+          **kwargs: object) -> TrainOutput:
     """``trainer.train()`` that waits out checkpoint pauses and resumes from the saved checkpoint."""
     callback = next((c for c in trainer.callback_handler.callbacks if isinstance(c, GreenTrainCallback)), None)
     if callback is None:

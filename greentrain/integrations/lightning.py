@@ -26,14 +26,29 @@ torchdata's ``StatefulDataLoader``. Otherwise the epoch's data restarts.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
 from lightning.pytorch.callbacks import Callback
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, DriverStatus, StepDriver, callback_job
+from greentrain.integrations.driver import (
+    PAUSED_EXIT_CODE,
+    CallbackKeywords,
+    DriverStatus,
+    StepDriver,
+    callback_job,
+)
+from greentrain.job.options import PolicySpec
+
+if TYPE_CHECKING:
+    from lightning.pytorch import LightningModule, Trainer
+    from lightning.pytorch.utilities.types import STEP_OUTPUT
+    from torch import Tensor
+    from torch.utils.data import DataLoader
+
+    from greentrain.job.state import EngineState
 
 __all__ = ["GreenTrainCallback", "ResumableLoader", "fit", "PAUSE_CHECKPOINT"]
 
@@ -47,31 +62,30 @@ class GreenTrainCallback(DriverStatus, Callback):
     included) and the parts ``clock``, ``devices``, ``actuators``, ``monitor``.
     """
 
-    def __init__(self, policy: Any = "carbon-aware", *, zone: str | None = None, provider: Any = None,
-                 deadline: datetime | str | None = None, pause_mode: str = "checkpoint",
-                 checkpoint_dir: str | Path | None = None, **options: Any) -> None:
-        self.options, parts = callback_job(policy=policy, zone=zone, provider=provider, deadline=deadline,
-                                    pause_mode=pause_mode, **options)
+    def __init__(self, policy: PolicySpec | None = None, *, checkpoint_dir: str | Path | None = None,
+                 **keywords: Unpack[CallbackKeywords]) -> None:
+        self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.pause_checkpoint: Path | None = None
         """The checkpoint the last pause wrote (resume with ``ckpt_path=``)."""
         self.pauses = 0
-        self._prior: Any = None
+        self._prior: EngineState | None = None
 
     # ---- Lightning events --------------------------------------------------------------------
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         steps_total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
         if steps_total is None:
             steps_total = int(trainer.estimated_stepping_batches)
         self.driver.open(steps_total=steps_total, steps_done=trainer.global_step, prior=self._prior)
         self._prior = None
 
-    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: object, batch_idx: int) -> None:
         self.driver.step_begin(autocast=True)  # with precision=: the step runs at the current precision
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: STEP_OUTPUT, batch: object,
+                           batch_idx: int) -> None:
         pause = self.driver.step_end(loss=_loss(outputs))
         # Every rank already holds rank 0's decision; the reduction guarantees no rank stops alone.
         pause = bool(trainer.strategy.reduce_boolean_decision(pause, all=False))
@@ -85,19 +99,19 @@ class GreenTrainCallback(DriverStatus, Callback):
         self.pause_checkpoint = path
         trainer.should_stop = True
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self.driver.paused:
             self.driver.close()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         self.driver.close()  # restore hardware settings on every exit path
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """The job's deadline and totals, saved inside each checkpoint."""
         state = self.driver.state()
         return {"engine": asdict(state) if state is not None else None, "pauses": self.pauses}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, object]) -> None:
         """Restore the job's deadline and totals from a checkpoint (before ``on_train_start``)."""
         from greentrain.job.state import EngineState
 
@@ -129,7 +143,7 @@ class ResumableLoader:
     wrapped loader must yield the same order again (no unseeded shuffling).
     """
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: DataLoader) -> None:
         self.loader = loader
         self._served = 0
         self._skip = 0
@@ -137,7 +151,7 @@ class ResumableLoader:
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[object]:
         skip, self._skip = self._skip, 0
         self._served = 0
         for index, batch in enumerate(self.loader):
@@ -156,7 +170,7 @@ class ResumableLoader:
         self._skip = int(state_dict.get("batches_served", 0))
 
 
-def _loss(outputs: Any) -> Any:
+def _loss(outputs: STEP_OUTPUT) -> Tensor | None:
     if isinstance(outputs, dict):
         outputs = outputs.get("loss")
     try:
@@ -165,7 +179,8 @@ def _loss(outputs: Any) -> Any:
         return None
 
 
-def fit(trainer: Any, model: Any, *args: Any, ckpt_path: Any = None, **kwargs: Any) -> None:
+def fit(trainer: Trainer, model: LightningModule, *args: object, ckpt_path: str | Path | None = None,
+        **kwargs: object) -> None:
     """``trainer.fit()`` that waits out checkpoint pauses and resumes from the pause checkpoint."""
     green = next((c for c in trainer.callbacks if isinstance(c, GreenTrainCallback)), None)
     if green is None:

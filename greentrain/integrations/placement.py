@@ -23,7 +23,7 @@ from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError, DeadlineError
 from greentrain.signals.base import IntensityPoint, Kind
 
-__all__ = ["Window", "Place", "Plan", "window_mean", "best_window", "plan_placement", "shift_points"]
+__all__ = ["Window", "Place", "PlacementPlan", "window_mean", "best_window", "plan_placement", "shift_points"]
 
 _MIN_COVERAGE = 0.5
 """A window must be at least this much covered by the forecast to be ranked (else it is a guess)."""
@@ -74,7 +74,7 @@ class Place:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Plan:
+class PlacementPlan:
     """The chosen place and window, and the run-now alternative for comparison."""
 
     place: Place
@@ -153,11 +153,11 @@ def plan_placement(
     deadline: datetime,
     duration_s: float,
     power_kw: float | None = None,
-) -> Plan:
+) -> PlacementPlan:
     """Pick the place and start with the lowest expected emissions; ``forecasts`` is keyed by zone."""
     if not places:
         raise ConfigError("place: give at least one place (--zone or --place)")
-    best: Plan | None = None
+    best: PlacementPlan | None = None
     for place in places:
         points = forecasts.get(place.zone)
         if points is None:
@@ -168,14 +168,14 @@ def plan_placement(
         emissions = None
         if power_kw is not None and window.mean_intensity_g_per_kwh is not None:
             emissions = window.mean_intensity_g_per_kwh * power_kw * duration_s / 3600.0
-        plan = Plan(place=place, window=window, run_now=run_now, expected_emissions_g=emissions)
+        plan = PlacementPlan(place=place, window=window, run_now=run_now, expected_emissions_g=emissions)
         if best is None or _better(plan, best):
             best = plan
     assert best is not None
     return best
 
 
-def _better(plan: Plan, best: Plan) -> bool:
+def _better(plan: PlacementPlan, best: PlacementPlan) -> bool:
     mine, theirs = plan.window.mean_intensity_g_per_kwh, best.window.mean_intensity_g_per_kwh
     if mine is None:
         return False

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
-from greentrain.integrations.placement import Place, Plan, best_window, plan_placement, window_mean
+from greentrain.integrations.placement import Place, PlacementPlan, best_window, plan_placement, window_mean
 from greentrain.integrations.slurm import (
     JobTag,
     SlurmClient,
@@ -68,7 +68,7 @@ class SubmitRequest:
 class Submission:
     """The plan and, unless it was a dry run, the job id."""
 
-    plan: Plan
+    plan: PlacementPlan
     begin: datetime
     sbatch_args: list[str]
     job_id: str | None = None

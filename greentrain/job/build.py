@@ -15,22 +15,28 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from datetime import datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc, parse_deadline
-from greentrain.engine import Engine
-from greentrain.device.discovery import DeviceSet
+from greentrain.device.discovery import DeviceSet, NoDevices
+from greentrain.engine import Collaborators, DeadlineGuard, Engine, NoMonitor, PauseCost, Progress
+from greentrain.engine.broadcast import Broadcast, LocalBroadcast
 from greentrain.engine.budget import Budget
 from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
-from greentrain.events import EventLog
-from greentrain.job.hardware import Hardware, build_hardware, discover_devices
+from greentrain.events import EventLog, NoEventLog
+from greentrain.job.hardware import JobHardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
 from greentrain.job.state import EngineState, restore_into
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Policy
+
+if TYPE_CHECKING:
+    from torch.nn import Module
+
+    from greentrain.exporters.server import MetricsServer
 
 __all__ = ["Job", "JobParts", "build_job", "resolve_deadline", "planning_step_time_s"]
 
@@ -42,35 +48,52 @@ class JobParts:
     clock: Clock | None = None
     """The job clock (``ReplayClock`` for demos and tests); default: the system clock."""
     devices: DeviceSet | Literal[False] | None = None
-    """A ``DeviceSet``; None discovers this machine's devices; False measures nothing."""
+    """A ``DeviceSet``; None discovers this machine's devices; ``NoDevices()`` (or False) measures nothing."""
     actuators: Actuators | None = None
     """Your own ``ActuatorSet`` (default: built when power or precision control is on)."""
     monitor: EnergyMonitor | None = None
     """Your own started ``Monitor`` (default: one over ``devices``, stopped at close)."""
-    model: Any = None
+    model: Module | None = None
     """The model: its fingerprint keys the operating-point cache."""
     rate_probe: Callable[[], float | None] | None = None
     """``() -> seconds per step`` asked at re-plans while waiting: a busier machine resumes sooner."""
 
+    def __post_init__(self) -> None:
+        if self.devices is False:  # the documented spelling; inside, the null object
+            self.devices = NoDevices()
 
-@dataclass
+
+@dataclass(kw_only=True)
 class Job:
     """An assembled job: the engine and what it was built from, closed together by ``close``."""
 
     engine: Engine
-    hardware: Hardware
-    event_log: EventLog | None = None
-    monitor: EnergyMonitor | None = None
+    hardware: JobHardware
+    event_log: EventLog = field(default_factory=NoEventLog)
+    monitor: EnergyMonitor = field(default_factory=NoMonitor)
     signals: CarbonSignal | None = None
-    metrics: Any = None
+    metrics: MetricsServer | None = None
     """The running ``MetricsServer`` (its bound port in ``.port``), or None."""
     devices: DeviceSet | None = None
-    closers: list[Callable[[], Any]] = field(default_factory=list)
+    closers: list[Callable[[], object]] = field(default_factory=list)
 
-    def close(self, *, raise_errors: bool = True, **summary: Any) -> None:
+    def close(self, *, raise_errors: bool = True, finished: bool | None = None,
+              finished_at: datetime | None = None, **summary: object) -> None:
         """Close the engine (summary event, knobs restored), then every resource, the hardware last."""
         closers, self.closers = self.closers, []
-        close_all([lambda: self.engine.close(**summary), *closers], raise_errors=raise_errors)
+        close_all([lambda: self.engine.close(finished=finished, finished_at=finished_at, **summary), *closers],
+                  raise_errors=raise_errors)
+
+
+@dataclass(kw_only=True)
+class _Opened:
+    """What ``_open_resources`` started, each closed by a closer it registered."""
+
+    event_log: EventLog
+    monitor: EnergyMonitor
+    signals: CarbonSignal | None
+    metrics: MetricsServer | None
+    devices: DeviceSet | None
 
 
 def build_job(
@@ -79,96 +102,99 @@ def build_job(
     *,
     policy: Policy,
     job_stats: JobStats,
-    broadcast: Any = None,
+    broadcast: Broadcast | None = None,
     prior: EngineState | None = None,
     steps_done: int = 0,
     work_total_s: float | None = None,
     hardware_released: bool = False,
     drives_hardware: bool = True,
 ) -> Job:
-    """Assemble the job ``options`` describe from ``parts``; ``prior`` is a relaunched job's saved state.
+    """Assemble the job ``options`` describe from ``parts``; ``policy`` is ``options.policy`` loaded (once,
+    by the front end); ``prior`` is a relaunched job's saved state.
 
     ``drives_hardware=False``: no actuators, profiler or precision controller at all (``greentrain run``:
     the command it supervises owns its GPUs, advisory mode included)."""
     parts = parts or JobParts()
+    broadcast = broadcast or LocalBroadcast()
     clock = parts.clock or SystemClock()
-    closers: list[Callable[[], Any]] = []
+    deadline = resolve_deadline(options.deadline, prior, clock.now())  # the one place it is normalised
+    closers: list[Callable[[], object]] = []
     try:
         opened = _open_resources(options, parts, clock, broadcast, job_stats, closers)
-        hardware = _open_hardware(options, parts, policy, clock, opened) if drives_hardware else Hardware()
+        hardware = _open_hardware(options, parts, policy, clock, opened) if drives_hardware else JobHardware()
         closers.append(hardware.close)  # last: knobs are restored after everything else stopped
+        settings = policy.settings
         engine = Engine(
-            policy, signals=opened["signals"], monitor=opened["monitor"], clock=clock,
-            deadline=resolve_deadline(options.deadline, prior, clock.now()), steps_total=options.steps_total,
-            work_total_s=work_total_s, job_stats=job_stats, event_log=opened["event_log"],
-            actuators=hardware.actuators, broadcast=broadcast, steps_done=steps_done,
-            step_time_s=planning_step_time_s(prior, options.step_time_s),
-            deadline_policy=options.deadline_policy, decide_interval_s=options.decide_interval_s,
-            progress=options.progress, waiting_power_w=options.waiting_power_w,
-            hardware_released=hardware_released,
+            policy,
+            Collaborators(clock=clock, signals=opened.signals, monitor=opened.monitor, actuators=hardware.actuators,
+                          event_log=opened.event_log, broadcast=broadcast, job_stats=job_stats),
+            progress=Progress(steps_total=options.steps_total, work_total_s=work_total_s, steps_done=steps_done,
+                              step_time_s=planning_step_time_s(prior, options.step_time_s),
+                              rate_probe=parts.rate_probe),
+            deadline=DeadlineGuard.for_policy(deadline, settings, policy=options.deadline_policy,
+                                              simulated=clock.simulated),
+            pause_cost=PauseCost.for_policy(settings, user_w=options.waiting_power_w, released=hardware_released),
             budget=Budget(max_emissions_g=options.max_emissions_g, max_energy_j=options.max_energy_j),
+            decide_interval_s=options.decide_interval_s, countdown=options.progress,
         )
     except BaseException:
         close_all(closers, raise_errors=False)
         raise
-    engine.rate_probe = parts.rate_probe
-    job = Job(engine=engine, hardware=hardware, closers=closers, **opened)
+    job = Job(engine=engine, hardware=hardware, closers=closers, event_log=opened.event_log,
+              monitor=opened.monitor, signals=opened.signals, metrics=opened.metrics, devices=opened.devices)
     try:
         recover = getattr(hardware.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
             engine.guarded("actuators.recover", recover)
         if prior is not None:
             restore_into(engine, prior)
-            if engine.submitted_at is not None and engine.is_leader:
-                engine.signals.backfill(engine.submitted_at, clock.now(), engine.ledger)
+            submitted_at = engine.progress.submitted_at
+            if submitted_at is not None and engine.is_leader:
+                engine.signals.backfill(submitted_at, clock.now(), engine.ledger)
     except BaseException:
         job.close(raise_errors=False)
         raise
     return job
 
 
-def _open_resources(options: JobOptions, parts: JobParts, clock: Clock, broadcast: Any, job_stats: JobStats,
-                    closers: list[Callable[[], Any]]) -> dict[str, Any]:
+def _open_resources(options: JobOptions, parts: JobParts, clock: Clock, broadcast: Broadcast, job_stats: JobStats,
+                    closers: list[Callable[[], object]]) -> _Opened:
     """Run log, monitor, carbon signal (rank 0) and metrics endpoint; each one's closer kept in ``closers``."""
-    from greentrain.events import EventLog
-
-    event_log = EventLog(options.jsonl) if options.jsonl else None
-    if event_log is not None:
-        closers.append(event_log.close)
+    event_log: EventLog = EventLog(options.jsonl) if options.jsonl else NoEventLog()
+    closers.append(event_log.close)
     monitor, devices = parts.monitor, parts.devices
     if monitor is None:
         monitor, found = build_monitor(parts.devices, event_log, clock)
         devices = parts.devices if parts.devices is not None else found
-        if monitor is not None:
-            closers.insert(0, monitor.stop)
-    is_leader = broadcast is None or broadcast.is_leader
-    signals = build_signals(options.zone, options.provider, clock) if is_leader else None
+        closers.insert(0, getattr(monitor, "stop"))
+    signals = build_signals(options.zone, options.provider, clock) if broadcast.is_leader else None
     if isinstance(options.provider, str | None) and callable(getattr(signals, "close", None)):
-        closers.append(signals.close)  # built here from a spec: ours to close
+        closers.append(getattr(signals, "close"))  # built here from a spec: ours to close
     metrics = None
     if options.metrics_port is not None:
-        extra: dict[str, Any] = {}
-        if broadcast is not None and broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
+        extra: dict[str, Path] = {}
+        if broadcast.world_size > 1:  # one endpoint per node aggregating its ranks
             extra["multiprocess_dir"] = Path(tempfile.gettempdir()) / f"greentrain-metrics-{options.job}"
         metrics = start_metrics(job=options.job, monitor=monitor, signals=signals, job_stats=job_stats,
                                 addr=options.metrics_addr, port=options.metrics_port, clock=clock,
                                 allow_public=options.metrics_allow_public, **extra)
         closers.insert(0, metrics.stop)
-    return {"event_log": event_log, "monitor": monitor, "signals": signals, "metrics": metrics, "devices": devices}
+    return _Opened(event_log=event_log, monitor=monitor, signals=signals, metrics=metrics,
+                   devices=devices if isinstance(devices, DeviceSet) else None)
 
 
 def _open_hardware(options: JobOptions, parts: JobParts, policy: Policy, clock: Clock,
-                   opened: dict[str, Any]) -> Hardware:
+                   opened: _Opened) -> JobHardware:
     """Actuators, operating-point profiler and precision controller this job's options ask for."""
     from greentrain.actuators.advisory import resolve_actuation
 
-    devices = opened["devices"]
+    devices = opened.devices
     if devices is None and options.power is True:  # monitor= given alone: its devices may be simulated
         devices = discover_devices()
     return build_hardware(
         policy, list(getattr(devices, "gpus", None) or []), power=options.power, precision=options.precision,
         actuators=parts.actuators, profile_cache_dir=options.profile_cache_dir, state_dir=options.state_dir,
-        job=options.job, clock=clock, model=parts.model, monitor=opened["monitor"],
+        job=options.job, clock=clock, model=parts.model, monitor=opened.monitor,
         actuation=resolve_actuation(options.actuation),
     )
 

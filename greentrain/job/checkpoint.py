@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from greentrain.errors import ConfigError
 from greentrain.job.rngstate import RNGState
 from greentrain.engine.broadcast import Broadcast, barrier_for
 from greentrain.job.modelcheckpoint import ModelCheckpoint
+
+if TYPE_CHECKING:
+    from torch.nn import Module
+    from torch.optim import Optimizer
 
 __all__ = ["JobCheckpoint"]
 
@@ -18,7 +22,7 @@ class JobCheckpoint:
     """One interface over ``save(next_step)``/``load()`` callbacks or a ``ModelCheckpoint``."""
 
     def __init__(self, *, save: Callable[[int], None] | None, load: Callable[[], int | None] | None,
-                 model: Any, optimizer: Any, checkpoint_dir: str | Path | None) -> None:
+                 model: Module | None, optimizer: Optimizer | None, checkpoint_dir: str | Path | None) -> None:
         if (save is None) != (load is None):
             raise ConfigError("save/load: pass both functions, or neither (then model= and checkpoint_dir=)")
         if model is not None and checkpoint_dir is None and save is None:

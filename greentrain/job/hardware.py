@@ -3,7 +3,7 @@
 ``build_hardware`` decides from the policy, the GPUs and the user's switches
 whether this job profiles operating points and/or trials precisions, and
 builds the journaled ``ActuatorSet``, the ``OperatingPointProfiler`` and the
-``PrecisionController``. ``Hardware`` is then driven at each step boundary:
+``PrecisionController``. ``JobHardware`` is then driven at each step boundary:
 the profiler brackets each step (``after_step`` at a boundary, ``before_step``
 right after it), and when its sweep is done the measured points go to
 ``engine.set_operating_points`` so the policy's power decisions flow through
@@ -22,17 +22,30 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from greentrain.clock import Clock, ReplayClock, SystemClock
-from greentrain.errors import ConfigError
+from greentrain.device.base import GPU
+from greentrain.engine import Engine
+from greentrain.engine.collaborators import Actuators, EnergyMonitor
+from greentrain.job.options import PowerSwitch
+
+if TYPE_CHECKING:
+    from torch.nn import Module
+
+    from greentrain.device.discovery import DeviceSet
+    from greentrain.engine.collaborators import Loss
+    from greentrain.precision import PrecisionController
+    from greentrain.profiler import OperatingPointProfiler
+    from greentrain.profiler.estimate import AdvisoryPoints
 from greentrain.policies.base import Policy
 
-__all__ = ["Hardware", "PowerSwitch", "build_hardware", "discover_devices", "policy_uses_power"]
+__all__ = ["JobHardware", "build_hardware", "discover_devices", "policy_uses_power"]
 
 log = logging.getLogger("greentrain.session")
 
-PowerSwitch = bool | Literal["auto"]
+CacheDir = str | Path | Literal[False] | None
+"""Where measured operating points are cached (None: the default folder; False: no cache)."""
 
 
 def policy_uses_power(policy: Policy) -> bool:
@@ -41,25 +54,25 @@ def policy_uses_power(policy: Policy) -> bool:
 
 
 @dataclass
-class Hardware:
+class JobHardware:
     """What a job drives at its step boundaries, under Session or a framework callback (each part optional)."""
 
-    actuators: Any = None
+    actuators: Actuators | None = None
     """The ``ActuatorSet`` the engine applies decisions through (built here or the user's)."""
-    profiler: Any = None
+    profiler: OperatingPointProfiler | None = None
     """The ``OperatingPointProfiler`` sweeping power limits during warm-up, or None."""
-    precision: Any = None
+    precision: PrecisionController | None = None
     """The ``PrecisionController``, or None."""
     owns_actuators: bool = False
     """Built here: closed (restore + release locks + remove exit hooks) when the session closes."""
     notes: list[str] = field(default_factory=list)
     """Why power control is off, where it was wanted (passed to the engine's notes)."""
-    advisory_points: Any = None
+    advisory_points: AdvisoryPoints | None = None
     """Advisory mode: the ``AdvisoryPoints`` published to the engine at ``start`` (no sweep)."""
     _points_sent: bool = field(default=False, init=False, repr=False)
     _loss_noted: bool = field(default=False, init=False, repr=False)
 
-    def start(self, engine: Any) -> None:
+    def start(self, engine: Engine) -> None:
         """At ``__enter__`` after the first ``step_begin``: bracket the first step."""
         for note in self.notes:
             engine.note(note)
@@ -67,7 +80,7 @@ class Hardware:
             self._publish_advisory(engine)
         self._before_step(engine)
 
-    def step_end(self, engine: Any, loss: Any) -> None:
+    def step_end(self, engine: Engine, loss: Loss) -> None:
         """At a step boundary, after ``engine.step_end``: feed the profiler, then the precision trial."""
         self._drive_profiler(engine, "after_step")
         if self.precision is None or not self._profiling_done() or getattr(self.actuators, "advisory", False):
@@ -77,14 +90,15 @@ class Hardware:
                 self._loss_noted = True
                 engine.note("precision: pass loss= to session.step() so precisions can be trialled and guarded")
             return
-        energy_j = engine.last_step_energy_j
+        progress = engine.progress
+        energy_j = progress.last_step_energy_j
         switched = engine.guarded("precision.on_step_end", self.precision.on_step_end, loss,
-                                   energy_j if energy_j else None, engine.last_step_s or 0.0)
+                                  energy_j if energy_j else None, progress.last_step_s or 0.0)
         if switched is not None:
-            engine.job_stats.update(precision=switched)
-            engine.event("precision", precision=switched, step=engine.steps_done)
+            engine.io.job_stats.update(precision=switched)
+            engine.event("precision", precision=switched, step=progress.steps_done)
 
-    def step_begin(self, engine: Any) -> None:
+    def step_begin(self, engine: Engine) -> None:
         """Right after ``engine.step_begin``: the next step is bracketed by the profiler."""
         self._before_step(engine)
 
@@ -98,10 +112,10 @@ class Hardware:
     def _profiling_done(self) -> bool:
         return self.profiler is None or self._points_sent
 
-    def _before_step(self, engine: Any) -> None:
+    def _before_step(self, engine: Engine) -> None:
         self._drive_profiler(engine, "before_step")  # a cached profile is done before any step
 
-    def _drive_profiler(self, engine: Any, method: str) -> None:
+    def _drive_profiler(self, engine: Engine, method: str) -> None:
         if self.profiler is None or self._points_sent:
             return
         try:
@@ -113,7 +127,7 @@ class Hardware:
             return
         self._publish(engine)
 
-    def _publish_advisory(self, engine: Any) -> None:
+    def _publish_advisory(self, engine: Engine) -> None:
         found = self.advisory_points
         if not found.points:
             engine.note(f"advisory mode: no operating points ({found.note}); power-limit advice needs them")
@@ -124,7 +138,7 @@ class Hardware:
                                "power_w": p.power_w} for p in found.points])
         engine.set_operating_points(found.points)
 
-    def _publish(self, engine: Any) -> None:
+    def _publish(self, engine: Engine) -> None:
         if not self.profiler.done:
             return
         self._points_sent = True
@@ -142,23 +156,21 @@ class Hardware:
 
 def build_hardware(
     policy: Policy,
-    gpus: Sequence[Any],
+    gpus: Sequence[GPU],
     *,
     power: PowerSwitch,
     precision: Sequence[str] | None,
-    actuators: Any,
-    profile_cache_dir: str | Path | None | Literal[False],
+    actuators: Actuators | None,
+    profile_cache_dir: CacheDir,
     state_dir: str | Path | None,
     job: str,
     clock: Clock,
-    model: Any = None,
-    monitor: Any = None,
+    model: Module | None = None,
+    monitor: EnergyMonitor | None = None,
     actuation: str = "apply",
-) -> Hardware:
+) -> JobHardware:
     """Build the actuators, profiler and precision controller this job's switches ask for."""
-    if power not in (True, False, "auto"):
-        raise ConfigError(f"power: {power!r} is not True, False or 'auto'")
-    hw = Hardware(actuators=actuators)
+    hw = JobHardware(actuators=actuators)
     if precision is not None:
         hw.precision = _build_precision(precision)
     controllable = [g for g in gpus if _can_limit_power(g)]
@@ -182,7 +194,7 @@ def build_hardware(
     return hw
 
 
-def _advisory_hardware(hw: Hardware, gpus: list[Any], cache_dir: Any, model: Any) -> Hardware:
+def _advisory_hardware(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, model: Module | None) -> JobHardware:
     """Advisory actuators over ``gpus`` (never a setter call) and points from the cache or an estimate."""
     from greentrain.actuators.advisory import AdvisoryActuators
 
@@ -204,7 +216,7 @@ def _advisory_hardware(hw: Hardware, gpus: list[Any], cache_dir: Any, model: Any
     return hw
 
 
-def discover_devices() -> Any:
+def discover_devices() -> DeviceSet | None:
     """``greentrain.device.discover()``, or None when discovery fails (a timing-only job, not an error)."""
     try:
         from greentrain.device import discover
@@ -215,16 +227,14 @@ def discover_devices() -> Any:
         return None
 
 
-def _can_limit_power(gpu: Any) -> bool:
+def _can_limit_power(gpu: GPU) -> bool:
     try:
         return bool(gpu.capabilities.power_limit_control)
     except Exception:  # a GPU that stopped answering is simply not controllable
         return False
 
 
-def _build_precision(allowed: Sequence[str]) -> Any:
-    if isinstance(allowed, str) or not all(isinstance(p, str) for p in allowed):
-        raise ConfigError(f"precision: give a list of names such as ['fp32', 'bf16'], got {allowed!r}")
+def _build_precision(allowed: Sequence[str]) -> PrecisionController:
     import torch
 
     from greentrain.precision import PrecisionController
@@ -233,8 +243,8 @@ def _build_precision(allowed: Sequence[str]) -> Any:
     return PrecisionController(tuple(allowed), device_type=device_type)
 
 
-def _build_profiler(hw: Hardware, gpus: list[Any], cache_dir: Any, clock: Clock, model: Any,
-                    monitor: Any) -> Any:
+def _build_profiler(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, clock: Clock, model: Module | None,
+                    monitor: EnergyMonitor | None) -> OperatingPointProfiler | None:
     from greentrain.profiler import (
         OperatingPointProfiler,
         ProfileCache,
@@ -243,7 +253,7 @@ def _build_profiler(hw: Hardware, gpus: list[Any], cache_dir: Any, clock: Clock,
 
     energy_fn: Callable[[], float] | None = None
     if not all(g.capabilities.energy_counter for g in gpus):
-        if not callable(getattr(monitor, "total_energy_j", None)):
+        if not getattr(monitor, "measures", True) or not callable(getattr(monitor, "total_energy_j", None)):
             hw.notes.append("power control off: no GPU energy counter and no monitor to integrate power; "
                             "the job goes on timing-only")
             return None

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from greentrain.errors import ConfigError
 from greentrain.job.rngstate import RNGState
+
+if TYPE_CHECKING:
+    from torch.nn import Module
+    from torch.optim import Optimizer
 
 __all__ = ["ModelCheckpoint"]
 
@@ -26,8 +31,8 @@ _MODEL_FILE = "checkpoint.pt"
 class ModelCheckpoint:
     """save(step) / load() -> step | None over a directory."""
 
-    def __init__(self, directory: str | Path, model: Any, optimizer: Any = None, *, rank: int = 0,
-                 barrier: Any = None) -> None:
+    def __init__(self, directory: str | Path, model: Module, optimizer: Optimizer | None = None, *, rank: int = 0,
+                 barrier: Callable[[], None] | None = None) -> None:
         self.directory = Path(directory)
         self.model = model
         self.optimizer = optimizer
@@ -76,7 +81,7 @@ class ModelCheckpoint:
         return int(state["step"])
 
 
-def _atomic_save(obj: Any, path: Path) -> None:
+def _atomic_save(obj: dict[str, object], path: Path) -> None:
     import torch
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

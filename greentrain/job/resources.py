@@ -10,18 +10,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from greentrain.clock import Clock
+from greentrain.device.discovery import DeviceSet
+from greentrain.engine.collaborators import CarbonSignal, EnergyMonitor, NoMonitor
 from greentrain.errors import ConfigError
+from greentrain.events import EventLog
+from greentrain.job.options import ProviderSpec
 from greentrain.signals.base import CarbonIntensityProvider
+
+if TYPE_CHECKING:
+    from greentrain.exporters.server import MetricsServer
 
 __all__ = ["build_signals", "build_monitor", "start_metrics", "close_all"]
 
 log = logging.getLogger("greentrain.session")
 
+MakeProvider = Callable[..., CarbonIntensityProvider]
+"""``greentrain.signals.make_provider``: a provider from its spec."""
 
-def build_signals(zone: str | None, provider: Any, clock: Clock) -> Any:
+
+def build_signals(zone: str | None, provider: ProviderSpec | None, clock: Clock) -> CarbonSignal | None:
     """A SignalChain-like object (``latest()``, ``forecast(horizon_h=)``, ``status()``), or None for no signal."""
     if provider is None and zone is None:
         return None
@@ -47,14 +57,14 @@ def build_signals(zone: str | None, provider: Any, clock: Clock) -> Any:
     return SignalChain(providers, zone=zone or _zone_of(providers[0]), clock=clock)
 
 
-def _make(make_provider: Any, spec: str, clock: Clock) -> Any:
+def _make(make_provider: MakeProvider, spec: str, clock: Clock) -> CarbonIntensityProvider:
     # A CSV trace is read at the clock's own time (a ReplayClock inside the trace's year replays it
     # as is; wall time maps to the same date in that year), so trace and job clock never drift apart.
     return make_provider(spec, clock=clock)
 
 
-def _default_providers(make_provider: Any, clock: Clock) -> list[Any]:
-    providers: list[Any] = []
+def _default_providers(make_provider: MakeProvider, clock: Clock) -> list[CarbonIntensityProvider]:
+    providers: list[CarbonIntensityProvider] = []
     live = make_provider("electricitymaps", clock=clock)
     if live.configured():
         providers.append(live)
@@ -62,17 +72,18 @@ def _default_providers(make_provider: Any, clock: Clock) -> list[Any]:
     return providers
 
 
-def _zone_of(provider: Any) -> str:
+def _zone_of(provider: CarbonIntensityProvider) -> str:
     return str(getattr(provider, "zone", "") or "")
 
 
-def build_monitor(devices: Any, event_log: Any, clock: Clock | None = None) -> tuple[Any, Any]:
-    """Start a Monitor over ``devices`` (default: discovered); ``devices=False`` disables measurement.
+def build_monitor(devices: DeviceSet | None, event_log: EventLog,
+                  clock: Clock | None = None) -> tuple[EnergyMonitor, DeviceSet | None]:
+    """Start a Monitor over ``devices`` (None: discovered); ``NoDevices`` measures nothing (``NoMonitor``).
 
     ``clock`` stamps the monitor's JSONL samples with the job's time (a replayed calendar included).
     """
-    if devices is False:
-        return None, None
+    if devices is not None and not devices.monitored:
+        return NoMonitor(), devices
     try:
         from greentrain.monitor import Monitor
 
@@ -80,29 +91,28 @@ def build_monitor(devices: Any, event_log: Any, clock: Clock | None = None) -> t
             from greentrain.device import discover
 
             devices = discover()
-        monitor = Monitor(list(getattr(devices, "gpus", [])), list(getattr(devices, "cpus", [])),
-                          event_log=event_log, wall_clock=clock)
+        monitor = Monitor(list(devices.gpus), list(devices.cpus), event_log=event_log, wall_clock=clock)
         monitor.start()
     except ConfigError:
         raise
     except Exception as e:  # measurement is optional; training is not
         log.warning("greentrain: energy monitor unavailable (%s: %s); steps are not measured", type(e).__name__, e)
-        return None, devices
+        return NoMonitor(), devices
     return monitor, devices
 
 
-def start_metrics(**kwargs: Any) -> Any:
+def start_metrics(**kwargs: object) -> MetricsServer:
     """Start ``greentrain.exporters.MetricsServer(**kwargs)`` (imported only when metrics are asked for)."""
     try:
         from greentrain.exporters import MetricsServer
     except ImportError as e:
         raise ConfigError(f"--metrics-port: the exporter is not available ({e})") from None
-    server = MetricsServer(**kwargs)
+    server = MetricsServer(**kwargs)  # type: ignore[arg-type]
     server.start()
     return server
 
 
-def close_all(closers: Iterable[Callable[[], Any]], *, raise_errors: bool = True) -> None:
+def close_all(closers: Iterable[Callable[[], object]], *, raise_errors: bool = True) -> None:
     """Call every closer even if some fail; log each failure, then re-raise the first if asked."""
     errors: list[BaseException] = []
     for close in closers:

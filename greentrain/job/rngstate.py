@@ -18,12 +18,16 @@ from __future__ import annotations
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["RNGState"]
 
 
-def _numpy() -> Any:
+def _numpy() -> ModuleType | None:
     try:
         import numpy
     except ImportError:
@@ -35,13 +39,13 @@ def _numpy() -> Any:
 class RNGState:
     """A snapshot of the global RNG streams (None: that library was absent)."""
 
-    python: Any = None
+    python: tuple[object, ...] | None = None
     """``random.getstate()``."""
-    numpy: Any = None
+    numpy: tuple[object, ...] | dict[str, object] | None = None
     """``numpy.random.get_state()`` (the legacy global ``RandomState`` that ``np.random.*`` uses)."""
-    torch_cpu: Any = None
+    torch_cpu: Tensor | None = None
     """``torch.get_rng_state()`` (a uint8 tensor)."""
-    torch_cuda: list[Any] = field(default_factory=list)
+    torch_cuda: list[Tensor] = field(default_factory=list)
     """``torch.cuda.get_rng_state_all()``, one per device, when CUDA was initialised."""
 
     @classmethod
@@ -92,18 +96,18 @@ class RNGState:
             pairs.append((self.torch_cpu, other.torch_cpu))
         return all(bool((a == b).all()) and a.shape == b.shape for a, b in pairs)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A picklable form for a checkpoint file (``torch.save``)."""
         return {"python": self.python, "numpy": self.numpy, "torch": self.torch_cpu, "cuda": self.torch_cuda}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RNGState:
+    def from_dict(cls, data: dict[str, object]) -> RNGState:
         """Inverse of ``to_dict``; checkpoints written before numpy/CUDA were saved load too."""
         return cls(python=data.get("python"), numpy=data.get("numpy"), torch_cpu=data.get("torch"),
                    torch_cuda=list(data.get("cuda") or []))
 
 
-def _numpy_states_equal(a: Any, b: Any) -> bool:
+def _numpy_states_equal(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     np = _numpy()
     if len(a) != len(b):
         return False

@@ -13,7 +13,7 @@ import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greentrain.errors import ConfigError
 from greentrain.userfile import load_json
@@ -21,8 +21,10 @@ from greentrain.userfile import load_json
 if TYPE_CHECKING:
     from greentrain.engine import Engine
 
-__all__ = ["EngineState", "load_state", "save_state", "state_of", "restore_into"]
+__all__ = ["STATE_FILE_NAME", "EngineState", "load_state", "save_state", "state_of", "restore_into"]
 
+STATE_FILE_NAME = "greentrain-state.json"
+"""The job's state file, beside its checkpoints (``checkpoint_dir``, a framework's checkpoint folder)."""
 _VERSION = 1
 
 
@@ -72,7 +74,7 @@ def load_state(path: str | Path, job: str) -> EngineState | None:
     if not path.exists():
         return None
     try:
-        payload: dict[str, Any] = load_json(path, what="state file")
+        payload = load_json(path, what="state file")
     except ConfigError as e:
         raise ConfigError(f"{e}; delete it to start the job afresh") from None
     if not isinstance(payload, dict):
@@ -94,30 +96,30 @@ def _iso(value: datetime | None) -> str | None:
 
 def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: bool) -> EngineState:
     """Capture what a relaunch of ``job`` needs from ``engine``."""
-    stats = engine.job_stats.snapshot()
+    stats = engine.io.job_stats.snapshot()
+    progress, ledger = engine.progress, engine.ledger
     return EngineState(
-        job=job, deadline=_iso(engine.deadline), first_start=_iso(engine.first_start),
-        submitted_at=_iso(engine.submitted_at), steps_done=engine.steps_done, running_s=engine.running_s,
-        step_time_s=engine.times.mean_s, energy_j=engine.ledger.energy_j, emissions_g=engine.ledger.emissions_g,
-        counterfactual_g=engine.ledger.counterfactual_g, unpriced_energy_j=engine.ledger.unpriced_energy_j,
+        job=job, deadline=_iso(engine.deadline.at), first_start=_iso(progress.first_start),
+        submitted_at=_iso(progress.submitted_at), steps_done=progress.steps_done, running_s=progress.running_s,
+        step_time_s=progress.times.mean_s, energy_j=ledger.energy_j, emissions_g=ledger.emissions_g,
+        counterfactual_g=ledger.counterfactual_g, unpriced_energy_j=ledger.unpriced_energy_j,
         tokens=stats.tokens_total, resume_at=_iso(resume_at),
-        finished=finished, deadline_warned=engine.deadline_watch.warned,
+        finished=finished, deadline_warned=engine.deadline.watch.warned,
     )
 
 
 def restore_into(engine: Engine, prior: EngineState) -> None:
-    """Carry totals and the time axis of the previous run into a freshly built engine."""
-    engine.running_s = prior.running_s
-    engine.deadline_watch.warned = engine.deadline_watch.warned or prior.deadline_warned
-    engine.first_start = EngineState.parse_time(prior.first_start)
-    engine.submitted_at = EngineState.parse_time(prior.submitted_at)
-    engine.ledger.energy_j = prior.energy_j
-    engine.ledger.emissions_g = prior.emissions_g
-    engine.ledger.counterfactual_g = prior.counterfactual_g
-    engine.ledger.unpriced_energy_j = prior.unpriced_energy_j
+    """Carry totals and the time axis of the previous run into a freshly built engine (each part restores
+    its own)."""
+    engine.progress.restore(running_s=prior.running_s, first_start=EngineState.parse_time(prior.first_start),
+                            submitted_at=EngineState.parse_time(prior.submitted_at))
+    engine.deadline.restore(warned=prior.deadline_warned)
+    engine.ledger.restore(energy_j=prior.energy_j, emissions_g=prior.emissions_g,
+                          counterfactual_g=prior.counterfactual_g, unpriced_energy_j=prior.unpriced_energy_j)
+    stats = engine.io.job_stats
     priced_j = prior.energy_j - prior.unpriced_energy_j
-    engine.job_stats.add(steps=engine.steps_done, tokens=prior.tokens, energy_j=priced_j,
-                         emissions_g=prior.emissions_g, emissions_avoided_g=prior.counterfactual_g - prior.emissions_g)
+    stats.add(steps=engine.progress.steps_done, tokens=prior.tokens, energy_j=priced_j,
+              emissions_g=prior.emissions_g, emissions_avoided_g=prior.counterfactual_g - prior.emissions_g)
     if prior.unpriced_energy_j > 0:
-        engine.job_stats.add(energy_j=prior.unpriced_energy_j, emissions_g=None)
-        engine.job_stats.update(emissions_unknown_reason="no carbon intensity known for part of an earlier run")
+        stats.add(energy_j=prior.unpriced_energy_j, emissions_g=None)
+        stats.update(emissions_unknown_reason="no carbon intensity known for part of an earlier run")

@@ -13,18 +13,21 @@ end any wait; a suspended command is never left stopped.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 import threading
-from typing import Any
+from types import FrameType
 
 from greentrain.engine import Engine
 from greentrain.exitcodes import RESUME_EXIT_CODE
-from greentrain.policies.base import Action
+from greentrain.policies.base import Action, Decision
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.pausemode import auto_mode
 from greentrain.job.process import ChildProcess, exit_status
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
 
+SignalHandler = Callable[[int, FrameType | None], object] | int | None
+"""What ``signal.signal`` hands back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)."""
 RESUMABLE_EXIT_CODES = (0, RESUME_EXIT_CODE)
 """After the checkpoint signal, these exit codes (and death by that signal) mean 'saved, relaunch me'."""
 
@@ -44,11 +47,12 @@ class Supervisor:
         self.pauses = 0
         self._terminating: int | None = None
 
-    def run(self) -> int:
-        """Delay, launch, supervise, pause/resume, relaunch; the final exit status of the command."""
+    def run(self, start: Decision) -> int:
+        """Delay (``start``: what ``engine.begin()`` decided), launch, supervise, pause/resume, relaunch; the
+        final exit status of the command."""
         previous = self._install_handlers()
         try:
-            decision = self.engine.begin()
+            decision = start
             if decision.action != Action.RUN and self.engine.wait_until(decision.until, decision.reason):
                 return 128 + (self._terminating or signal.SIGINT)
             return self._supervise()
@@ -73,7 +77,7 @@ class Supervisor:
                     return rc
             self.engine.step_begin()
 
-    def _pause(self, decision: Any) -> int | None:
+    def _pause(self, decision: Decision) -> int | None:
         """Pause per mode; a final exit status if the command ended instead of pausing."""
         self.pauses += 1
         mode = self.pause_mode  # auto: this supervisor relaunches the command, so it can always release
@@ -97,7 +101,7 @@ class Supervisor:
         self._launch()
         return None
 
-    def _stop_for_budget(self, decision: Any) -> int:
+    def _stop_for_budget(self, decision: Decision) -> int:
         """A budget is spent: ask the command to save and exit (checkpoint modes) or end it (suspend);
         greentrain's status is ``BUDGET_EXIT_CODE`` either way."""
         self.engine.note(f"{decision.reason}; stopping the command")
@@ -114,19 +118,19 @@ class Supervisor:
 
     # ---- signals ----------------------------------------------------------------------------------
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._terminating = signum
         self.engine.interrupt()
         if self.child.suspended:
             self.child.resume()
         self.child.send(signum)
 
-    def _install_handlers(self) -> dict[int, Any]:
+    def _install_handlers(self) -> dict[int, SignalHandler]:
         if threading.current_thread() is not threading.main_thread():
             return {}
         return {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     @staticmethod
-    def _restore_handlers(previous: dict[int, Any]) -> None:
+    def _restore_handlers(previous: dict[int, SignalHandler]) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

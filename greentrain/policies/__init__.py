@@ -13,7 +13,8 @@ from greentrain.policies.loader import (
     policy_from_mapping,
     policy_kinds,
 )
-from greentrain.policies.optimal import CarbonAwarePolicy, ForecastOptimalPolicy
+from greentrain.policies.carbon_aware import CarbonAwarePolicy
+from greentrain.policies.forecast_optimal import ForecastOptimalPolicy
 from greentrain.policies.power import (
     CompositePolicy,
     EnergyOptimalPolicy,

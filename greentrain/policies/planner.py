@@ -27,9 +27,10 @@ from enum import IntEnum
 
 import numpy as np
 
+from greentrain.units import J_PER_KWH  # re-exported: the planner's energy-to-emissions conversion
+
 __all__ = ["J_PER_KWH", "Mode", "Plan", "Slot", "StartState", "plan_schedule"]
 
-J_PER_KWH = 3.6e6
 _TIE_BREAK = 1e-9  # later slots cost a hair more, so equal-cost plans run early
 
 

@@ -28,7 +28,12 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.amp import GradScaler
+    from torch.optim import Optimizer
 
 from greentrain.errors import ConfigError, NotSupportedError
 from greentrain.precision.support import autocast_dtype, unsupported_reason
@@ -97,10 +102,10 @@ class PrecisionController:
         self._reference_loss: float | None = None
         self._steps_here = 0
         self._trial: list[float] = []  # energy (or time) of measured steps of the running trial
-        self._window: list[Any] = []
+        self._window: list[Tensor | float] = []
         """This window's losses as given (device tensors stay on the device until the window's check)."""
         self._pending: str | None = None
-        self._scalers: dict[bool, Any] = {}
+        self._scalers: dict[bool, GradScaler] = {}
 
     # -- what the training step uses ----------------------------------------------------
     @contextlib.contextmanager
@@ -126,7 +131,7 @@ class PrecisionController:
             yield
 
     @property
-    def scaler(self) -> Any:
+    def scaler(self) -> GradScaler:
         """A ``torch.amp.GradScaler``: active for fp16, a pass-through otherwise (one of each, kept)."""
         import torch
 
@@ -135,7 +140,7 @@ class PrecisionController:
             self._scalers[enabled] = torch.amp.GradScaler(self.device_type, enabled=enabled)
         return self._scalers[enabled]
 
-    def backward_step(self, loss: Any, optimizer: Any) -> None:
+    def backward_step(self, loss: Tensor, optimizer: Optimizer) -> None:
         """``backward`` + ``optimizer.step`` + ``zero_grad`` through the current scaler."""
         scaler = self.scaler
         scaler.scale(loss).backward()
@@ -158,7 +163,7 @@ class PrecisionController:
         self._pending = precision
         return True
 
-    def on_step_end(self, loss: Any, step_energy_j: float | None, step_time_s: float) -> str | None:
+    def on_step_end(self, loss: Tensor | float, step_energy_j: float | None, step_time_s: float) -> str | None:
         """Record one step; returns the precision to use from the next step when it changes, else None."""
         self._steps_here += 1
         self._window.append(_detached(loss))
@@ -185,7 +190,7 @@ class PrecisionController:
         self._trial = []
         return self._collective.all_reduce([mean], "sum")[0]
 
-    def _decide(self, at_window: bool, cost: float | None) -> dict[str, Any]:
+    def _decide(self, at_window: bool, cost: float | None) -> _Verdict:
         """Local verdict: a guard revert beats a trial step; returned as plain data for the broadcast."""
         measured, banned, phase = dict(self.measured), set(self.banned), self.phase
         if cost is not None:
@@ -204,7 +209,7 @@ class PrecisionController:
                 log.info("precision trial: measured cost per step %s; keeping %s", measured, decision)
         return {"decision": decision, "phase": str(phase), "banned": sorted(banned), "measured": measured}
 
-    def _adopt(self, outcome: dict[str, Any]) -> str | None:
+    def _adopt(self, outcome: _Verdict) -> str | None:
         self.measured = dict(outcome["measured"])
         self.banned = set(outcome["banned"])
         self.phase = Phase(outcome["phase"])
@@ -234,12 +239,21 @@ class PrecisionController:
         self._steps_here, self._window, self._trial = 0, [], []
 
 
-def _detached(loss: Any) -> Any:
+class _Verdict(TypedDict):
+    """Rank 0's verdict on a window, as plain data for the broadcast."""
+
+    decision: str | None
+    phase: str
+    banned: list[str]
+    measured: dict[str, float]
+
+
+def _detached(loss: Tensor | float) -> Tensor | float:
     """The loss without its graph, left where it is: reading it on the host would wait for the device."""
     return loss.detach() if hasattr(loss, "detach") else float(loss)
 
 
-def _host_values(window: list[Any]) -> list[float]:
+def _host_values(window: list[Tensor | float]) -> list[float]:
     """A window's losses as floats, with one device-to-host copy for all of them (one sync per window)."""
     tensors = [v for v in window if hasattr(v, "detach")]
     if not tensors:

@@ -15,7 +15,12 @@ import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from greentrain.userfile import JSONObject
+
+if TYPE_CHECKING:
+    from torch.nn import Module
 
 from greentrain.policies.base import OperatingPoint
 
@@ -34,7 +39,7 @@ def default_cache_dir() -> Path:
     return Path(base) / "greentrain" / "profiles"
 
 
-def workload_fingerprint(model: Any = None, *, batch_size: int | None = None, extra: str = "") -> str:
+def workload_fingerprint(model: Module | None = None, *, batch_size: int | None = None, extra: str = "") -> str:
     """A short stable hash of what determines a step's cost: parameter names/shapes/dtypes, batch size, ``extra``."""
     digest = hashlib.sha256()
     if model is not None:
@@ -44,12 +49,12 @@ def workload_fingerprint(model: Any = None, *, batch_size: int | None = None, ex
     return digest.hexdigest()[:16]
 
 
-def _point_to_json(p: OperatingPoint) -> dict[str, Any]:
+def _point_to_json(p: OperatingPoint) -> JSONObject:
     return {"power_limit_w": p.power_limit_w, "sm_clocks_mhz": list(p.sm_clocks_mhz) if p.sm_clocks_mhz else None,
             "relative_speed": p.relative_speed, "power_w": p.power_w}
 
 
-def _point_from_json(raw: dict[str, Any]) -> OperatingPoint:
+def _point_from_json(raw: JSONObject) -> OperatingPoint:
     clocks = raw.get("sm_clocks_mhz")
     return OperatingPoint(
         power_limit_w=None if raw.get("power_limit_w") is None else float(raw["power_limit_w"]),
@@ -66,16 +71,17 @@ class ProfileCache:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
 
     @staticmethod
-    def key(gpu_model: str, fingerprint: str, knob: str, candidates: list[Any], world_size: int = 1) -> dict[str, Any]:
+    def key(gpu_model: str, fingerprint: str, knob: str, candidates: list[float | tuple[int, int]],
+            world_size: int = 1) -> JSONObject:
         """The identity of a profile."""
         return {"format": _FORMAT, "gpu_model": gpu_model, "fingerprint": fingerprint, "knob": knob,
                 "candidates": [list(c) if isinstance(c, tuple) else c for c in candidates], "world_size": world_size}
 
-    def _path(self, key: dict[str, Any]) -> Path:
+    def _path(self, key: JSONObject) -> Path:
         name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
         return self.directory / f"{name}.json"
 
-    def load(self, key: dict[str, Any]) -> tuple[OperatingPoint, ...] | None:
+    def load(self, key: JSONObject) -> tuple[OperatingPoint, ...] | None:
         """The cached points, or None (missing, corrupt, or another key's file)."""
         path = self._path(key)
         try:
@@ -90,7 +96,7 @@ class ProfileCache:
             log.warning("profile cache %s unreadable (%s); profiling again", path, e)
             return None
 
-    def store(self, key: dict[str, Any], points: tuple[OperatingPoint, ...]) -> Path | None:
+    def store(self, key: JSONObject, points: tuple[OperatingPoint, ...]) -> Path | None:
         """Write atomically; a read-only cache only logs (profiling results are still used)."""
         path = self._path(key)
         body = {"key": key, "created": datetime.now(UTC).isoformat(), "points": [_point_to_json(p) for p in points]}

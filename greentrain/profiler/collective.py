@@ -9,7 +9,13 @@ NCCL). Tests inject their own.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed import ProcessGroup
+
+T = TypeVar("T")
 
 __all__ = ["Collective", "LocalCollective", "TorchCollective", "default_collective"]
 
@@ -21,7 +27,7 @@ class Collective(Protocol):
         """Element-wise 'sum', 'max' or 'min' over ranks."""
         ...
 
-    def broadcast(self, obj: Any) -> Any:
+    def broadcast(self, obj: T) -> T:
         """Rank 0's ``obj`` on every rank."""
         ...
 
@@ -39,14 +45,14 @@ class LocalCollective:
             raise ValueError(f"op: {op!r} is not sum, max or min")
         return list(values)
 
-    def broadcast(self, obj: Any) -> Any:
+    def broadcast(self, obj: T) -> T:
         return obj
 
 
 class TorchCollective:
     """Over the default ``torch.distributed`` process group (must be initialised)."""
 
-    def __init__(self, group: Any = None) -> None:
+    def __init__(self, group: ProcessGroup | None = None) -> None:
         import torch.distributed as dist
 
         if not dist.is_available() or not dist.is_initialized():
@@ -58,7 +64,7 @@ class TorchCollective:
     def rank(self) -> int:
         return self._dist.get_rank(self._group)
 
-    def _device(self) -> Any:
+    def _device(self) -> torch.device:
         import torch
 
         backend = self._dist.get_backend(self._group)
@@ -74,7 +80,7 @@ class TorchCollective:
         self._dist.all_reduce(tensor, op=ops[op], group=self._group)
         return [float(v) for v in tensor.cpu().tolist()]
 
-    def broadcast(self, obj: Any) -> Any:
+    def broadcast(self, obj: T) -> T:
         box = [obj]
         self._dist.broadcast_object_list(box, src=0, group=self._group)
         return box[0]

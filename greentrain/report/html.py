@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from html import escape
-from typing import Any
 
 from greentrain.report.model import RunData, counterfactual_run_now
 from greentrain.units import format_duration_s, format_energy_j, format_mass_g
+from greentrain.userfile import JSONObject
 
 __all__ = ["render_html", "summary_rows"]
 
@@ -20,12 +20,12 @@ def _fmt_time(t: datetime | None) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else "-"
 
 
-def _clock_label(summary: dict[str, Any]) -> str:
+def _clock_label(summary: JSONObject) -> str:
     """Which calendar the log's times are on (the engine writes ``clock`` into its summary)."""
     return {"simulated": " (simulated)", "wall": " (wall clock)"}.get(str(summary.get("clock")), "")
 
 
-def _parse(value: Any) -> datetime | None:
+def _parse(value: object) -> datetime | None:
     try:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
@@ -73,7 +73,7 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     return rows
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     """A log value for a table cell: nothing for null, lists joined."""
     if value is None:
         return ""
@@ -82,13 +82,13 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
+def _table(headers: list[str], rows: list[list[object]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _change(estimate: Any, key: str) -> str:
+def _change(estimate: object, key: str) -> str:
     value = estimate.get(key) if isinstance(estimate, dict) else None
     return f"{value * 100:+.1f} % (estimated)" if isinstance(value, (int, float)) else "not estimated"
 

@@ -14,14 +14,13 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.events import read_events
+from greentrain.units import J_PER_KWH
+from greentrain.userfile import JSONObject
 
 __all__ = ["RunData", "StepRecord", "counterfactual_run_now", "load_run"]
-
-J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +47,10 @@ class RunData:
     forecast: list[tuple[datetime, float]] = field(default_factory=list)
     """Points of the first ``forecast`` event (what the policy saw at the start)."""
     states: list[tuple[datetime, str]] = field(default_factory=list)
-    actions: list[dict[str, Any]] = field(default_factory=list)
-    advice: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[JSONObject] = field(default_factory=list)
+    advice: list[JSONObject] = field(default_factory=list)
     """Advisory mode: each decision advised, not applied, with its estimated effect."""
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: JSONObject = field(default_factory=dict)
     notes: list[tuple[datetime, str]] = field(default_factory=list)
     """Engine ``note`` events: what failed or degraded during the run."""
     zone: str | None = None
@@ -78,7 +77,7 @@ class RunData:
         return None if intensity is None else step.energy_j / J_PER_KWH * intensity
 
 
-def _time(event: dict[str, Any], where: str, key: str = "t") -> datetime:
+def _time(event: JSONObject, where: str, key: str = "t") -> datetime:
     value = event.get(key)
     try:
         parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -89,7 +88,7 @@ def _time(event: dict[str, Any], where: str, key: str = "t") -> datetime:
     return parsed
 
 
-def _number(event: dict[str, Any], key: str, where: str, default: float | None = None) -> float | None:
+def _number(event: JSONObject, key: str, where: str, default: float | None = None) -> float | None:
     value = event.get(key, default)
     if value is None:
         return default
@@ -98,7 +97,7 @@ def _number(event: dict[str, Any], key: str, where: str, default: float | None =
     return float(value)
 
 
-def _add(run: RunData, event: dict[str, Any], t: datetime, where: str) -> None:
+def _add(run: RunData, event: JSONObject, t: datetime, where: str) -> None:
     kind = event.get("event")
     if kind == "sample":
         power = _number(event, "power_w", where)

@@ -92,7 +92,7 @@ def _quiet_dcp_failures():
         root.removeFilter(dropper)
 
 
-class _HostLoadPlanner(DefaultLoadPlanner):
+class HostLoadPlanner(DefaultLoadPlanner):
     """DCP's default load planner, but non-tensor items are unpickled onto the CPU.
 
     DCP reads tensor items with ``map_location="cpu"``, but unpickles the other
@@ -249,7 +249,7 @@ class Checkpointer:
             raise ConfigError(f"--checkpoint-dir {self.folder}: step-{step} is missing or incomplete")
         with _quiet_single_process():
             state, keys = self._state({"step": 0, "tokens": 0})
-            dcp.load(state, checkpoint_id=str(path), planner=_HostLoadPlanner())
+            dcp.load(state, checkpoint_id=str(path), planner=HostLoadPlanner())
         for (part, optim), (mkeys, okeys) in zip(zip(self.parts, self.optimizers), keys):
             set_model_state_dict(part, {k: state["model"][k] for k in mkeys})
             set_optimizer_state_dict(part, optim, {k: state["optim"][k] for k in okeys}, options=_OPTIM_OPTS)

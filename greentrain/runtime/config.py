@@ -9,13 +9,13 @@ every problem in a file is reported, one line each. Built-in presets live in
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.fields import did_you_mean, hints, read_value
 from greentrain.runtime.checks import Checks, InvalidConfig
 from greentrain.runtime import sections
 from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __all__)
@@ -23,6 +23,7 @@ from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __a
     JOB_OPTION_FIELDS,
     PP_SCHEDULES,
     PRECISIONS,
+    RUNTIME_DEFAULTS,
     SECTIONS,
     CheckpointConfig,
     DataConfig,
@@ -55,6 +56,19 @@ class JobConfig:
         c = Checks("train", self.train)
         c.need(self.train.seq_len <= self.model.max_seq_len, "seq_len",
                f"{self.train.seq_len} exceeds model.max_seq_len={self.model.max_seq_len}")
+        p = Checks("parallel", self.parallel)
+        cp, ep, seq = self.parallel.cp, self.parallel.ep, self.train.seq_len
+        p.need(seq % (2 * cp) == 0, "cp",
+               f"train.seq_len={seq} must divide by 2 x cp = {2 * cp} (each rank holds two of the 2 x cp "
+               "chunks of a sequence, so causal attention work is balanced); change the sequence length or cp")
+        if self.model.moe:
+            p.need(self.model.n_experts % ep == 0, "ep",
+                   f"model.n_experts={self.model.n_experts} must divide by ep={ep} (each rank holds "
+                   "n_experts / ep experts)")
+        else:
+            p.need(ep == 1, "ep", f"{ep}: expert parallelism needs a mixture-of-experts model "
+                                  "(model.n_experts > 0, e.g. --config tiny-moe); this model is dense")
+        c.problems.extend(p.problems)
         c.done()
 
     def replace(self, section: str, **changes: Any) -> "JobConfig":
@@ -65,21 +79,6 @@ class JobConfig:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
-
-
-def _check_type(value: Any, fld: dataclasses.Field) -> tuple[Any, str | None]:
-    """(the value, converted where TOML is looser than Python: 3 for 3.0), or (None, why it is the wrong type)."""
-    annotation = str(fld.type)
-    if isinstance(value, bool) and "bool" not in annotation:
-        return None, f"expected {annotation}, got a boolean"
-    if "float" in annotation and isinstance(value, int) and not isinstance(value, bool):
-        return float(value), None
-    expected = [t for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")) if name in annotation]
-    if value is None and "None" in annotation:
-        return value, None
-    if expected and not isinstance(value, tuple(expected)):
-        return None, f"expected {annotation}, got {type(value).__name__} {value!r}"
-    return value, None
 
 
 def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
@@ -98,19 +97,19 @@ def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
     sections: dict[str, Any] = {}
     for name, value in data.items():
         if name not in SECTIONS:
-            add("", f"unknown section [{name}]{_did_you_mean(name, SECTIONS)}; valid: {', '.join(SECTIONS)}")
+            add("", f"unknown section [{name}]{did_you_mean(name, SECTIONS)}; valid: {', '.join(SECTIONS)}")
             continue
         if not isinstance(value, dict):
             add(name, f"must be a table [{name}]")
             continue
         cls = SECTIONS[name]
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = hints(cls)
         kwargs = {}
         for key, item in value.items():
             if key not in fields:
-                add(f"{name}.{key}", f"unknown key{_did_you_mean(key, fields)}; valid: {', '.join(fields)}")
+                add(f"{name}.{key}", f"unknown key{did_you_mean(key, fields)}; valid: {', '.join(fields)}")
                 continue
-            converted, wrong = _check_type(item, fields[key])
+            converted, wrong = read_value(fields[key], item)
             if wrong:
                 add(f"{name}.{key}", wrong)
             else:
@@ -127,11 +126,6 @@ def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
     lines = [f"{sources[key]}: {why}" if key in sources else f"{origin}: {key}: {why}" if key else f"{origin}: {why}"
              for key, why in problems]
     raise ConfigError("\n".join(lines))
-
-
-def _did_you_mean(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def list_presets() -> list[str]:

@@ -12,39 +12,50 @@
   ranks before the next step.
 - without a policy, ``--metrics-port`` still serves step/token counters
   (rank 0) from a :class:`~greentrain.jobstats.JobStats`.
+
+A MoE model's router statistics (tokens per expert, imbalance) go to the
+same ``JobStats`` either way, so the exporter serves them.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from greentrain.job.state import STATE_FILE_NAME
 from greentrain.jobstats import JobState, JobStats
 from greentrain.runtime.config import JobConfig
 from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
 
-__all__ = ["SessionHook", "run_training"]
+if TYPE_CHECKING:
+    from greentrain.engine.collaborators import Loss
+    from greentrain.policies.base import Decision
+    from greentrain.session import Session
+
+__all__ = ["SessionHook", "run_training", "report_router"]
 
 
 class SessionHook:
     """Adapts a Session to the trainer's ``on_step_end`` hook."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
 
     @property
     def should_stop(self) -> bool:
         return bool(self.session.should_stop)
 
-    def on_step_end(self, step: int, tokens: int, loss: Any) -> Any:
+    def on_step_end(self, step: int, tokens: int, loss: Loss) -> Decision:
         return self.session.step(tokens=tokens, loss=loss)
 
 
-def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str, Any]) -> Any:
+def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, object]) -> Session:
+    """The Session of one rank: the ``[greentrain]`` settings as they are, the trainer's checkpoint and metrics."""
     from greentrain.session import Session
-
-    g = cfg.greentrain
 
     def save(next_step: int) -> None:
         if next_step != trainer.step:
@@ -55,22 +66,15 @@ def _session(cfg: JobConfig, trainer: Trainer, world_size: int, extra: dict[str,
         return trainer.resume() if trainer.checkpointer is not None else None
 
     has_checkpoint = trainer.checkpointer is not None
-    relaunch = g.relaunch if g.relaunch != "auto" else ("exec" if world_size == 1 else "exit")
-    kwargs: dict[str, Any] = dict(
-        zone=g.zone, provider=g.provider, deadline=g.deadline, deadline_policy=g.deadline_policy,
-        steps_total=cfg.train.steps,
-        save=save if has_checkpoint else None, load=load if has_checkpoint else None,
-        pause_mode=g.pause_mode if has_checkpoint else "suspend",
+    settings: dict[str, object] = {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)}
+    settings.update(
+        steps_total=cfg.train.steps, pause_mode=settings["pause_mode"] if has_checkpoint else "suspend",
         metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
-        metrics_allow_public=cfg.metrics.allow_public,
-        job=g.job, relaunch=relaunch, actuation=g.actuation,
-        state_path=None if not has_checkpoint else f"{cfg.checkpoint.dir}/greentrain-state.json",
-        progress=False, waiting_power_w=g.waiting_power_w, max_emissions_g=g.max_emissions_g,
-        max_energy_j=g.max_energy_j,
-    )
-    policy = extra.pop("policy", g.policy)
-    kwargs.update(extra)
-    return Session(policy, **kwargs)
+        metrics_allow_public=cfg.metrics.allow_public, progress=False,
+        state_path=Path(cfg.checkpoint.dir) / STATE_FILE_NAME if has_checkpoint and cfg.checkpoint.dir else None)
+    policy = extra.pop("policy", settings.pop("policy"))
+    settings.update(extra)
+    return Session(policy, save=save if has_checkpoint else None, load=load if has_checkpoint else None, **settings)
 
 
 @contextlib.contextmanager
@@ -88,9 +92,12 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
         server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port)
         server.start()
 
+    router = report_router(stats)
+
     def on_step(m: StepMetrics) -> None:
         stats.add(steps=1, tokens=m.tokens)
         stats.update(precision=m.precision)
+        router(m)
 
     try:
         yield on_step
@@ -100,7 +107,17 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
             server.stop()
 
 
-def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, Any] | None = None,
+def report_router(stats: JobStats) -> Callable[[StepMetrics], None]:
+    """An on_step callback that adds a MoE step's router statistics to ``stats`` (the exporter's)."""
+
+    def on_step(m: StepMetrics) -> None:
+        if m.expert_tokens is not None:
+            stats.add_expert_tokens(m.expert_tokens, m.expert_imbalance)
+
+    return on_step
+
+
+def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, object] | None = None,
                  handle_signals: bool = False) -> tuple[Trainer, list[StepMetrics]]:
     """Build the trainer for this rank and train, under the greentrain session when a policy is set.
 
@@ -112,15 +129,14 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     trainer = Trainer(cfg)
     if on_ready is not None:
         on_ready(trainer)
-    world_size = trainer.dims.world_size
     callbacks = [on_step] if on_step is not None else []
     extra = dict(session_kwargs or {})
     if cfg.greentrain.policy is None and "policy" not in extra:
         with _plain_metrics(trainer.cfg, trainer) as count:
             trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
             return trainer, trainer.fit(handle_signals=handle_signals)
-    session = _session(trainer.cfg, trainer, world_size, extra)
-    trainer.on_step = _chain(callbacks)
+    session = _session(trainer.cfg, trainer, extra)
+    trainer.on_step = _chain([report_router(session.job_stats)] + callbacks)
     with session:
         trainer.hook = SessionHook(session)
         trainer.step = max(trainer.step, session.start_step)

@@ -7,10 +7,12 @@ loads and checks a whole file into a ``JobConfig`` of these.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field, make_dataclass
 
 from greentrain.runtime.checks import (
     MAX_COUNT,
+    MAX_EXPERTS,
     MAX_DIM,
     MAX_PARAMS,
     MAX_SEQ_LEN,
@@ -34,6 +36,7 @@ __all__ = [
     "PP_SCHEDULES",
     "AC_MODES",
     "JOB_OPTION_FIELDS",
+    "RUNTIME_DEFAULTS",
 ]
 
 PRECISIONS = ("fp32", "bf16", "fp16", "tf32")
@@ -65,13 +68,31 @@ class ModelConfig:
     """RoPE base frequency."""
     max_seq_len: int = 2048
     """Longest sequence RoPE tables are built for."""
+    n_experts: int = 0
+    """Mixture of experts: routed experts per block (0: a dense model, every block a SwiGLU)."""
+    top_k: int = 2
+    """MoE: experts each token is routed to."""
+    expert_hidden: int | None = None
+    """MoE: hidden size of each expert's SwiGLU (unset: the dense ``ffn_hidden``)."""
+    shared_expert: bool = False
+    """MoE: add one always-on expert (a SwiGLU of ``expert_hidden``) that every token passes through."""
+    aux_loss_coef: float = 0.01
+    """MoE: weight of the load-balancing loss (per sequence, summed over MoE blocks) in the objective."""
+    capacity_factor: float | None = None
+    """MoE: unset = dropless (every token reaches its top-k experts); else each expert takes at most
+    ``capacity_factor × tokens × top_k / n_experts`` tokens of a batch and drops the rest (their residual
+    passes through)."""
 
     def __post_init__(self) -> None:
         c = Checks("model", self)
         sizes_ok = all([c.int_range("dim", 1, MAX_DIM), c.int_range("n_layers", 1, MAX_COUNT),
                         c.int_range("n_heads", 1, MAX_DIM), c.int_range("vocab_size", 1, MAX_VOCAB),
                         c.int_range("ffn_multiple_of", 1, MAX_DIM), c.int_range("max_seq_len", 2, MAX_SEQ_LEN),
-                        c.int_range("n_kv_heads", 1, MAX_DIM, none_ok=True)])
+                        c.int_range("n_kv_heads", 1, MAX_DIM, none_ok=True),
+                        c.int_range("n_experts", 0, MAX_EXPERTS), c.int_range("top_k", 1, MAX_EXPERTS),
+                        c.int_range("expert_hidden", 1, MAX_DIM * 64, none_ok=True)])
+        c.finite("aux_loss_coef", low=0, high=1e3)
+        c.finite("capacity_factor", low=0, high=1e3, low_open=True, none_ok=True)
         c.finite("ffn_dim_multiplier", low=0, high=64, low_open=True, none_ok=True)
         c.finite("norm_eps", low=0, high=1, low_open=True)
         c.finite("rope_theta", low=0, low_open=True)
@@ -80,6 +101,8 @@ class ModelConfig:
             c.need((self.dim // self.n_heads) % 2 == 0, "dim", "head size (dim / n_heads) must be even for RoPE")
             kv = self.kv_heads
             c.need(self.n_heads % kv == 0, "n_kv_heads", f"{kv} must divide n_heads={self.n_heads}")
+            c.need(self.n_experts == 0 or self.top_k <= self.n_experts, "top_k",
+                   f"{self.top_k} is more than model.n_experts={self.n_experts}")
             if not c.problems:
                 params = self.approx_params()
                 c.need(params <= MAX_PARAMS, "dim",
@@ -91,11 +114,25 @@ class ModelConfig:
     def kv_heads(self) -> int:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
+    @property
+    def moe(self) -> bool:
+        """True for a mixture-of-experts model (``n_experts > 0``)."""
+        return self.n_experts > 0
+
+    @property
+    def moe_hidden(self) -> int:
+        """Hidden size of one expert (``expert_hidden``, else the dense ``ffn_hidden``)."""
+        return self.expert_hidden if self.expert_hidden is not None else self.ffn_hidden
+
     def approx_params(self) -> float:
         """Parameter count, embeddings and output included (float: no overflow for absurd sizes)."""
         head = self.dim // self.n_heads
         attn = self.dim * head * (2 * self.n_heads + 2 * self.kv_heads)
-        return float(self.n_layers) * (attn + 3.0 * self.dim * self.ffn_hidden) + 2.0 * self.vocab_size * self.dim
+        if self.moe:
+            ffn = 3.0 * self.dim * self.moe_hidden * (self.n_experts + self.shared_expert) + self.dim * self.n_experts
+        else:
+            ffn = 3.0 * self.dim * self.ffn_hidden
+        return float(self.n_layers) * (attn + ffn) + 2.0 * self.vocab_size * self.dim
 
     @property
     def ffn_hidden(self) -> int:
@@ -120,6 +157,12 @@ class ParallelConfig:
     """Tensor-parallel degree (DTensor ColwiseParallel/RowwiseParallel)."""
     pp: int = 1
     """Pipeline stages across ranks."""
+    cp: int = 1
+    """Context-parallel degree: each sequence is split over this many ranks (exact attention; the sequence
+    length must divide by ``2 × cp`` for causal load balancing)."""
+    ep: int = 1
+    """Expert-parallel degree (MoE models only): routed experts are spread over this many ranks, which are
+    data-parallel ranks for every other parameter; tokens reach their experts by all-to-all."""
     pp_schedule: str = "1f1b"
     """``gpipe``, ``1f1b`` or ``interleaved`` (interleaved 1F1B)."""
     microbatches: int | None = None
@@ -137,12 +180,18 @@ class ParallelConfig:
     """FSDP2: keep sharded parameters and optimizer state on the CPU."""
     device_memory_gb: float | None = None
     """Per-device memory for the ``auto`` planner (default: detected)."""
+    auto_trials: int | None = None
+    """``auto``: how many of the layouts that fit are measured before one is chosen: unset = every one of them
+    (the estimate only orders them), N = the N best by the estimate, 0 = choose by the estimate alone."""
+    auto_trial_steps: int = 3
+    """``auto``: measured steps per trial (after one warm-up step)."""
 
     def __post_init__(self) -> None:
         c = Checks("parallel", self)
         c.need(self.mesh in ("manual", "auto"), "mesh", f"{self.mesh!r} is not 'manual' or 'auto'")
-        for key in ("dp_replicate", "tp", "pp", "virtual_stages"):
+        for key in ("dp_replicate", "tp", "pp", "cp", "ep", "virtual_stages", "auto_trial_steps"):
             c.int_range(key, 1, MAX_COUNT)
+        c.int_range("auto_trials", 0, MAX_COUNT, none_ok=True)
         c.need(self.dp_shard == -1 or 1 <= self.dp_shard <= MAX_COUNT, "dp_shard",
                f"must be within 1..{MAX_COUNT:,} or -1 (auto), got {self.dp_shard}")
         c.need(self.pp_schedule in PP_SCHEDULES, "pp_schedule",
@@ -279,57 +328,43 @@ class MetricsConfig:
         c.done()
 
 
-@dataclass(kw_only=True, slots=True)
-class GreentrainConfig:
-    """Run under the greentrain engine (carbon/energy policy at step boundaries).
+RUNTIME_DEFAULTS: dict[str, object] = {"policy": None, "pause_mode": "checkpoint", "relaunch": "auto",
+                                       "actuation": "apply"}
+"""Where a training run's defaults differ from a ``Session``'s: no policy means plain training; a pause
+checkpoints on every rank; one process re-execs itself, several exit for ``torchrun``/the scheduler to
+restart them; GPU settings are applied unless ``--advise-only`` says otherwise."""
 
-    Each key is the ``greentrain.job.JobOptions`` field of the same name, checked by its rules
-    (``tests/job/test_options_sources.py`` holds the two together); defaults suit a training run."""
 
-    policy: str | None = None
-    """Policy name or TOML file; none = plain training."""
-    zone: str | None = None
-    """Grid zone (e.g. GB, US-CAL-CISO)."""
-    provider: str | None = None
-    """Carbon-intensity provider name."""
-    deadline: str | None = None
-    """ISO-8601 with timezone or '+H' hours from now."""
-    pause_mode: str = "checkpoint"
-    """``checkpoint`` (save and exit; relaunch resumes), ``suspend`` (wait in-process) or ``auto`` (per pause:
-    release when a relauncher exists and holding the devices would cost more)."""
-    waiting_power_w: float | None = None
-    """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""
-    max_emissions_g: float | None = None
-    """Carbon budget, grams CO2eq: warn once when projected over, stop at a checkpoint (exit 3) when spent."""
-    max_energy_j: float | None = None
-    """Energy budget, joules (as ``max_emissions_g``)."""
-    job: str = "greentrain"
-    """Job name used in metrics."""
-    deadline_policy: str | None = None
-    """``strict`` (refuse an impossible deadline; exit 3 after a late finish) or ``best-effort`` (warn, run on);
-    none = the policy's setting."""
-    relaunch: str = "auto"
-    """After a checkpoint pause: ``exec`` (wait, re-exec), ``exit`` (exit 75 for torchrun/scheduler to
-    restart), ``none`` (return), ``auto`` (exec for one process, exit for several)."""
-    actuation: str = "apply"
-    """``apply`` power-limit, clock and precision decisions, or ``advise`` (report them, apply none)."""
+def _greentrain_section() -> type:
+    """``[greentrain]``: every ``JobOptions`` field offered to ``greentrain train``, read by its rules."""
+    from greentrain.job.options import option_problems, settings_for
 
-    def __post_init__(self) -> None:
-        from greentrain.job.options import option_problems  # the job's own checks: one spelling of each rule
+    offered = settings_for("train")
+    fields = []
+    for s in offered:
+        default = RUNTIME_DEFAULTS.get(s.name, s.default)
+        fields.append((s.name, s.hint | None if default is None else s.hint, field(default=default)))  # type: ignore[operator]
 
+    def __post_init__(self: object) -> None:
         c = Checks("greentrain", self)
-        shared = {name: getattr(self, name) for name in JOB_OPTION_FIELDS}
-        for name, why in option_problems(**shared):
+        values = {s.name: getattr(self, s.name) for s in offered}
+        if values["policy"] is None:  # plain training: no policy to check
+            del values["policy"]
+        for name, why in option_problems(values):
             c.need(False, name, why)
-        c.need(self.relaunch in ("auto", "exec", "exit", "none"), "relaunch",
-               f"{self.relaunch!r} is not auto, exec, exit or none")
         c.done()
 
+    doc = ("Run under the greentrain engine (carbon/energy policy at step boundaries). Each key is the "
+           "``greentrain.job.JobOptions`` field of the same name, with its type, choices, docstring and check; "
+           "``RUNTIME_DEFAULTS`` are this section's own defaults.")
+    return make_dataclass("GreentrainConfig", fields, kw_only=True, slots=True,
+                          namespace={"__post_init__": __post_init__, "__doc__": doc, "__module__": __name__})
 
-JOB_OPTION_FIELDS = ("policy", "zone", "provider", "deadline", "pause_mode", "waiting_power_w", "max_emissions_g",
-                     "max_energy_j", "job", "deadline_policy", "actuation")
-"""The ``[greentrain]`` keys that are ``greentrain.job.JobOptions`` fields as they are (``relaunch`` adds
-'auto': exec for one process, exit for several)."""
+
+GreentrainConfig = _greentrain_section()
+
+JOB_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(GreentrainConfig))
+"""The ``[greentrain]`` keys: the ``greentrain.job.JobOptions`` fields a training run takes."""
 
 
 SECTIONS: dict[str, type] = {  # [section] name -> its dataclass

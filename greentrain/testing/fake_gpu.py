@@ -71,9 +71,7 @@ class FakeGPU(GPU):
         energy_counter: bool = True,
         draw: PowerDraw | None = None,
         refresh_period_s: float | None = NVML_REFRESH_S,
-        refresh_phase_s: float | None = None,
         call_costs: bool = False,
-        counter_offset_j: float = 1.0e6,
     ) -> None:
         profile = load_gpu_profile(gpu_model)
         self.points: list[ProfilePoint] = profile.points(workload, batch_size)  # highest first
@@ -92,12 +90,11 @@ class FakeGPU(GPU):
         self.draw = draw
         """Replaces the profile's power (and ignores the power limit) when set."""
         self.refresh_period_s = refresh_period_s
-        # GPUs of one node do not refresh in step: a fixed, index-dependent phase.
-        self.refresh_phase_s = (
-            refresh_phase_s if refresh_phase_s is not None else (0.0137 * (index + 1)) % (refresh_period_s or 1.0)
-        )
+        self.refresh_phase_s = (0.0137 * (index + 1)) % (refresh_period_s or 1.0)
+        """When in each period the counter refreshes: GPUs of one node do not refresh in step, so a fixed,
+        index-dependent phase (set it to line a test up with the refresh)."""
         self.call_costs = call_costs
-        self.counter_offset_j = counter_offset_j
+        self.counter_offset_j = 1.0e6
         """What the counter held at construction: NVML counts from driver load, never from 0 at job start."""
         self.truth_at_counter_read_j: float | None = None
         """The true energy at the moment of the last counter read (to judge a figure built on that read)."""
@@ -120,18 +117,19 @@ class FakeGPU(GPU):
     def reset_failure(self) -> None:
         self._failure = None
 
-    def _interpolate(self, limit_w: float) -> tuple[float, float]:
-        """(average power W, time per epoch s) at ``limit_w``, linear between measured limits."""
+    def measured_at(self, limit_w: float) -> tuple[float, float]:
+        """(average power W, time per epoch s) at ``limit_w``, linear between the profile's measured limits:
+        the truth the fake's readings follow."""
         point = interpolate(self.points, limit_w)
         return point.average_power_w, point.time_per_epoch_s
 
     def base_power_w(self) -> float:
         """Profile power at the current limit, without ripple."""
-        return self._interpolate(self._limit_w)[0]
+        return self.measured_at(self._limit_w)[0]
 
     def relative_speed(self) -> float:
         """t_epoch(max limit) / t_epoch(current limit): 1.0 at full power, < 1 when capped."""
-        return self.points[0].time_per_epoch_s / self._interpolate(self._limit_w)[1]
+        return self.points[0].time_per_epoch_s / self.measured_at(self._limit_w)[1]
 
     def step_time_s(self, base_step_s: float) -> float:
         """How long a step that takes ``base_step_s`` at full power takes at the current limit."""
@@ -140,7 +138,7 @@ class FakeGPU(GPU):
     def _segment_energy_j(self, limit_w: float, t0: float, t1: float) -> float:
         if self.draw is not None:
             return self.draw.energy_j(t0, t1)
-        base_w = self._interpolate(limit_w)[0]
+        base_w = self.measured_at(limit_w)[0]
         return base_w * ((t1 - t0) + self.ripple * (_ripple_integral(t1) - _ripple_integral(t0)))
 
     def _energy_at(self, t: float) -> float:

@@ -18,11 +18,12 @@ skips the costs for tests that need speed; benchmarks keep them.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import pynvml
 
@@ -77,12 +78,15 @@ class FakeNVMLDevice:
         return self.gpu
 
 
-def _measured_cost(method: Callable[..., Any]) -> Callable[..., Any]:
+R = TypeVar("R")
+
+
+def _measured_cost(method: Callable[..., R]) -> Callable[..., R]:
     """The call takes the CPU time it took on the H100 in all, the fake's own work included."""
     cost_s = NVML_CALL_COST_S[method.__name__]
 
     @functools.wraps(method)
-    def call(self: FakeNVML, *args: Any) -> Any:
+    def call(self: FakeNVML, *args: object) -> R:
         if not self.call_costs:
             return method(self, *args)
         start_s = time.thread_time()
@@ -125,12 +129,12 @@ class FakeNVML:
         self.initialised = 0
         self.call_costs = call_costs
         """Spend each call's measured H100 CPU cost (off: fast tests)."""
-        self.calls: list[tuple[str, int | None, tuple[Any, ...]]] = []
+        self.calls: list[tuple[str, int | None, tuple[object, ...]]] = []
         """Every call: (function name, device index or None, extra arguments)."""
         self._injections: list[_Injection] = []
         self._lost: set[int] = set()
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "c_nvml")):
             return getattr(pynvml, name)
         raise AttributeError(name)
@@ -145,7 +149,7 @@ class FakeNVML:
         """Every later call on device ``index`` raises NVML_ERROR_GPU_IS_LOST."""
         self._lost.add(index)
 
-    def _enter(self, function: str, handle: _Handle | None = None, *args: Any) -> None:
+    def _enter(self, function: str, handle: _Handle | None = None, *args: object) -> None:
         index = handle.index if handle is not None else None
         self.calls.append((function, index, args))
         if function not in ("nvmlInit", "nvmlShutdown") and not self.initialised:
@@ -158,7 +162,7 @@ class FakeNVML:
                     inj.times -= 1
                 raise pynvml.NVMLError(inj.code)
 
-    def _gpu(self, function: str, handle: _Handle, *args: Any) -> FakeGPU:
+    def _gpu(self, function: str, handle: _Handle, *args: object) -> FakeGPU:
         """Record and check a per-device call; the device's physics."""
         self._enter(function, handle, *args)
         return self.gpus[handle.index]
@@ -224,7 +228,7 @@ class FakeNVML:
         return int(self._gpu("nvmlDeviceGetPowerUsage", handle).power_w() * 1000)
 
     @_measured_cost
-    def nvmlDeviceGetFieldValues(self, handle: _Handle, field_ids: Sequence[int]) -> Any:
+    def nvmlDeviceGetFieldValues(self, handle: _Handle, field_ids: Sequence[int]) -> ctypes.Array[pynvml.c_nvmlFieldValue_t]:
         gpu = self._gpu("nvmlDeviceGetFieldValues", handle, tuple(field_ids))
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         power_ids = (pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE)
@@ -296,7 +300,7 @@ class FakeNVML:
 
     # --- health -----------------------------------------------------------------------------------
 
-    def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> Any:
+    def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> pynvml.c_nvmlUtilization_t:
         gpu = self._gpu("nvmlDeviceGetUtilizationRates", handle)
         return pynvml.c_nvmlUtilization_t(gpu=int(gpu.utilization_pct()), memory=40)
 

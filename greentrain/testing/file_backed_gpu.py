@@ -83,7 +83,8 @@ class FileBackedGPU(GPU):
             raise self._failure
 
     # -- state file --------------------------------------------------------------
-    def _read(self) -> dict:
+    def settings(self) -> dict[str, object]:
+        """The settings as the state file holds them now (what a test prints when one leaked)."""
         return json.loads(self.state_file.read_text(encoding="utf-8"))
 
     def _write(self, state: dict) -> None:
@@ -94,7 +95,7 @@ class FileBackedGPU(GPU):
 
     def _update(self, **changes: object) -> None:
         self._accumulate()  # energy so far was drawn at the old setting
-        state = self._read()
+        state = self.settings()
         state.update(changes)
         self._write(state)
 
@@ -114,7 +115,7 @@ class FileBackedGPU(GPU):
         return time_x, power_x
 
     def _operating(self) -> tuple[float, float]:
-        state = self._read()
+        state = self.settings()
         t, p = self._at_limit(state["power_limit_w"])
         clocks = state.get("sm_clocks_mhz")
         time_x, power_x = self._clock_factors(tuple(clocks) if clocks else None)
@@ -154,7 +155,7 @@ class FileBackedGPU(GPU):
 
     def power_limit_w(self) -> float:
         self._check()
-        return float(self._read()["power_limit_w"])
+        return float(self.settings()["power_limit_w"])
 
     def power_limit_constraints(self) -> PowerLimitConstraints:
         limits = [p.power_limit_w for p in self._points]
@@ -178,12 +179,12 @@ class FileBackedGPU(GPU):
 
     def sm_clock_mhz(self) -> int:
         self._check()
-        clocks = self._read().get("sm_clocks_mhz")
+        clocks = self.settings().get("sm_clocks_mhz")
         return int(clocks[1]) if clocks else self._max_clock
 
     def locked_sm_clocks_mhz(self) -> tuple[int, int] | None:
         """The locked range (the fake can tell; NVML cannot)."""
-        clocks = self._read().get("sm_clocks_mhz")
+        clocks = self.settings().get("sm_clocks_mhz")
         return (int(clocks[0]), int(clocks[1])) if clocks else None
 
     def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> None:
@@ -207,10 +208,10 @@ class FileBackedGPU(GPU):
 
     def throttle_reasons(self) -> list[str]:
         self._check()
-        state = self._read()
+        state = self.settings()
         return ["sw_power_cap"] if state["power_limit_w"] < self.power_limit_constraints().max_w else []
 
     def is_default(self) -> bool:
         """Whether every setting is at its default (what a leak test checks)."""
-        state = self._read()
+        state = self.settings()
         return state["power_limit_w"] == self.power_limit_constraints().default_w and not state.get("sm_clocks_mhz")

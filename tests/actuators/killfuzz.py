@@ -66,7 +66,7 @@ def _finish(root: Path, proc: subprocess.Popen[str], sent: int, timeout_s: float
     leaked = not gpu.is_default() or bool(entries)
     fields = dict(part.split("=", 1) for line in out.splitlines() if line.startswith("stopped")
                   for part in line.split()[1:])
-    detail = (f"rc={proc.returncode} hung={hung} gpu={gpu._read()} journal={sorted(entries)} out={out!r} "
+    detail = (f"rc={proc.returncode} hung={hung} gpu={gpu.settings()} journal={sorted(entries)} out={out!r} "
               f"err={err[-3000:] if hung else err[-400:]!r}")
     return Round(signals_sent=sent, rc=proc.returncode, leaked=leaked, lost=not gpu.is_default() and not entries,
                  hung=hung, in_apply=fields.get("in_apply") == "1",

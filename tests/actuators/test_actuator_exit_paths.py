@@ -63,7 +63,7 @@ def test_settings_restored_on_exit_path(tmp_path: Path, mode: str, send: int | N
         assert "host-handler" in out
     if mode == "sigint":
         assert "KeyboardInterrupt" in err
-    assert gpu.is_default(), f"{mode}: settings leaked: {gpu._read()}"
+    assert gpu.is_default(), f"{mode}: settings leaked: {gpu.settings()}"
     assert Journal(tmp_path / "state", gpu.uuid).entries() == {}
 
 
@@ -81,7 +81,7 @@ def test_sigkill_at_random_points_then_restart_leaks_nothing(tmp_path: Path) -> 
         gpu = _gpu(tmp_path)
         with ActuatorSet([gpu], state_dir=tmp_path / "state", install_hooks=False) as acts:
             killed_while_changed += acts.recover() > 0
-            assert gpu.is_default(), f"iteration {i}: leaked {gpu._read()}"
+            assert gpu.is_default(), f"iteration {i}: leaked {gpu.settings()}"
             assert acts.unrestored_count() == 0
         assert Journal(tmp_path / "state", gpu.uuid).entries() == {}
     assert killed_while_changed >= iterations // 4, "kills should mostly land while settings were changed"

@@ -65,7 +65,7 @@ def test_signal_mid_change_restores_after_the_change_completes(tmp_path: Path) -
             # held back until the change completed and was restored: the host handler saw the default
             assert seen == [(signal.SIGTERM, 300.0)]
             assert acts.stop_requested
-            assert gpu.is_default(), gpu._read()
+            assert gpu.is_default(), gpu.settings()
             assert Journal(tmp_path / "state", gpu.uuid).entries() == {}
             assert acts.apply(Decision(power_limit_w=150.0)) == []  # held: the job is stopping
             assert gpu.is_default()

@@ -11,7 +11,7 @@ import pytest
 
 import greentrain.session as session_module
 from greentrain.cli import main
-from greentrain.cli.train import _argv_for_ranks, build_config
+from greentrain.cli.train import argv_for_ranks, build_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,7 +50,7 @@ def test_train_flag_reaches_the_session(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_train_flag_travels_to_torchrun_ranks_and_config() -> None:
     flags = {"actuation": "advise", "steps": 3}
-    assert "--advise-only" in _argv_for_ranks("tiny", (), flags)
+    assert "--advise-only" in argv_for_ranks("tiny", (), flags)
     assert build_config("tiny", flags, ()).greentrain.actuation == "advise"
     assert build_config("tiny", {}, ()).greentrain.actuation == "apply"
 

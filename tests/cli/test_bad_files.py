@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from greentrain.cli import main
+from greentrain.fields import hints, type_problem
 from greentrain.policies.settings import PolicySettings
 from greentrain.runtime import config as runtime_config
 
@@ -174,28 +175,24 @@ def test_bad_value_names_file_and_key(toml: str, key: str, tmp_path: Path,
     assert "step " not in capsys.readouterr().out
 
 
-def _wrong_value(annotation: str):
-    """A TOML value of the wrong type for a field annotated ``annotation``."""
-    if "bool" in annotation:
-        return '"yes"'
-    if "int" in annotation or "float" in annotation:
-        return '"many"'
-    return "5"  # a str field given a number
+def _wrong_value(hint: object) -> str:
+    """A TOML value of the wrong type for a field annotated ``hint``."""
+    for value, toml in ((5, "5"), ("many", '"many"'), (True, "true")):
+        if type_problem(hint, value) is not None:
+            return toml
+    raise AssertionError(f"every value fits {hint}")
 
 
-def _all_keys() -> list[tuple[str, str, str]]:
-    keys = []
-    for section, cls in runtime_config.SECTIONS.items():
-        for field in dataclasses.fields(cls):
-            keys.append((section, field.name, str(field.type)))
-    return keys
+def _all_keys() -> list[tuple[str, str, object]]:
+    return [(section, name, hint) for section, cls in runtime_config.SECTIONS.items()
+            for name, hint in hints(cls).items()]
 
 
-@pytest.mark.parametrize(("section", "key", "annotation"), _all_keys(), ids=lambda v: str(v))
-def test_every_config_key_with_a_wrong_type(section: str, key: str, annotation: str, tmp_path: Path,
+@pytest.mark.parametrize(("section", "key", "hint"), _all_keys(), ids=lambda v: str(v))
+def test_every_config_key_with_a_wrong_type(section: str, key: str, hint: object, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "job.toml"
-    path.write_text(f"[{section}]\n{key} = {_wrong_value(annotation)}\n", encoding="utf-8")
+    path.write_text(f"[{section}]\n{key} = {_wrong_value(hint)}\n", encoding="utf-8")
     code, err = cli(capsys, "train", "--config", str(path))
     assert_one_clean_error(code, err, f"{path}: {section}.{key}: expected")
 

@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """`greentrain carbon now|forecast|history|providers` end to end (local servers only, never the internet)."""
 
 from __future__ import annotations

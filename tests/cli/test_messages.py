@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from greentrain.engine import Collaborators, DeadlineGuard, Progress
+from greentrain.policies import load_policy
 from greentrain.cli import main
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
 
@@ -78,14 +80,17 @@ def test_delayed_start_announces_one_time_the_planned_resume(capsys: pytest.Capt
     origin = datetime(2022, 10, 10, 5, tzinfo=UTC)  # GB morning peak: cleaner from the late morning
     clock = FrozenClock(origin)
     chain = SignalChain([make_provider(f"csv:{GB_TRACE}", clock=clock)], zone="GB", clock=clock)
-    engine = Engine("forecast-optimal", signals=chain, clock=clock, steps_total=100, step_time_s=60.0,
-                    deadline=origin + timedelta(hours=20), progress=False)
+    engine = Engine(load_policy("forecast-optimal"),
+                    Collaborators(clock=clock, signals=chain),
+                    progress=Progress(steps_total=100, step_time_s=60.0),
+                    deadline=DeadlineGuard(origin + timedelta(hours=20), simulated=True),
+                    countdown=False)
     decision = engine.begin()
     assert decision.until is not None and decision.plan
     planned = min(start for start, _ in decision.plan if start > origin)
     assert planned > decision.until, "the policy's next look is earlier than the planned resume"
-    engine.waiter._target = decision.until
-    engine.waiter._announce(decision.reason)
+    engine.waiter.retarget(decision.until)
+    engine.waiter.announce(decision.reason)
     engine.close()
     line = [x for x in capsys.readouterr().err.splitlines() if "delaying start" in x][0]
     assert len(_TIME.findall(line)) == 1, line

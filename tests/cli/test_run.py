@@ -12,6 +12,7 @@ import pytest
 
 from greentrain.cli import main
 from greentrain.events import read_events
+from tests.gt_commands import CHECKPOINTING_WORKER
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,26 +86,6 @@ def test_best_effort_warns_and_runs_now(capfd: pytest.CaptureFixture[str]) -> No
 
 # ---- end to end: a real child process under a replayed synthetic trace ----------------------------------
 
-WORKER = """
-import os, signal, sys, time
-out, state, n, tick = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-stop = False
-def on_usr1(signum, frame):
-    global stop
-    stop = True
-signal.signal(signal.SIGUSR1, on_usr1)
-start = int(open(state).read()) if os.path.exists(state) else 0
-for i in range(start, n):
-    time.sleep(tick)
-    with open(out, "a") as f:
-        f.write(f"{i} {time.monotonic()!r} {os.environ.get('GREENTRAIN_RESTARTS')}\\n")
-    if stop:
-        with open(state, "w") as f:
-            f.write(str(i + 1))
-        sys.exit(0)
-print("worker finished")
-sys.exit(7)
-"""
 
 
 def write_trace(path: Path) -> None:
@@ -124,7 +105,7 @@ def write_trace(path: Path) -> None:
 @pytest.mark.parametrize("mode", ["suspend", "checkpoint"])
 def test_run_pauses_a_real_command_through_the_dirty_hours(tmp_path: Path, mode: str) -> None:
     write_trace(tmp_path / "trace.csv")
-    (tmp_path / "worker.py").write_text(WORKER)
+    (tmp_path / "worker.py").write_text(CHECKPOINTING_WORKER)
     out, state, jsonl = tmp_path / "out.txt", tmp_path / "state", tmp_path / "run.jsonl"
     # One trace hour per second; 00:30 start, dirty 02:00-05:00, deadline 06:30: a clean plan runs
     # before 02:00, pauses, and finishes after 05:00 (not all of the work fits before 02:00).

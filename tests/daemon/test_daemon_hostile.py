@@ -22,22 +22,12 @@ from greentrain.errors import ConfigError, PrivilegeError
 from greentrain.policies.base import Decision
 from greentrain.testing import FileBackedGPU
 from tests.daemon.gt_hostile_lines import HOSTILE_LINES, VALID, mutations
-from tests.daemon.test_daemon_server import (  # noqa: F401 - sockdir is a fixture
-    NOBODY,
-    NOBODY_GROUP,
-    _fork,
-    _gpus,
-    _read_line,
-    _serve,
-    _wait_for,
-    needs_root,
-    sockdir,
-)
+from tests.daemon.gt_daemon import NOBODY, NOBODY_GROUP, fork_child, make_gpus, needs_root, read_line, serve, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
 def test_malformed_requests_get_error_replies_and_no_thread_dies(tmp_path: Path, sockdir: Path, caplog) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     lines = HOSTILE_LINES + mutations(400)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
@@ -53,7 +43,7 @@ def test_malformed_requests_get_error_replies_and_no_thread_dies(tmp_path: Path,
             raw.sendall(b'{"op":"status"}\n')
             assert json.loads(reader.readline())["ok"] is True  # the same connection still works
         assert refused >= len(HOSTILE_LINES)
-        assert server._thread is not None and server._thread.is_alive()
+        assert server.serving
         assert "request handler failed" not in caplog.text and "internal error" not in caplog.text
         assert "forged line" not in caplog.text  # the newline job name never reached a log
         assert all(g.is_default() for g in gpus)
@@ -62,7 +52,7 @@ def test_malformed_requests_get_error_replies_and_no_thread_dies(tmp_path: Path,
 
 
 def test_256_simultaneous_connects_are_all_served(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     barrier = threading.Barrier(256)
     results: list[str] = []
 
@@ -86,7 +76,7 @@ def test_256_simultaneous_connects_are_all_served(tmp_path: Path, sockdir: Path)
 
 
 def test_connection_flood_is_capped_and_costs_no_threads(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir, max_connections=64, max_connections_per_uid=32)
+    server, gpus = serve(tmp_path, sockdir, max_connections=64, max_connections_per_uid=32)
     threads_before = threading.active_count()
     flood: list[socket.socket] = []
     try:
@@ -94,7 +84,7 @@ def test_connection_flood_is_capped_and_costs_no_threads(tmp_path: Path, sockdir
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(str(server.config.socket))
             flood.append(s)
-        assert _wait_for(lambda: server.loop.served + server.loop.refused["per_uid"] == 600)
+        assert wait_for(lambda: server.loop.served + server.loop.refused["per_uid"] == 600)
         assert server.loop.open_connections == 32 and server.loop.refused["per_uid"] == 568
         assert threading.active_count() == threads_before  # one loop thread serves them all
         # A job arriving now is told to retry later; within its budget it gives up cleanly, not for good.
@@ -102,7 +92,7 @@ def test_connection_flood_is_capped_and_costs_no_threads(tmp_path: Path, sockdir
             DaemonClient(server.config.socket, connect_budget_s=0.3).status()
         for s in flood:
             s.close()
-        assert _wait_for(lambda: server.loop.open_connections == 0)
+        assert wait_for(lambda: server.loop.open_connections == 0)
         assert DaemonClient(server.config.socket).status()["ok"]
     finally:
         for s in flood:
@@ -111,7 +101,7 @@ def test_connection_flood_is_capped_and_costs_no_threads(tmp_path: Path, sockdir
 
 
 def test_idle_connections_are_closed_unless_they_hold_a_setting(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir, idle_timeout_s=1.0)
+    server, gpus = serve(tmp_path, sockdir, idle_timeout_s=1.0)
     try:
         idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         idle.connect(str(server.config.socket))
@@ -119,13 +109,13 @@ def test_idle_connections_are_closed_unless_they_hold_a_setting(tmp_path: Path, 
         holder.set_power_limit_w(gpus[0].uuid, 200)
         quiet = DaemonClient(server.config.socket, job="quiet")
         quiet.status()
-        assert _wait_for(lambda: server.loop.refused["idle"] >= 2, timeout_s=10)
+        assert wait_for(lambda: server.loop.refused["idle"] >= 2, timeout_s=10)
         idle.settimeout(5)
         assert idle.recv(10) == b""  # the daemon hung up on the silent raw socket
         assert gpus[0].power_limit_w() == 200  # the job holding a setting kept its connection
         assert quiet.status()["ok"] and quiet.reconnects == 1  # reopened transparently
         holder.close()
-        assert _wait_for(gpus[0].is_default)
+        assert wait_for(gpus[0].is_default)
         idle.close()
         quiet.close()
     finally:
@@ -133,7 +123,7 @@ def test_idle_connections_are_closed_unless_they_hold_a_setting(tmp_path: Path, 
 
 
 def test_client_waits_for_a_restarting_daemon(tmp_path: Path, sockdir: Path) -> None:
-    gpus = _gpus(tmp_path)
+    gpus = make_gpus(tmp_path)
     config = DaemonConfig(socket=sockdir / "d.sock", state_dir=tmp_path / "state")
     server = DaemonServer(gpus, config)
     starter = threading.Timer(0.3, server.start)
@@ -146,7 +136,7 @@ def test_client_waits_for_a_restarting_daemon(tmp_path: Path, sockdir: Path) -> 
 
 
 def test_transient_daemon_failure_does_not_end_the_daemon_route(tmp_path: Path, sockdir: Path) -> None:
-    gpus = _gpus(tmp_path)
+    gpus = make_gpus(tmp_path)
     config = DaemonConfig(socket=sockdir / "d.sock", state_dir=tmp_path / "state")
     mine = [FileBackedGPU(tmp_path / "gpu0.json", "a40", index=0, privileged=False)]
     with ActuatorSet(mine, state_dir=tmp_path / "job", daemon_socket=config.socket, install_hooks=False) as acts:
@@ -187,7 +177,7 @@ def _run_client(socket_path: Path, uuids: list[str], cuda_visible_devices: str |
 
 
 def test_a_job_can_only_change_the_gpus_its_process_sees(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         lines = _run_client(server.config.socket, [gpus[1].uuid, gpus[0].uuid], "0")
         assert lines[0].startswith(f"refused {gpus[1].uuid}") and "CUDA_VISIBLE_DEVICES='0'" in lines[0], lines
@@ -201,7 +191,7 @@ def test_a_job_can_only_change_the_gpus_its_process_sees(tmp_path: Path, sockdir
 
 
 def test_allow_list_in_the_daemon_config(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir, gpu_access={str(os.getuid()): ("1",)})
+    server, gpus = serve(tmp_path, sockdir, gpu_access={str(os.getuid()): ("1",)})
     try:
         with DaemonClient(server.config.socket) as client:
             with pytest.raises(PrivilegeError, match=r"\[gpu_access\] allows uid"):
@@ -259,14 +249,14 @@ def _status_as_nobody(sock_path: Path):
 @needs_root
 @pytest.mark.parametrize("admin", [False, True])
 def test_status_shows_other_users_jobs_to_admins_only(tmp_path: Path, sockdir: Path, admin: bool) -> None:
-    server, gpus = _serve(tmp_path, sockdir, group=NOBODY_GROUP, admin_uids=(NOBODY,) if admin else ())
+    server, gpus = serve(tmp_path, sockdir, group=NOBODY_GROUP, admin_uids=(NOBODY,) if admin else ())
     try:
         with DaemonClient(server.config.socket, job="secret-project") as owner:
             owner.set_power_limit_w(gpus[0].uuid, 200)
             mine = {g["uuid"]: g for g in owner.status()["gpus"]}
             assert mine[gpus[0].uuid]["owner_pid"] == os.getpid()  # one's own job is always shown
-            pid, fd = _fork(_status_as_nobody(server.config.socket))
-            seen = {g["uuid"]: g for g in json.loads(_read_line(fd))}
+            pid, fd = fork_child(_status_as_nobody(server.config.socket))
+            seen = {g["uuid"]: g for g in json.loads(read_line(fd))}
             os.waitpid(pid, 0)
         row = seen[gpus[0].uuid]
         assert row["held"] is True

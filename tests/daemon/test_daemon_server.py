@@ -24,45 +24,12 @@ from greentrain.daemon.config import DaemonConfig, GPULimits
 from greentrain.daemon.server import DaemonServer
 from greentrain.errors import ConfigError, DeviceError, PrivilegeError
 from greentrain.policies.base import Decision
+from tests.daemon.gt_daemon import NOBODY, NOBODY_GROUP, fork_child, make_gpus, needs_root, read_line, serve, wait_for
 
 pytestmark = pytest.mark.timeout(30)
-NOBODY = 65534
-NOBODY_GROUP = grp.getgrgid(NOBODY).gr_name  # 'nogroup' on Debian, 'nobody' elsewhere
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching the client to another user needs root")
-
-
-@pytest.fixture()
-def sockdir() -> Iterator[Path]:
-    # Under /tmp with mode 0755 so a setuid(nobody) child can reach the socket file itself.
-    path = Path(tempfile.mkdtemp(prefix="gt-daemon-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def _gpus(tmp_path: Path, privileged: bool = True) -> list[FileBackedGPU]:
-    return [FileBackedGPU(tmp_path / f"gpu{i}.json", "a40", index=i, privileged=privileged) for i in range(2)]
-
-
-def _serve(tmp_path: Path, sockdir: Path, **config: object) -> tuple[DaemonServer, list[FileBackedGPU]]:
-    gpus = _gpus(tmp_path)
-    cfg = DaemonConfig(socket=sockdir / "d.sock", state_dir=tmp_path / "state", **config)  # type: ignore[arg-type]
-    server = DaemonServer(gpus, cfg)
-    server.start()
-    return server, gpus
-
-
-def _wait_for(predicate, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
 
 def test_set_status_reset_and_journal(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         with DaemonClient(server.config.socket, job="train-a") as client:
             assert client.set_power_limit_w(gpus[0].uuid, 200)["power_limit_w"] == 200
@@ -81,7 +48,7 @@ def test_set_status_reset_and_journal(tmp_path: Path, sockdir: Path) -> None:
 
 
 def test_limits_unknown_gpu_and_disabled_clocks(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(
+    server, gpus = serve(
         tmp_path, sockdir,
         limits=GPULimits(min_power_limit_w=150, max_power_limit_w=250),
         gpu_limits={"1": GPULimits(allow_clock_lock=False)},
@@ -105,7 +72,7 @@ def test_limits_unknown_gpu_and_disabled_clocks(tmp_path: Path, sockdir: Path) -
 
 
 def test_malformed_lines_get_error_replies_and_connection_survives(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
             raw.settimeout(5)
@@ -129,7 +96,7 @@ def test_malformed_lines_get_error_replies_and_connection_survives(tmp_path: Pat
 
 
 def test_two_clients_cannot_share_a_gpu(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         with DaemonClient(server.config.socket, job="first") as a, DaemonClient(server.config.socket, job="second") as b:
             a.set_power_limit_w(gpus[0].uuid, 200)
@@ -137,42 +104,15 @@ def test_two_clients_cannot_share_a_gpu(tmp_path: Path, sockdir: Path) -> None:
                 b.set_power_limit_w(gpus[0].uuid, 150)
             b.set_power_limit_w(gpus[1].uuid, 150)  # a different GPU is fine
             a.close()  # first job ends: GPU 0 restored and free again
-            assert _wait_for(gpus[0].is_default)
+            assert wait_for(gpus[0].is_default)
             b.set_power_limit_w(gpus[0].uuid, 175)
             assert gpus[0].power_limit_w() == 175
     finally:
         server.shutdown()
 
 
-def _fork(child) -> tuple[int, int]:
-    """Run ``child(write_fd)`` in a forked process; returns (pid, read_fd)."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: no pytest machinery, just the job, then _exit
-        os.close(read_fd)
-        code = 0
-        try:
-            child(write_fd)
-        except BaseException as e:  # report, never unwind into pytest
-            os.write(write_fd, f"error {type(e).__name__}: {e}\n".encode())
-            code = 1
-        os._exit(code)
-    os.close(write_fd)
-    return pid, read_fd
-
-
-def _read_line(fd: int) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode().strip()
-
-
 def test_client_killed_by_sigkill_gets_its_settings_reset(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         def job(write_fd: int) -> None:
             client = DaemonClient(server.config.socket, job="doomed")
@@ -181,14 +121,14 @@ def test_client_killed_by_sigkill_gets_its_settings_reset(tmp_path: Path, sockdi
             os.write(write_fd, b"ready\n")
             time.sleep(60)
 
-        pid, read_fd = _fork(job)
-        assert _read_line(read_fd) == "ready"
+        pid, read_fd = fork_child(job)
+        assert read_line(read_fd) == "ready"
         assert gpus[0].power_limit_w() == 125
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         os.close(read_fd)
-        assert _wait_for(gpus[0].is_default), f"daemon did not reset after client death: {gpus[0]._read()}"
-        assert _wait_for(lambda: Journal(tmp_path / "state", gpus[0].uuid).entries() == {})
+        assert wait_for(gpus[0].is_default), f"daemon did not reset after client death: {gpus[0].settings()}"
+        assert wait_for(lambda: Journal(tmp_path / "state", gpus[0].uuid).entries() == {})
     finally:
         server.shutdown()
 
@@ -208,12 +148,12 @@ def _as_nobody(sock_path: Path, groups: list[int]):
 
 @needs_root
 def test_socket_permission_fence_refuses_users_outside_the_group(tmp_path: Path, sockdir: Path) -> None:
-    server, _ = _serve(tmp_path, sockdir)  # no group: socket is root-only (0600)
+    server, _ = serve(tmp_path, sockdir)  # no group: socket is root-only (0600)
     try:
         mode = stat.S_IMODE(server.config.socket.stat().st_mode)
         assert mode == 0o600
-        pid, fd = _fork(_as_nobody(server.config.socket, []))
-        line = _read_line(fd)
+        pid, fd = fork_child(_as_nobody(server.config.socket, []))
+        line = read_line(fd)
         os.waitpid(pid, 0)
         assert line.startswith("refused") and "permission denied" in line and "usermod -aG" in line, line
     finally:
@@ -222,12 +162,12 @@ def test_socket_permission_fence_refuses_users_outside_the_group(tmp_path: Path,
 
 @needs_root
 def test_group_members_are_let_in(tmp_path: Path, sockdir: Path) -> None:
-    server, _ = _serve(tmp_path, sockdir, group=NOBODY_GROUP)
+    server, _ = serve(tmp_path, sockdir, group=NOBODY_GROUP)
     try:
         st = server.config.socket.stat()
         assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == NOBODY
-        pid, fd = _fork(_as_nobody(server.config.socket, [NOBODY]))
-        line = _read_line(fd)
+        pid, fd = fork_child(_as_nobody(server.config.socket, [NOBODY]))
+        line = read_line(fd)
         os.waitpid(pid, 0)
         assert line == "ok 2", line
     finally:
@@ -236,11 +176,11 @@ def test_group_members_are_let_in(tmp_path: Path, sockdir: Path) -> None:
 
 @needs_root
 def test_peer_credentials_fence_when_socket_mode_is_too_open(tmp_path: Path, sockdir: Path) -> None:
-    server, _ = _serve(tmp_path, sockdir)
+    server, _ = serve(tmp_path, sockdir)
     try:
         server.config.socket.chmod(0o666)  # a mistake by an admin: SO_PEERCRED still refuses
-        pid, fd = _fork(_as_nobody(server.config.socket, []))
-        line = _read_line(fd)
+        pid, fd = fork_child(_as_nobody(server.config.socket, []))
+        line = read_line(fd)
         os.waitpid(pid, 0)
         assert line.startswith("refused") and "uid 65534 is not allowed" in line, line
     finally:
@@ -257,7 +197,7 @@ def test_authorize_rules() -> None:
 
 
 def test_second_daemon_on_same_socket_is_refused(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         with pytest.raises(ConfigError, match="already listening"):
             DaemonServer(gpus, server.config).start()
@@ -266,7 +206,7 @@ def test_second_daemon_on_same_socket_is_refused(tmp_path: Path, sockdir: Path) 
 
 
 def test_node_cap_applies_to_idle_gpus_and_caps_client_requests(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         server.set_node_cap(200.0, {"intensity_g_per_kwh": 400})
         assert [g.power_limit_w() for g in gpus] == [200, 200]
@@ -278,7 +218,7 @@ def test_node_cap_applies_to_idle_gpus_and_caps_client_requests(tmp_path: Path, 
             assert gpus[0].power_limit_w() == 275 and gpus[1].power_limit_w() == 150
             server.set_node_cap(250.0)
             assert gpus[0].power_limit_w() == 250 and gpus[1].power_limit_w() == 150
-        assert _wait_for(lambda: gpus[0].power_limit_w() == 250 and gpus[1].power_limit_w() == 250)
+        assert wait_for(lambda: gpus[0].power_limit_w() == 250 and gpus[1].power_limit_w() == 250)
         server.set_node_cap(None)
         assert all(g.is_default() for g in gpus)
     finally:
@@ -286,7 +226,7 @@ def test_node_cap_applies_to_idle_gpus_and_caps_client_requests(tmp_path: Path, 
 
 
 def test_actuator_set_falls_back_to_daemon_without_privilege(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir)
+    server, gpus = serve(tmp_path, sockdir)
     try:
         # the job's view of the same GPUs, without root
         mine = [FileBackedGPU(tmp_path / f"gpu{i}.json", "a40", index=i, privileged=False) for i in range(2)]
@@ -295,13 +235,13 @@ def test_actuator_set_falls_back_to_daemon_without_privilege(tmp_path: Path, soc
             assert acts.apply(Decision(power_limit_w=175.0)) == ["power_limit"]
             assert [g.power_limit_w() for g in gpus] == [175, 175]
             assert acts.refused_total == {}
-        assert _wait_for(lambda: all(g.is_default() for g in gpus))
+        assert wait_for(lambda: all(g.is_default() for g in gpus))
     finally:
         server.shutdown()
 
 
 def test_daemon_refusing_one_value_does_not_end_the_daemon_route(tmp_path: Path, sockdir: Path) -> None:
-    server, gpus = _serve(tmp_path, sockdir, limits=GPULimits(max_power_limit_w=250))
+    server, gpus = serve(tmp_path, sockdir, limits=GPULimits(max_power_limit_w=250))
     try:
         mine = [FileBackedGPU(tmp_path / "gpu0.json", "a40", index=0, privileged=False)]
         with ActuatorSet(mine, state_dir=tmp_path / "job", daemon_socket=server.config.socket,
@@ -310,7 +250,7 @@ def test_daemon_refusing_one_value_does_not_end_the_daemon_route(tmp_path: Path,
             assert acts.refused_total["power_limit"] == 1
             assert acts.apply(Decision(power_limit_w=200.0)) == ["power_limit"]
             assert gpus[0].power_limit_w() == 200
-        assert _wait_for(gpus[0].is_default)
+        assert wait_for(gpus[0].is_default)
     finally:
         server.shutdown()
 
@@ -328,7 +268,7 @@ def test_daemon_killed_then_restarted_restores_from_journal(tmp_path: Path, sock
     sock = sockdir / "d.sock"
 
     def crashed_daemon(write_fd: int) -> None:  # a daemon that gets SIGKILLed while a job holds settings
-        gpus = _gpus(tmp_path)
+        gpus = make_gpus(tmp_path)
         server = DaemonServer(gpus, DaemonConfig(socket=sock, state_dir=tmp_path / "state"))
         server.start()
         client = DaemonClient(sock)  # kept open: closing it would make the daemon restore
@@ -336,11 +276,11 @@ def test_daemon_killed_then_restarted_restores_from_journal(tmp_path: Path, sock
         os.write(write_fd, b"ready\n")
         time.sleep(60)
 
-    pid, fd = _fork(crashed_daemon)
-    assert _read_line(fd) == "ready"
+    pid, fd = fork_child(crashed_daemon)
+    assert read_line(fd) == "ready"
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    gpus = _gpus(tmp_path)
+    gpus = make_gpus(tmp_path)
     assert gpus[0].power_limit_w() == 125  # left behind by the dead daemon
     server = DaemonServer(gpus, DaemonConfig(socket=sock, state_dir=tmp_path / "state"))
     server.start()  # the stale socket is replaced, the journal restored
@@ -353,7 +293,7 @@ def test_daemon_killed_then_restarted_restores_from_journal(tmp_path: Path, sock
 
 
 def test_daemon_without_privilege_says_so(tmp_path: Path, sockdir: Path) -> None:
-    gpus = _gpus(tmp_path, privileged=False)
+    gpus = make_gpus(tmp_path, privileged=False)
     server = DaemonServer(gpus, DaemonConfig(socket=sockdir / "d.sock", state_dir=tmp_path / "state"))
     server.start()
     try:

@@ -65,14 +65,14 @@ def test_counter_wrap_around_is_corrected(tmp_path: Path) -> None:
 
 
 def test_unreadable_counter_is_a_clear_state_and_error(powercap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_read = rapl._read_int
+    real_read = rapl.read_counter
 
     def root_only(path: Path) -> int:  # what a 0400 root-owned energy_uj gives a normal user
         if path.name == "energy_uj":
             raise PermissionError(13, "Permission denied", str(path))
         return real_read(path)
 
-    monkeypatch.setattr(rapl, "_read_int", root_only)
+    monkeypatch.setattr(rapl, "read_counter", root_only)
     domains, _ = find_rapl_domains(powercap)
     assert [d.status for d in domains] == ["not readable (permission)"] * 3
     with pytest.raises(PrivilegeError, match=r"energy_uj: not readable \(permission\).*CVE-2020-8694"):

@@ -7,10 +7,13 @@ trace plays on the test's clock. Policies are tiny real ``Policy`` subclasses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
-from greentrain.clock import Clock
+from greentrain.clock import Clock, FrozenClock
+from greentrain.engine import Engine
 from greentrain.errors import SignalError
 from greentrain.policies.base import Action, Decision, Policy, Snapshot
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kind, ProviderStatus
@@ -165,3 +168,40 @@ class ClockMonitor:
         self._busy = False
         duration_s = (self.clock.now() - (self._step_at or self.clock.now())).total_seconds()
         return SimpleNamespace(duration_s=duration_s, energy_j=duration_s * self.power, per_device_j={})
+
+
+class Wait(NamedTuple):
+    """One wait of a driven job: after how many steps, when it began and ended (job clock), and why."""
+
+    step: int
+    began: datetime
+    ended: datetime
+    decision: Decision
+
+
+def drive(engine: Engine, clock: FrozenClock, *, step_s: float | Callable[[int], float] = 60.0, tokens: int = 1,
+          on_pause: Callable[[], None] = lambda: None) -> list[Wait]:
+    """Run a job the way every driver does: ``begin`` (a delayed start is waited out), then steps of ``step_s``
+    job-clock seconds (or ``step_s(steps_done)``) until the job is finished or a budget stops it (a STOP is
+    the last entry, with no wait). Each pause is waited out, ``on_pause`` first; the waits are returned."""
+    waits: list[Wait] = []
+
+    def wait(decision: Decision) -> None:
+        began = clock.now()
+        engine.wait_until(decision.until, decision.reason)
+        waits.append(Wait(engine.progress.steps_done, began, clock.now(), decision))
+
+    decision = engine.begin()
+    if decision.action != Action.RUN:
+        wait(decision)
+    while not engine.finished:
+        engine.step_begin()
+        clock.advance(step_s(engine.progress.steps_done) if callable(step_s) else step_s)
+        decision = engine.step_end(tokens=tokens)
+        if decision.action == Action.STOP:
+            waits.append(Wait(engine.progress.steps_done, clock.now(), clock.now(), decision))
+            break
+        if decision.action != Action.RUN and not engine.finished:
+            on_pause()
+            wait(decision)
+    return waits

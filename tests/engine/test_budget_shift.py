@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, drive, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, DeadlineGuard, PauseCost, Progress
 from greentrain.engine import Engine
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Action
@@ -31,18 +32,17 @@ def _run(budget: Budget) -> tuple[Engine, list[tuple[int, Action, str]]]:
     deadline 6 h, deciding every step; the policy itself always says run."""
     clock = FrozenClock(T0)
     signals = TraceSignals(hourly(T0, [100, 600, 600, 150, 150, 150]), clock)
-    engine = Engine(RunNowPolicy(), signals=signals, monitor=ClockMonitor(clock, power_w=1000.0, idle_w=150.0),
-                    clock=clock, steps_total=120, step_time_s=60, progress=False, decide_interval_s=60,
-                    deadline=T0 + timedelta(hours=6), waiting_power_w=150.0, resume_overhead_s=0.0, budget=budget)
-    pauses: list[tuple[int, Action, str]] = []
-    decision = engine.begin()
-    while not engine.finished:
-        engine.step_begin()
-        clock.advance(60.0)
-        decision = engine.step_end(tokens=1)
-        if decision.action != Action.RUN and not engine.finished:
-            pauses.append((engine.steps_done, decision.action, decision.reason))
-            engine.wait_until(decision.until, decision.reason)
+    engine = Engine(RunNowPolicy(),
+                    Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock, power_w=1000.0,
+                                  idle_w=150.0)),
+                    progress=Progress(steps_total=120, step_time_s=60),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=6), resume_overhead_s=0.0, simulated=True),
+                    pause_cost=PauseCost(user_w=150.0),
+                    budget=budget,
+                    decide_interval_s=60,
+                    countdown=False)
+    waits = drive(engine, clock)
+    pauses = [(w.step, w.decision.action, w.decision.reason) for w in waits]
     engine.close()
     return engine, pauses
 
@@ -55,7 +55,7 @@ def test_shift_pauses_over_the_dirty_hours_at_the_step_they_begin():
     # 180 g of waiting but moves 600 g of running to 150: the shift fires there, and only there.
     assert [p[0] for p in pauses] == [60]
     assert pauses[0][1] == Action.PAUSE and pauses[0][2].startswith("budget shift (projected total")
-    assert engine.finished_at == T0 + timedelta(hours=4)  # hour 3 at 150 g/kWh; deadline 6 h met
+    assert engine.progress.finished_at == T0 + timedelta(hours=4)  # hour 3 at 150 g/kWh; deadline 6 h met
     waiting_g = 0.15 * 2 * 600  # the held devices' draw through hours 1-2, integrated by the monitor double
     assert engine.ledger.emissions_g == pytest.approx(100 + waiting_g + 150)
     assert engine.ledger.avoided_g == pytest.approx(700 - (100 + waiting_g + 150))  # net: 270 g
@@ -68,13 +68,13 @@ def test_no_shift_under_budget_or_in_warn_mode(budget):
     engine, pauses = _run(budget)
     assert pauses == []
     assert engine.ledger.emissions_g == pytest.approx(700.0)
-    assert engine.finished_at == T0 + timedelta(hours=2)
+    assert engine.progress.finished_at == T0 + timedelta(hours=2)
 
 
 def test_shift_never_stops_the_job_once_the_budget_is_spent():
     engine, pauses = _run(Budget(max_emissions_g=250.0, on_budget="shift"))  # spent in the pause
     assert engine.finished and engine.ledger.emissions_g > 250.0
-    assert engine.job_stats.snapshot().actions_total.get("stop", 0) == 0
+    assert engine.io.job_stats.snapshot().actions_total.get("stop", 0) == 0
 
 
 def test_policy_settings_accept_shift_and_name_a_bad_value():

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, WindowPolicy, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, DeadlineGuard, Progress
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
@@ -27,10 +28,13 @@ def _slow_job(tmp_path: Path, deadline_policy: str, steps: int = 40, planned_s: 
               actual_s: float = 180.0) -> tuple[Engine, FrozenClock]:
     """Planned at 60 s per step (40 min of work in a 1 h deadline); the steps take 3 min each."""
     clock = FrozenClock(T0)
-    engine = Engine(RunNowPolicy(), signals=TraceSignals(hourly(T0, [100.0] * 6), clock), monitor=ClockMonitor(clock),
-                    clock=clock, deadline=T0 + timedelta(hours=1), steps_total=steps, step_time_s=planned_s,
-                    event_log=EventLog(tmp_path / "run.jsonl"), deadline_policy=deadline_policy,
-                    decide_interval_s=60.0, progress=False)
+    engine = Engine(RunNowPolicy(),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 6), clock),
+                                  monitor=ClockMonitor(clock), event_log=EventLog(tmp_path / "run.jsonl")),
+                    progress=Progress(steps_total=steps, step_time_s=planned_s),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=1), policy=deadline_policy, simulated=True),
+                    decide_interval_s=60.0,
+                    countdown=False)
     assert engine.begin().action == Action.RUN
     while not engine.finished:
         engine.step_begin()
@@ -102,9 +106,13 @@ class _FlatOutThenPause(Policy):
 
 def test_no_pause_after_a_decision_that_said_running_flat_out(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
-    engine = Engine(_FlatOutThenPause(), signals=TraceSignals(hourly(T0, [100.0] * 12), clock), clock=clock,
-                    deadline=T0 + timedelta(hours=10), steps_total=20, step_time_s=60.0, decide_interval_s=60.0,
-                    event_log=EventLog(tmp_path / "run.jsonl"), progress=False)
+    engine = Engine(_FlatOutThenPause(),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 12), clock),
+                                  event_log=EventLog(tmp_path / "run.jsonl")),
+                    progress=Progress(steps_total=20, step_time_s=60.0),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=10), simulated=True),
+                    decide_interval_s=60.0,
+                    countdown=False)
     engine.begin()
     actions = []
     for _ in range(10):
@@ -121,9 +129,11 @@ def test_no_pause_after_a_decision_that_said_running_flat_out(tmp_path: Path) ->
 def test_without_a_to_the_end_run_a_later_pause_is_still_allowed(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
     engine = Engine(WindowPolicy(T0 + timedelta(minutes=5), T0 + timedelta(minutes=30)),
-                    signals=TraceSignals(hourly(T0, [100.0] * 12), clock), clock=clock,
-                    deadline=T0 + timedelta(hours=10), steps_total=20, step_time_s=60.0, decide_interval_s=60.0,
-                    progress=False)
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 12), clock)),
+                    progress=Progress(steps_total=20, step_time_s=60.0),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=10), simulated=True),
+                    decide_interval_s=60.0,
+                    countdown=False)
     engine.begin()
     actions = []
     for _ in range(8):
@@ -159,10 +169,12 @@ def test_a_rate_probe_during_a_delayed_start_moves_the_start_up(tmp_path: Path) 
         probes.append(360.0)
         return 360.0
 
-    engine = Engine(WindowPolicy(T0, T0 + timedelta(hours=10)), signals=TraceSignals(hourly(T0, [100.0] * 14), clock),
-                    clock=clock, deadline=T0 + timedelta(hours=12), steps_total=100, step_time_s=36.0,
-                    decide_interval_s=300.0, progress=False)
-    engine.rate_probe = probe
+    engine = Engine(WindowPolicy(T0, T0 + timedelta(hours=10)),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 14), clock)),
+                    progress=Progress(steps_total=100, step_time_s=36.0, rate_probe=probe),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=12), simulated=True),
+                    decide_interval_s=300.0,
+                    countdown=False)
     decision = engine.begin()
     assert decision.action == Action.DELAY_START and decision.until == T0 + timedelta(hours=10)
     engine.wait_until(decision.until, decision.reason)
@@ -192,4 +204,4 @@ def test_a_session_start_that_fails_leaves_no_state_to_resume(tmp_path: Path) ->
     assert not state.exists()
     clock.advance(3600.0)
     with session("+12") as s:
-        assert s.engine is not None and s.engine.deadline == T0 + timedelta(hours=13)
+        assert s.engine is not None and s.engine.deadline.at == T0 + timedelta(hours=13)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, RunNowPolicy, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, RunNowPolicy, ThresholdPolicy, TraceSignals, drive, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, Progress
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.exporters.collector import GreentrainCollector
@@ -23,13 +24,8 @@ T0 = datetime(2022, 3, 1, 1, tzinfo=UTC)
 pytestmark = pytest.mark.timeout(30)
 
 
-def _run(engine: Engine, clock: FrozenClock, steps: int) -> None:
-    decision = engine.begin()
-    assert decision.action == Action.RUN
-    for _ in range(steps):
-        engine.step_begin()
-        clock.advance(60.0)
-        engine.step_end(tokens=10)
+def _run(engine: Engine, clock: FrozenClock) -> None:
+    assert drive(engine, clock, tokens=10) == []  # runs now, start to end
     engine.close()
 
 
@@ -43,9 +39,11 @@ def test_emissions_are_unknown_with_the_reason(case: str, tmp_path: Path) -> Non
         signals.fail = True
         policy = ThresholdPolicy(200)
     log = EventLog(tmp_path / "run.jsonl")
-    engine = Engine(policy, signals=signals, monitor=ClockMonitor(clock), clock=clock, steps_total=5,
-                    step_time_s=60, progress=False, event_log=log)
-    _run(engine, clock, 5)
+    engine = Engine(policy,
+                    Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock), event_log=log),
+                    progress=Progress(steps_total=5, step_time_s=60),
+                    countdown=False)
+    _run(engine, clock)
     log.close()
 
     events = read_events(tmp_path / "run.jsonl")
@@ -56,11 +54,11 @@ def test_emissions_are_unknown_with_the_reason(case: str, tmp_path: Path) -> Non
     assert summary["emissions_g"] is None and summary["emissions_avoided_g"] is None
     assert reason in summary["emissions_unknown"] and summary["unpriced_energy_j"] == pytest.approx(5 * 60 * 250)
 
-    stats = engine.job_stats.snapshot()
+    stats = engine.io.job_stats.snapshot()
     assert not stats.emissions_known and reason in stats.emissions_unknown_reason
     assert stats.emissions_g == 0.0 and stats.unpriced_energy_j == pytest.approx(75_000)
 
-    collector = GreentrainCollector(job="j", job_stats=engine.job_stats)
+    collector = GreentrainCollector(job="j", job_stats=engine.io.job_stats)
     names = {s.name: s for family in collector.collect() for s in family.samples}
     assert "greentrain_emissions_grams_total" not in names, "unknown is absent, not 0"
     assert "greentrain_emissions_avoided_grams_total" not in names
@@ -70,10 +68,12 @@ def test_emissions_are_unknown_with_the_reason(case: str, tmp_path: Path) -> Non
 def test_a_known_signal_prices_every_joule(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
     signals = TraceSignals(hourly(T0, [300.0] * 4), clock)
-    engine = Engine(RunNowPolicy(), signals=signals, monitor=ClockMonitor(clock), clock=clock, steps_total=5,
-                    step_time_s=60, progress=False)
-    _run(engine, clock, 5)
-    stats = engine.job_stats.snapshot()
+    engine = Engine(RunNowPolicy(),
+                    Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock)),
+                    progress=Progress(steps_total=5, step_time_s=60),
+                    countdown=False)
+    _run(engine, clock)
+    stats = engine.io.job_stats.snapshot()
     assert stats.emissions_known and stats.emissions_unknown_reason is None
     assert stats.emissions_g == pytest.approx(75_000 / 3.6e6 * 300.0)
 

@@ -20,6 +20,7 @@ from gt_engine_doubles import (  # noqa: E402
 )
 
 from tests.ranks import free_port, run_ranks
+from greentrain.engine import Collaborators, DeadlineGuard, Progress
 
 T0 = datetime(2022, 1, 10, 0, tzinfo=UTC)
 WORLD = 3
@@ -49,10 +50,13 @@ def _rank_main(rank: int, port: int, out: mp.Queue) -> None:
             policy, signals = ThresholdPolicy(200), TraceSignals(hourly(T0, [100, 500, 500, 100, 100, 100]), clock)
         else:  # others would never pause on their own
             policy, signals = RunNowPolicy(), None
-        engine = Engine(policy, signals=signals, clock=clock, steps_total=STEPS, step_time_s=STEP_S,
-                        monitor=ClockMonitor(clock, power_w=100.0),
-                        deadline=T0 + timedelta(hours=8), broadcast=TorchBroadcast(), progress=False,
-                        decide_interval_s=120)
+        engine = Engine(policy,
+                        Collaborators(clock=clock, signals=signals, monitor=ClockMonitor(clock,
+                                      power_w=100.0), broadcast=TorchBroadcast()),
+                        progress=Progress(steps_total=STEPS, step_time_s=STEP_S),
+                        deadline=DeadlineGuard(T0 + timedelta(hours=8), simulated=True),
+                        decide_interval_s=120,
+                        countdown=False)
         pauses = []
         engine.begin()
         gen = torch.Generator().manual_seed(rank)
@@ -66,11 +70,11 @@ def _rank_main(rank: int, port: int, out: mp.Queue) -> None:
             clock.advance(STEP_S)
             decision = engine.step_end(loss=loss.detach())
             if decision.action != Action.RUN and not engine.finished:
-                pauses.append((engine.steps_done, decision.until.isoformat()))
+                pauses.append((engine.progress.steps_done, decision.until.isoformat()))
                 engine.wait_until(decision.until, decision.reason)
         engine.close()
         weights = [p.detach().clone() for p in model.parameters()]
-        out.put((rank, pauses, engine.steps_done, [w.tolist() for w in weights], clock.now().isoformat(),
+        out.put((rank, pauses, engine.progress.steps_done, [w.tolist() for w in weights], clock.now().isoformat(),
                  engine.ledger.counterfactual_g, engine.ledger.emissions_g))
         dist.destroy_process_group()
     except BaseException:

@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import ClockMonitor  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, DeadlineGuard
+from greentrain.policies import load_policy
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.policies.base import Action, Decision
@@ -37,17 +39,20 @@ def test_auto_records_its_choice_and_stops_charging_waiting_when_released(tmp_pa
     clock = FrozenClock(T0)
     monitor = ClockMonitor(clock, power_w=600.0, idle_w=71.0)
     log = EventLog(tmp_path / "run.jsonl")
-    engine = Engine("run-now", monitor=monitor, clock=clock, event_log=log, progress=False, resume_overhead_s=300)
-    engine.waiting.observe_start(71.0)
+    engine = Engine(load_policy("run-now"),
+                    Collaborators(clock=clock, monitor=monitor, event_log=log),
+                    deadline=DeadlineGuard(None, resume_overhead_s=300, simulated=True),
+                    countdown=False)
+    engine.pause_cost.observe_start(71.0)
     pause = Decision(action=Action.PAUSE, until=T0 + timedelta(hours=2), reason="dirty")
-    assert engine.waiting.value_w == pytest.approx(71.0)
+    assert engine.pause_cost.value_w == pytest.approx(71.0)
     assert auto_mode(engine, pause, can_release=True) == "checkpoint"
-    assert engine.waiting.value_w == 0.0 and engine.waiting.source == "hardware released while paused"
+    assert engine.pause_cost.value_w == 0.0 and engine.pause_cost.source == "hardware released while paused"
     short = Decision(action=Action.PAUSE, until=T0 + timedelta(minutes=20), reason="dirty")
     assert auto_mode(engine, short, can_release=True) == "suspend"
-    assert engine.waiting.value_w == pytest.approx(71.0)
-    assert engine.job_stats.snapshot().actions_total["release"] == 1
-    assert engine.job_stats.snapshot().actions_total["hold"] == 1
+    assert engine.pause_cost.value_w == pytest.approx(71.0)
+    assert engine.io.job_stats.snapshot().actions_total["release"] == 1
+    assert engine.io.job_stats.snapshot().actions_total["hold"] == 1
     log.close()
     choices = [e for e in read_events(tmp_path / "run.jsonl") if e["event"] == "pause_mode"]
     assert [(e["mode"], e["released"]) for e in choices] == [("checkpoint", True), ("suspend", False)]

@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, Progress
 from greentrain.engine import Engine
 from greentrain.engine.background import BackgroundFetch
 
@@ -51,10 +52,12 @@ class SpyFetch(BackgroundFetch):
 def test_one_boundary_waits_one_budget_and_the_answer_arrives_later() -> None:
     clock = FrozenClock(T0 + timedelta(minutes=5))
     signals = HeldSignals(hourly(T0, [100.0] * 48), clock)
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, steps_total=100, step_time_s=1.0,
-                    progress=False)
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=signals),
+                    progress=Progress(steps_total=100, step_time_s=1.0),
+                    countdown=False)
     view = engine.signals
-    spy = view._background = SpyFetch()
+    spy = view.fetcher = SpyFetch()
     view.fetch_budget_s = 0.05
     engine.begin()  # the fetch is held: begin returns without a value
     assert not signals.release.is_set()

@@ -15,48 +15,30 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly  # noqa: E402
 
 from greentrain.clock import ReplayClock
+from greentrain.engine import Collaborators, DeadlineGuard, Progress
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.job.process import ChildProcess
 from greentrain.job.supervisor import Supervisor
+from tests.gt_commands import CHECKPOINTING_WORKER
 
 T0 = datetime(2022, 5, 1, 0, tzinfo=UTC)
 SPEEDUP = 3600.0  # one trace hour per real second
 
-WORKER = textwrap.dedent(
-    """
-    import os, signal, sys, time
-    out, state, n, tick = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    stop = False
-    def on_usr1(signum, frame):
-        global stop
-        stop = True
-    signal.signal(signal.SIGUSR1, on_usr1)
-    start = int(open(state).read()) if os.path.exists(state) else 0
-    for i in range(start, n):
-        time.sleep(tick)
-        with open(out, "a") as f:
-            f.write(f"{i} {time.monotonic()!r} {os.environ.get('GREENTRAIN_RESTARTS')}\\n")
-        if stop:
-            with open(state + ".tmp", "w") as f:
-                f.write(str(i + 1))
-            os.replace(state + ".tmp", state)
-            sys.exit(0)
-    print("worker done")
-    sys.exit(7)
-    """
-)
 
 
 def make(tmp_path: Path, values: list[float], work_h: float, deadline_h: float):
     clock = ReplayClock(T0, speedup=SPEEDUP)
     signals = TraceSignals(hourly(T0, values), clock)
     log = EventLog(tmp_path / "run.jsonl")
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, work_total_s=work_h * 3600,
-                    deadline=T0 + timedelta(hours=deadline_h), event_log=log, step_time_s=0.05 * SPEEDUP,
-                    decide_interval_s=120, progress=False)
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=signals, event_log=log),
+                    progress=Progress(work_total_s=work_h * 3600, step_time_s=0.05 * SPEEDUP),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=deadline_h), simulated=True),
+                    decide_interval_s=120,
+                    countdown=False)
     script = tmp_path / "worker.py"
-    script.write_text(WORKER)
+    script.write_text(CHECKPOINTING_WORKER)
     return clock, engine, log, script
 
 
@@ -70,7 +52,7 @@ def test_suspend_stops_the_process_group_through_the_dirty_hour(tmp_path: Path) 
     out = tmp_path / "out.txt"
     child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "120", "0.01"],
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run(engine.begin())
     engine.close()
     log.close()
     assert status == 7, "the command's exit status passes through"
@@ -92,7 +74,7 @@ def test_checkpoint_mode_signals_the_command_and_relaunches_it(tmp_path: Path) -
     child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "120", "0.01"],
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     status = Supervisor(engine, child, pause_mode="checkpoint", checkpoint_signal=signal.SIGUSR1,
-                        poll_s=0.05, checkpoint_timeout_s=20).run()
+                        poll_s=0.05, checkpoint_timeout_s=20).run(engine.begin())
     engine.close()
     log.close()
     assert status == 7
@@ -110,7 +92,7 @@ def test_delayed_start_launches_at_the_clean_hour(tmp_path: Path) -> None:
     clock, engine, log, script = make(tmp_path, [900, 100, 100, 100], work_h=0.2, deadline_h=3)
     out = tmp_path / "out.txt"
     child = ChildProcess([sys.executable, str(script), str(out), str(tmp_path / "state"), "5", "0.01"])
-    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run(engine.begin())
     engine.close()
     log.close()
     assert status == 7 and [r[0] for r in rows(out)] == list(range(5))
@@ -128,7 +110,7 @@ def test_a_crash_after_the_checkpoint_signal_is_passed_through_not_relaunched(tm
                      "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(5))\n"
                      "time.sleep(30)\n")
     child = ChildProcess([sys.executable, str(crash)])
-    status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05).run(engine.begin())
     engine.close()
     log.close()
     assert status == 5 and child.launches == 1
@@ -141,18 +123,20 @@ DRIVER = textwrap.dedent(
     sys.path.insert(0, {engine_dir!r})
     from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly
     from greentrain.clock import ReplayClock
-    from greentrain.engine import Engine
+    from greentrain.engine import Collaborators, DeadlineGuard, Engine, Progress
     from greentrain.job.process import ChildProcess
     from greentrain.job.supervisor import Supervisor
 
     t0 = datetime(2022, 5, 1, tzinfo=UTC)
     clock = ReplayClock(t0, speedup=60.0)  # the dirty hour lasts a minute: long enough to be killed in
     signals = TraceSignals(hourly(t0 - timedelta(minutes=59), [100, 900, 100, 100]), clock)
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, work_total_s=3600,
-                    deadline=t0 + timedelta(hours=4), step_time_s=3, decide_interval_s=1, progress=False)
+    engine = Engine(ThresholdPolicy(200), Collaborators(clock=clock, signals=signals),
+                    progress=Progress(work_total_s=3600, step_time_s=3),
+                    deadline=DeadlineGuard(t0 + timedelta(hours=4), simulated=True), decide_interval_s=1,
+                    countdown=False)
     child = ChildProcess([sys.executable, "-c",
                           "import os, time; open({pidfile!r}, 'w').write(str(os.getpid())); time.sleep(120)"])
-    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run()
+    status = Supervisor(engine, child, pause_mode="suspend", poll_s=0.05).run(engine.begin())
     print("status", status, flush=True)
     sys.exit(status)
     """

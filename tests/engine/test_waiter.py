@@ -13,7 +13,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, WindowPolicy, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock, ReplayClock
+from greentrain.engine import Collaborators, DeadlineGuard, Progress
 from greentrain.engine import Engine
+from greentrain.engine.waiter import Waiter
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action
 
@@ -26,8 +28,12 @@ def test_forecast_change_during_a_pause_wakes_early() -> None:
     clock = ReplayClock(T0, speedup=SPEEDUP)
     points = hourly(T0, [500] * 8 + [100] * 4)
     signals = TraceSignals(points, clock)
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, steps_total=50, step_time_s=60,
-                    deadline=T0 + timedelta(hours=12), progress=False, decide_interval_s=600)
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=signals),
+                    progress=Progress(steps_total=50, step_time_s=60),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=12), simulated=True),
+                    decide_interval_s=600,
+                    countdown=False)
     decision = engine.begin()
     assert decision.action == Action.DELAY_START and decision.until == T0 + timedelta(hours=8)
 
@@ -53,7 +59,10 @@ def test_wait_is_interruptible() -> None:
     clock = ReplayClock(T0, speedup=3600.0)
     signals = TraceSignals(hourly(T0, [500] * 24), clock)
     policy = WindowPolicy(T0, T0 + timedelta(days=30))
-    engine = Engine(policy, signals=signals, clock=clock, steps_total=10, step_time_s=1, progress=False)
+    engine = Engine(policy,
+                    Collaborators(clock=clock, signals=signals),
+                    progress=Progress(steps_total=10, step_time_s=1),
+                    countdown=False)
     threading.Timer(0.1, engine.interrupt).start()
     interrupted = engine.wait_until(T0 + timedelta(days=30), "long pause")
     engine.close()
@@ -67,14 +76,17 @@ def test_guard_cuts_a_wait_short_and_idle_energy_counts_against_avoided() -> Non
     signals = TraceSignals(hourly(T0, [300] * 24), clock)
     monitor = ClockMonitor(clock, power_w=200.0, idle_w=50.0)
     deadline = T0 + timedelta(hours=3)
-    engine = Engine(ThresholdPolicy(200), signals=signals, monitor=monitor, clock=clock, steps_total=60,
-                    step_time_s=60, deadline=deadline, progress=False)
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=signals, monitor=monitor),
+                    progress=Progress(steps_total=60, step_time_s=60),
+                    deadline=DeadlineGuard(deadline, simulated=True),
+                    countdown=False)
     engine.begin()
     engine.wait_until(T0 + timedelta(hours=10), "asked for too long")
     # 60 one-minute steps: resume no later than deadline - 60 min (minus the guard's margin).
     resumed = clock.now()
     assert deadline - timedelta(hours=1, minutes=10) < resumed <= deadline - timedelta(hours=1)
-    assert engine.guard_engaged
+    assert engine.deadline.engaged
     idle_j = (resumed - T0).total_seconds() * 50.0
     assert engine.ledger.energy_j == pytest.approx(idle_j)
     assert engine.ledger.avoided_g == pytest.approx(-idle_j / 3.6e6 * 300)
@@ -85,8 +97,12 @@ def test_guard_cuts_a_wait_short_and_idle_energy_counts_against_avoided() -> Non
 def test_replan_never_extends_past_the_guard() -> None:
     clock = ReplayClock(T0, speedup=SPEEDUP)
     signals = TraceSignals(hourly(T0, [500] * 24), clock)
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, steps_total=120, step_time_s=60,
-                    deadline=T0 + timedelta(hours=4), progress=False, decide_interval_s=600)
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=signals),
+                    progress=Progress(steps_total=120, step_time_s=60),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=4), simulated=True),
+                    decide_interval_s=600,
+                    countdown=False)
     decision = engine.begin()
     assert decision.action == Action.RUN  # nothing clean ahead: run
     engine.wait_until(T0 + timedelta(hours=20), "test")
@@ -126,8 +142,11 @@ def test_delayed_start_shows_a_countdown_with_the_planned_window(monkeypatch: py
     monkeypatch.setenv("COLUMNS", "200")
     clock = ReplayClock(T0, speedup=SPEEDUP / 4)
     signals = TraceSignals(hourly(T0, [500, 500, 100, 100, 100]), clock)
-    engine = Engine(ThresholdPolicy(200), signals=signals, clock=clock, steps_total=10, step_time_s=60,
-                    deadline=T0 + timedelta(hours=4), progress=True)
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=signals),
+                    progress=Progress(steps_total=10, step_time_s=60),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=4), simulated=True),
+                    countdown=True)
     decision = engine.begin()
     engine.wait_until(decision.until, "cleaner from 02:00")
     engine.close()
@@ -141,8 +160,10 @@ def test_a_wait_leaves_no_scheduler_thread_even_if_the_engine_is_never_closed() 
     """Forked ranks inherit every thread's locks: a leaked APScheduler thread once hung a gloo test."""
     clock = ReplayClock(T0, speedup=3600.0)
     signals = TraceSignals(hourly(T0, [500] * 24), clock)
-    engine = Engine(WindowPolicy(T0, T0 + timedelta(days=30)), signals=signals, clock=clock, steps_total=10,
-                    step_time_s=1, progress=False)
+    engine = Engine(WindowPolicy(T0, T0 + timedelta(days=30)),
+                    Collaborators(clock=clock, signals=signals),
+                    progress=Progress(steps_total=10, step_time_s=1),
+                    countdown=False)
     before = set(threading.enumerate())
     threading.Timer(0.2, engine.interrupt).start()
     engine.wait_until(T0 + timedelta(days=30), "long pause")
@@ -156,6 +177,9 @@ class SlowScheduler:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.adding = threading.Event()
+
+    def start(self) -> None:
+        self.calls.append("start")
 
     def add_job(self, func, trigger, **kwargs) -> None:
         self.calls.append("add_job start")
@@ -173,17 +197,21 @@ def test_the_scheduler_never_shuts_down_while_a_job_adds_a_job() -> None:
     (seen under load: shutdown joins the job's thread while holding the executors lock). The
     shutdown must wait for an add_job in progress, and a later re-plan must find no scheduler."""
     clock = ReplayClock(T0, speedup=3600.0)
-    engine = Engine(ThresholdPolicy(200), signals=TraceSignals(hourly(T0, [500] * 24), clock), clock=clock,
-                    steps_total=10, step_time_s=1, progress=False)
-    waiter = engine.waiter
+    engine = Engine(ThresholdPolicy(200),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [500] * 24), clock)),
+                    progress=Progress(steps_total=10, step_time_s=1),
+                    countdown=False)
     scheduler = SlowScheduler()
-    waiter._scheduler, waiter._target = scheduler, T0 + timedelta(hours=2)
-    replan = threading.Thread(target=waiter._schedule_wake)  # what a re-plan job does
+    waiter = Waiter(engine, countdown=False, scheduler_factory=lambda: scheduler)
+    waiter.open_scheduler()  # what wait() does when it begins
+    scheduler.calls.clear()
+    scheduler.adding.clear()
+    replan = threading.Thread(target=waiter.retarget, args=(T0 + timedelta(hours=2),))  # what a re-plan does
     replan.start()
     assert scheduler.adding.wait(5)
-    waiter._stop_scheduler(wait=True)  # what wait() does when it ends
+    waiter.close_scheduler(wait=True)  # what wait() does when it ends
     replan.join(5)
     assert scheduler.calls == ["add_job start", "add_job end", "shutdown"]
-    waiter._schedule_wake()  # a re-plan finishing after the shutdown
+    waiter.retarget(T0 + timedelta(hours=3))  # a re-plan finishing after the shutdown
     assert scheduler.calls == ["add_job start", "add_job end", "shutdown"]
     engine.close()

@@ -1,5 +1,5 @@
 """The engine's waiting draw: fed to the policy, measured during pauses, priced net, and robust
-to a failing reading (``greentrain.engine.waiting``)."""
+to a failing reading (``greentrain.engine.pausecost``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, drive, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, DeadlineGuard, PauseCost, Progress
+from greentrain.job.options import JobOptions
 from greentrain.engine import Engine
 from greentrain.errors import ConfigError
 from greentrain.events import EventLog, read_events
@@ -43,25 +45,15 @@ class HeldDevicesMonitor(ClockMonitor):
         return super().total_energy_j()
 
 
-def drive(engine: Engine, clock: FrozenClock, on_pause=lambda: None) -> None:
-    decision = engine.begin()
-    while not engine.finished:
-        engine.step_begin()
-        clock.advance(60.0)
-        decision = engine.step_end(tokens=1)
-        if decision.action != Action.RUN and not engine.finished:
-            on_pause()
-            engine.wait_until(decision.until, decision.reason)
-
-
-def _job(tmp_path: Path, **engine_kwargs):
+def _job(tmp_path: Path, pause_cost: PauseCost | None = None):
     clock = FrozenClock(T0)
     signals = TraceSignals(hourly(T0, [100, 500, 500, 100, 100, 100]), clock)
     monitor = HeldDevicesMonitor(clock, power_w=250.0, at_rest_w=70.0, idle_w=130.0)
     policy = ThresholdPolicy(200)
     log = EventLog(tmp_path / "run.jsonl")
-    engine = Engine(policy, signals=signals, monitor=monitor, clock=clock, steps_total=90, event_log=log,
-                    deadline=T0 + timedelta(hours=6), progress=False, decide_interval_s=60, **engine_kwargs)
+    engine = Engine(policy, Collaborators(clock=clock, signals=signals, monitor=monitor, event_log=log),
+                    progress=Progress(steps_total=90), deadline=DeadlineGuard(T0 + timedelta(hours=6), simulated=True),
+                    pause_cost=pause_cost, countdown=False, decide_interval_s=60)
     return clock, monitor, policy, log, engine
 
 
@@ -77,8 +69,8 @@ def test_net_accounting_over_a_replayed_pause_matches_hand_integration(tmp_path)
     run_now_g = 60 * 60 * 250 / J_PER_KWH * 100 + 30 * 60 * 250 / J_PER_KWH * 500  # 25 + 62.5 g
     assert engine.ledger.emissions_g == pytest.approx(running_g + waiting_g)
     assert engine.ledger.avoided_g == pytest.approx(run_now_g - running_g - waiting_g)  # net: -80 g
-    assert engine.job_stats.snapshot().emissions_avoided_g == pytest.approx(run_now_g - running_g - waiting_g)
-    assert engine.waiting.energy_j == pytest.approx(waiting_j)
+    assert engine.io.job_stats.snapshot().emissions_avoided_g == pytest.approx(run_now_g - running_g - waiting_g)
+    assert engine.pause_cost.energy_j == pytest.approx(waiting_j)
     # Before the pause the policy got the devices' reading at start; after it, the measured draw.
     assert policy.snapshots[0].waiting_power_w == pytest.approx(70.0)
     assert policy.snapshots[-1].waiting_power_w == pytest.approx(130.0)
@@ -97,22 +89,22 @@ def test_a_failing_idle_reading_keeps_the_last_good_value_with_a_note(tmp_path):
         monitor.fail_after = clock.now() + timedelta(minutes=1)
 
     drive(engine, clock, on_pause=lose_the_counter)  # never raises: the job finishes
-    assert engine.finished and engine.steps_done == 90
-    assert engine.waiting.value_w == pytest.approx(70.0) and engine.waiting.source == "devices' reading at start"
+    assert engine.finished and engine.progress.steps_done == 90
+    assert engine.pause_cost.value_w == pytest.approx(70.0) and engine.pause_cost.source == "devices' reading at start"
     assert any("idle power reading failed during a pause" in note and "70 W" in note for note in engine.notes)
 
 
 def test_released_hardware_and_the_users_figure(tmp_path):
-    clock, monitor, policy, log, engine = _job(tmp_path, hardware_released=True)
+    clock, monitor, policy, log, engine = _job(tmp_path, PauseCost(released=True))
     drive(engine, clock)
     assert {s.waiting_power_w for s in policy.snapshots} == {0.0}
-    clock, monitor, policy, log, engine = _job(tmp_path, waiting_power_w=55.0)
+    clock, monitor, policy, log, engine = _job(tmp_path, PauseCost(user_w=55.0))
     drive(engine, clock)
     assert {s.waiting_power_w for s in policy.snapshots} == {55.0}
-    assert engine.waiting.source == "set by the user"
+    assert engine.pause_cost.source == "set by the user"
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), "lots"])
 def test_bad_waiting_power_names_the_option(bad):
-    with pytest.raises(ConfigError, match="waiting_power_w"):
-        Engine("run-now", waiting_power_w=bad, progress=False)
+    with pytest.raises(ConfigError, match="^waiting_power_w: "):  # checked once, where a job's settings are
+        JobOptions(waiting_power_w=bad)

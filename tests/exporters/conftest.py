@@ -63,6 +63,7 @@ def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:
             for s in stats:
                 s.add(steps=1, tokens=512, energy_j=21.0, emissions_g=0.002, emissions_avoided_g=0.0008)
                 s.update(last_step_energy_j=21.0, last_step_source="interpolated")  # 0.1 s steps
+                s.add_expert_tokens([300, 212], imbalance=1.17)  # a 2-expert MoE's router statistics
         if tick % 10 == 0:
             stats[0].count_action("set_power_limit")
             stats[0].update(power_cap_refused_total=stats[0].power_cap_refused_total + 1)
@@ -104,10 +105,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str]
     monitors = [Monitor([gpus[0], gpus[2]], [package], interval_s=0.2).start(),
                 Monitor([gpus[1]], [package], interval_s=0.2).start(),
                 Monitor([FakeGPU("rtx6000", index=0)], [], interval_s=0.2).start()]
-    rank1 = MetricsServer(job=JOB, monitor=monitors[1], job_stats=stats1,
-                          multiprocess_dir=rank_dir, local_rank=1).start()
-    job_server = MetricsServer(job=JOB, monitor=monitors[0], signals=signals,
-                               job_stats=stats0, clock=clock, multiprocess_dir=rank_dir, local_rank=0).start()
+    with pytest.MonkeyPatch.context() as env:  # two local ranks of one node, as torchrun numbers them
+        env.setenv("LOCAL_RANK", "1")
+        rank1 = MetricsServer(job=JOB, monitor=monitors[1], job_stats=stats1, multiprocess_dir=rank_dir).start()
+        env.setenv("LOCAL_RANK", "0")
+        job_server = MetricsServer(job=JOB, monitor=monitors[0], signals=signals,
+                                   job_stats=stats0, clock=clock, multiprocess_dir=rank_dir).start()
     node_signals = TraceSignals(carbon_trace("US-CAL-CISO_2022_hourly.csv"), clock)
     node_server = MetricsServer(job="node", monitor=monitors[2],
                                 signals=node_signals, clock=clock).start()

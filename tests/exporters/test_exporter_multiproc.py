@@ -39,15 +39,18 @@ def test_rank_files_ignore_other_jobs_runs_and_torn_files(tmp_path: Path) -> Non
     assert mine.read_others(0) == [(1, [("greentrain_training_steps_total", J, 4.0)])]
 
 
-def test_leader_serves_the_node_total_and_followers_do_not_bind(tmp_path: Path) -> None:
+def test_leader_serves_the_node_total_and_followers_do_not_bind(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     s0, s1 = JobStats(job="j"), JobStats(job="j")
     s0.add(steps=5, tokens=50, emissions_g=1.0)
     s1.add(steps=5, tokens=70, emissions_g=2.0)
-    follower = MetricsServer(job="j", job_stats=s1, multiprocess_dir=tmp_path, local_rank=1).start()
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    follower = MetricsServer(job="j", job_stats=s1, multiprocess_dir=tmp_path).start()
     assert not follower.serving
     follower.stop()  # writes its final state
     registry = CollectorRegistry()
-    leader = MetricsServer(job="j", job_stats=s0, registry=registry, multiprocess_dir=tmp_path, local_rank=0)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    leader = MetricsServer(job="j", job_stats=s0, registry=registry, multiprocess_dir=tmp_path)
     get = registry.get_sample_value
     assert get("greentrain_training_tokens_total", {"job": "j"}) == 120
     assert get("greentrain_training_steps_total", {"job": "j"}) == 5
@@ -63,7 +66,7 @@ def test_local_rank_comes_from_the_environment(tmp_path: Path, monkeypatch: pyte
     NodeCollector  # noqa: B018 - public for users composing their own registry
 
 
-def test_leftover_files_of_an_earlier_run_are_ignored(tmp_path: Path) -> None:
+def test_leftover_files_of_an_earlier_run_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
     import time
 
@@ -75,6 +78,7 @@ def test_leftover_files_of_an_earlier_run_are_ignored(tmp_path: Path) -> None:
     registry = CollectorRegistry()
     stats = JobStats(job="j")
     stats.add(tokens=10)
-    MetricsServer(job="j", job_stats=stats, registry=registry, multiprocess_dir=tmp_path, local_rank=0)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    MetricsServer(job="j", job_stats=stats, registry=registry, multiprocess_dir=tmp_path)
     assert registry.get_sample_value("greentrain_training_tokens_total", {"job": "j"}) == 10
     assert registry.get_sample_value("greentrain_exporter_ranks", {"job": "j"}) == 1

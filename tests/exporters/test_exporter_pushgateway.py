@@ -45,7 +45,7 @@ def test_delete_on_exit_removes_the_group(stack: Stack) -> None:
     stats = JobStats(job="batch-2", state=JobState.RUNNING)
     config = PushgatewayConfig(url=stack.pushgateway.url, interval_s=0.2, delete_on_exit=True, instance="node-b")
     server = MetricsServer(job="batch-2", job_stats=stats, pushgateway=config).start()
-    pusher = server._pusher
+    pusher = server.pusher
     assert pusher is not None
     for _ in range(100):  # pushed on schedule while running (bounded wait: 5 s)
         if pusher.pushes_ok:
@@ -62,7 +62,7 @@ def test_unreachable_pushgateway_never_raises_into_training() -> None:
     config = PushgatewayConfig(url="http://127.0.0.1:9/", interval_s=60.0, timeout_s=0.5)
     server = MetricsServer(job="batch-3", job_stats=stats, pushgateway=config).start()
     server.stop()  # final push fails: logged, not raised
-    assert server._pusher is not None and server._pusher.pushes_failed == 1
+    assert server.pusher is not None and server.pusher.pushes_failed == 1
 
 
 def test_pushgateway_url_is_validated_and_credentials_never_echoed() -> None:

@@ -99,9 +99,10 @@ def test_scrape_reads_fresh_values_after_the_cache_window() -> None:
         assert 'greentrain_training_steps_total{job="j"} 5.0' in _get(server.url)
 
 
-def test_stop_without_start_is_harmless(tmp_path) -> None:
+def test_stop_without_start_is_harmless(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     MetricsServer(job="j").stop()
-    MetricsServer(job="j", multiprocess_dir=tmp_path, local_rank=2).stop()
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    MetricsServer(job="j", multiprocess_dir=tmp_path).stop()
     server = MetricsServer(job="j")
     assert server.start() is server.start()  # starting twice binds once
     server.stop()

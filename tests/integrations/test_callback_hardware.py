@@ -116,29 +116,16 @@ def test_lightning_callback_profiles_power_and_trials_precision(tmp_path: Path) 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             job.advance(green.driver.precision)
 
-    class Regressor(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            torch.manual_seed(0)
-            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            out = self.net(x)
-            job.dtypes.add(out.dtype)
-            return torch.nn.functional.mse_loss(out.float(), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=1e-2)
-
-        def train_dataloader(self):
-            x = torch.randn(STEPS * 4, 8, generator=torch.Generator().manual_seed(1))
-            return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x[:, :1]), batch_size=4)
+    def batches() -> torch.utils.data.DataLoader:
+        x = torch.randn(STEPS * 4, 8, generator=torch.Generator().manual_seed(1))
+        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x[:, :1]), batch_size=4)
 
     trainer = L.Trainer(max_steps=STEPS, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
                         callbacks=[Clock(), green])
-    trainer.fit(Regressor())
+    from gt_lightning import Regressor
+
+    trainer.fit(Regressor(batches, optimizer=torch.optim.SGD, seen=lambda out: job.dtypes.add(out.dtype)))
     green.close()
     job.check()
 

@@ -39,11 +39,11 @@ def test_relative_deadline_counts_from_the_first_start_not_the_relaunch() -> Non
     prior = EngineState(job="greentrain", deadline=(first + timedelta(hours=12)).isoformat(), steps_done=40)
     relaunched = driver(deadline="+12")
     relaunched.open(steps_total=100, steps_done=40, prior=prior)
-    assert relaunched.engine.deadline == first + timedelta(hours=12)
+    assert relaunched.engine.deadline.at == first + timedelta(hours=12)
     relaunched.close()
     explicit = driver(deadline=NOW + timedelta(hours=3))  # an absolute deadline given now wins
     explicit.open(steps_total=100, steps_done=40, prior=prior)
-    assert explicit.engine.deadline == NOW + timedelta(hours=3)
+    assert explicit.engine.deadline.at == NOW + timedelta(hours=3)
     explicit.close()
 
 
@@ -82,8 +82,8 @@ def test_advisory_mode_replaces_the_given_actuators_and_writes_nothing(
     with ActuatorSet([gpu], state_dir=tmp_path / "state", install_hooks=False) as actuators:
         d = driver(actuators=actuators, **({"actuation": "advise"} if how == "option" else {}))
         d.open(steps_total=10, steps_done=0)
-        assert isinstance(d.engine.actuators, AdvisoryActuators) and d.engine.actuators.gpus == [gpu]
-        d.engine.adopt(Decision(power_limit_w=200.0), NOW)
+        assert isinstance(d.engine.io.actuators, AdvisoryActuators) and d.engine.io.actuators.gpus == [gpu]
+        d.engine.adopter.adopt(d.engine, Decision(power_limit_w=200.0), NOW)
         assert d.job_stats.snapshot().advised_power_limit_w == 200.0
         d.close()
     assert gpu.set_calls == [] and gpu.power_limit_w() == limit_w

@@ -13,6 +13,7 @@ import torch  # noqa: E402  (a dev dependency: missing is an error)
 import lightning.pytorch as L  # noqa: E402  (a dev dependency: missing is an error)
 
 from gt_dirty_spell import T0, dirty_spell_trace  # noqa: E402
+from gt_lightning import Regressor  # noqa: E402
 
 from greentrain.clock import ReplayClock  # noqa: E402
 from greentrain.integrations.lightning import PAUSE_CHECKPOINT, GreenTrainCallback, ResumableLoader, fit  # noqa: E402
@@ -20,25 +21,12 @@ from greentrain.integrations.lightning import PAUSE_CHECKPOINT, GreenTrainCallba
 STEPS = 24
 
 
-class Regressor(L.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return torch.nn.functional.mse_loss(self.net(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
-
-    def train_dataloader(self):
-        generator = torch.Generator().manual_seed(1)
-        x = torch.randn(STEPS * 8, 8, generator=generator)
-        y = x.sum(dim=1, keepdim=True).sin()
-        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8, shuffle=False)
-        return ResumableLoader(loader)
+def _batches() -> ResumableLoader:
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(STEPS * 8, 8, generator=generator)
+    y = x.sum(dim=1, keepdim=True).sin()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8, shuffle=False)
+    return ResumableLoader(loader)
 
 
 def make_trainer(root: Path, callbacks: list) -> L.Trainer:
@@ -64,7 +52,7 @@ def green(tmp_path: Path, clock_start: timedelta = timedelta(minutes=59, seconds
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict:
-    model = Regressor()
+    model = Regressor(_batches)
     make_trainer(tmp_path_factory.mktemp("ref"), []).fit(model)
     return {k: v.clone() for k, v in model.state_dict().items()}
 
@@ -72,7 +60,7 @@ def reference(tmp_path_factory) -> dict:
 @pytest.mark.timeout(120)
 def test_pause_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: Path, reference) -> None:
     callback = green(tmp_path)
-    model = Regressor()
+    model = Regressor(_batches)
     trainer = make_trainer(tmp_path, [callback])
     trainer.fit(model)
     assert callback.paused and callback.pause_checkpoint == tmp_path / PAUSE_CHECKPOINT
@@ -88,7 +76,7 @@ def test_pause_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: Pat
     callback.close()
     resumed = green(tmp_path, clock_start=timedelta(hours=3))
     resumed.options.deadline = None
-    model2 = Regressor()
+    model2 = Regressor(_batches)
     trainer2 = make_trainer(tmp_path, [resumed])
     trainer2.fit(model2, ckpt_path=callback.pause_checkpoint)
     resumed.close()
@@ -101,7 +89,7 @@ def test_pause_checkpoints_and_resume_matches_an_uninterrupted_run(tmp_path: Pat
 @pytest.mark.timeout(120)
 def test_fit_helper_waits_and_resumes_in_process(tmp_path: Path, reference) -> None:
     callback = green(tmp_path)
-    model = Regressor()
+    model = Regressor(_batches)
     fit(make_trainer(tmp_path, [callback]), model)
     assert not callback.paused and callback.pauses >= 1
     for name, tensor in reference.items():

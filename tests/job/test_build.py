@@ -74,9 +74,33 @@ def test_a_relaunched_job_keeps_its_first_deadline_and_closes_in_order(tmp_path:
                                jsonl=tmp_path / "run.jsonl"),
                     JobParts(clock=FrozenClock(NOW), devices=DeviceSet([gpu], [], [])),
                     policy=load_policy("run-now"), job_stats=JobStats(), prior=prior, steps_done=40)
-    assert job.engine.deadline == first + timedelta(hours=12) and job.engine.steps_done == 40
+    assert job.engine.deadline.at == first + timedelta(hours=12) and job.engine.progress.steps_done == 40
     assert job.monitor is not None and job.devices.gpus == [gpu]
     job.close()
     job.close()  # safe twice
     kinds = [e["event"] for e in read_events(tmp_path / "run.jsonl")]
     assert kinds.count("summary") == 1 and kinds[-1] == "sample"  # the engine closed first, the monitor after
+
+
+def test_a_job_that_measures_nothing_serves_metrics_and_reports_energy_unknown(tmp_path: Path) -> None:
+    """devices=False: the null monitor stands in; the metrics endpoint serves, the summary says unknown, not 0."""
+    import urllib.request
+
+    from greentrain.engine.jobsummary import job_figures
+
+    options = JobOptions(policy="run-now", steps_total=2, metrics_port=0, progress=False,
+                         jsonl=tmp_path / "run.jsonl")
+    job = build_job(options, JobParts(clock=FrozenClock(NOW), devices=False), policy=load_policy("run-now"),
+                    job_stats=JobStats())
+    try:
+        assert not job.engine.measures_energy
+        job.engine.begin()
+        for _ in range(2):
+            job.engine.step_begin()
+            job.engine.step_end(tokens=1)
+        with urllib.request.urlopen(job.metrics.url, timeout=10) as reply:
+            assert b"greentrain_training_steps_total" in reply.read()
+    finally:
+        job.close()
+    figures = job_figures(job.engine)
+    assert figures.energy_j is None and figures.emissions_g is None

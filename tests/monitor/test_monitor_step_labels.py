@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
 from gt_engine_doubles import RunNowPolicy, TraceSignals, hourly  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, Progress
 from greentrain.engine import Engine
 from greentrain.events import EventLog, read_events
 from greentrain.exporters import names as n
@@ -35,8 +36,11 @@ def test_short_steps_are_interpolated_in_events_metrics_and_report(tmp_path: Pat
     stats = JobStats(job="j")
     log = EventLog(tmp_path / "run.jsonl")
     signals = TraceSignals(hourly(T0 - timedelta(hours=1), [100] * 4), clock)
-    engine = Engine(RunNowPolicy(), signals=signals, monitor=monitor, clock=clock, steps_total=6,
-                    job_stats=stats, event_log=log, progress=False)  # fmt: skip
+    engine = Engine(RunNowPolicy(),
+                    Collaborators(clock=clock, signals=signals, monitor=monitor, event_log=log,
+                                  job_stats=stats),
+                    progress=Progress(steps_total=6),
+                    countdown=False)  # fmt: skip
     engine.begin()
     collector = GreentrainCollector(job="j", job_stats=stats)
     metric_sources = []

@@ -26,7 +26,7 @@ from greentrain.policies import (
     ThresholdPolicy,
     load_policy,
 )
-from greentrain.policies.optimal import ForecastOptimalConfig
+from greentrain.policies.forecast_optimal import ForecastOptimalConfig
 from greentrain.signals.base import Kind
 from tests.policies.helpers import HOUR, T0, points
 

@@ -14,7 +14,7 @@ from greentrain.policies import (
     PolicySettings,
     load_policy,
 )
-from greentrain.policies.optimal import CarbonAwarePolicy
+from greentrain.policies.carbon_aware import CarbonAwarePolicy
 
 pytestmark = pytest.mark.timeout(60)
 

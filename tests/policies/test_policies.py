@@ -21,7 +21,7 @@ from greentrain.policies import (
     Snapshot,
     ThresholdPolicy,
 )
-from greentrain.policies.optimal import ForecastOptimalConfig
+from greentrain.policies.forecast_optimal import ForecastOptimalConfig
 from greentrain.policies.power import MaxSlowdownConfig
 from greentrain.policies.timing import ThresholdConfig
 from greentrain.signals.base import Kind

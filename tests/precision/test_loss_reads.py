@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from gt_engine_doubles import RunNowPolicy  # noqa: E402
 
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators
 from greentrain.engine import Engine
 from greentrain.engine.jobsummary import LOSS_LOG_EVERY_STEPS
 from greentrain.events import EventLog, read_events
@@ -72,7 +73,7 @@ def test_the_guard_reads_a_device_loss_once_per_window_and_sees_the_same_values(
 def test_the_run_log_reads_a_device_loss_every_tenth_step_and_a_number_at_every_step(tmp_path: Path) -> None:
     clock = FrozenClock(datetime(2026, 1, 1, tzinfo=UTC))
     log_path = tmp_path / "run.jsonl"
-    engine = Engine(RunNowPolicy(), clock=clock, event_log=EventLog(log_path), progress=False)
+    engine = Engine(RunNowPolicy(), Collaborators(clock=clock, event_log=EventLog(log_path)), countdown=False)
     engine.begin()
     for step in range(25):
         engine.step_begin()

@@ -59,7 +59,7 @@ def test_finds_known_optimum(tmp_path: Path, gpu_model: str, workload: str) -> N
     grid = power_limit_grid(gpu, 25.0)
     assert steps == len(grid) * 4 and [p.power_limit_w for p in points] == grid
     # the truth: energy per epoch of the measured CSV (interpolated by the fake between measured limits)
-    truth = {w: gpu._interpolate(w)[0] * gpu._interpolate(w)[1] for w in grid}
+    truth = {w: gpu.measured_at(w)[0] * gpu.measured_at(w)[1] for w in grid}
     best_true = min(truth, key=truth.get)
     best = energy_optimal(points)
     # equal, or a near-tie (the fake's power ripple moves a window's energy by a few tenths of a percent)

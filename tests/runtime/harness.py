@@ -48,7 +48,7 @@ def _child(fn: Callable, rank: int, world: int, folder: str, args: tuple) -> Non
     os._exit(0)
 
 
-def _context() -> mp.context.BaseContext:
+def rank_context() -> mp.context.BaseContext:
     # The forkserver inherits the environment it starts with: one OpenMP thread per rank.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     ctx = mp.get_context("forkserver")
@@ -58,7 +58,7 @@ def _context() -> mp.context.BaseContext:
 
 def run_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float = 120.0) -> list[Any]:
     """Run ``fn(rank, world, *args)`` on ``world`` ranks from the forkserver; results in rank order."""
-    ctx = _context()
+    ctx = rank_context()
     with tempfile.TemporaryDirectory(prefix="gt-ranks-") as folder:
         procs = [ctx.Process(target=_child, args=(fn, r, world, folder, args), daemon=True) for r in range(world)]
         for p in procs:

@@ -17,5 +17,5 @@ def test_bf16_on_cuda_trains_and_reports_mfu_when_peak_known() -> None:
     assert trainer.device.type == "cuda"
     assert history[-1].loss < history[0].loss
     assert all(m.precision == "bf16" and m.tokens_per_s > 0 for m in history)
-    if any(name in trainer._device_name for name in ("H100", "H200", "A100", "L40S", "A40")):
+    if any(name in trainer.device_name for name in ("H100", "H200", "A100", "L40S", "A40")):
         assert all(m.mfu is not None and 0 < m.mfu < 1 for m in history)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .harness import _context, run_ranks
+from .harness import rank_context, run_ranks
 
 _FORK = re.compile(r"""get_context\(\s*["']fork["']\s*\)|set_start_method\(\s*["']fork["']""")
 
@@ -19,7 +19,7 @@ def _pid(rank: int, world: int) -> int:
 def test_rank_helpers_use_a_forkserver() -> None:
     import os
 
-    assert _context().get_start_method() == "forkserver"
+    assert rank_context().get_start_method() == "forkserver"
     parents = run_ranks(_pid, 2, timeout_s=60)
     assert os.getpid() not in parents, "ranks must be children of the forkserver, not of the test process"
 

@@ -14,7 +14,7 @@ def _doubled_gradients(rank: int, world: int) -> dict:
     """FSDP on 2 ranks with every gradient doubled after backward (a sum-instead-of-mean reduction bug)."""
     from greentrain.runtime import trainer
 
-    original = trainer.Trainer._forward_backward
+    original = trainer.Trainer.forward_backward
 
     def buggy(self, inputs, labels):
         loss = original(self, inputs, labels)
@@ -23,7 +23,7 @@ def _doubled_gradients(rank: int, world: int) -> dict:
                 p.grad.mul_(2.0)
         return loss
 
-    trainer.Trainer._forward_backward = buggy
+    trainer.Trainer.forward_backward = buggy
     return run_layouts(rank, world, ["fsdp"])
 
 

@@ -106,7 +106,7 @@ def test_user_save_load_callbacks_and_relative_deadline_survive_relaunch(tmp_pat
         with Session(PauseAtSteps({5}), provider=signals, steps_total=10, save=save, load=lambda: store.get("step"),
                      clock=clock, relaunch="none", devices=False, progress=False, decide_interval_s=1,
                      deadline="+12", state_path=tmp_path / "state.json") as session:
-            deadlines.append(session.engine.deadline)
+            deadlines.append(session.engine.deadline.at)
             for step in range(session.start_step, 10):
                 train_step(model, opt, step)
                 clock.advance(STEP_S)

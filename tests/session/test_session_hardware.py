@@ -76,7 +76,7 @@ def test_energy_optimal_limit_is_profiled_applied_logged_and_restored(tmp_path: 
     with session_for(tmp_path, clock, gpu) as session:
         run_steps(session, clock, gpu, limits)
         assert session.engine.operating_points, "the profile reached the engine"
-        assert session.engine.steps_done == STEPS  # profiling steps are training steps
+        assert session.engine.progress.steps_done == STEPS  # profiling steps are training steps
     assert optimum_w != default_w
     assert set(limits[:sweep_steps - 1]) == set(power_limit_grid(gpu, 25.0))  # the sweep ran on the real knob
     assert limits[sweep_steps:] == [optimum_w] * (STEPS - sweep_steps)  # decided at the next boundary, kept
@@ -142,7 +142,7 @@ def test_gpu_lost_mid_sweep_does_not_stop_training(tmp_path: Path) -> None:
             clock.advance(BASE_STEP_S)
             session.step()
         notes = [n for n in session.engine.notes if n.startswith("power control off")]
-    assert session.finished and session.engine.steps_done == STEPS
+    assert session.finished and session.engine.progress.steps_done == STEPS
     assert len(notes) == 1 and "GPU_IS_LOST" in notes[0]
 
 

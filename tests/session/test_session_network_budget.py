@@ -40,7 +40,7 @@ def test_session_enter_and_step_do_not_wait_for_a_hung_provider():
             session.step(tokens=1)
             assert not release.is_set()  # both returned while the answer was still held
             assert view.stale and view.last is None  # no value yet and no offline fallback: run now, marked stale
-            assert view._background.started == 1  # one fetch in flight, not one per step
+            assert view.fetcher.started == 1  # one fetch in flight, not one per step
             release.set()
             for _ in range(300):  # bounded: the released answer arrives within a few steps
                 session.step(tokens=1)

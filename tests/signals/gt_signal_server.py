@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """A local HTTP server (127.0.0.1, ephemeral port) that serves recorded API bodies.
 
 Tests point a provider's ``api_base`` at it, so the real httpx client code is

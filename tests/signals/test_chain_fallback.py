@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """SignalChain: fallback down the chain, backoff, recovery, staleness, cache, peek."""
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """Fuzz every response parser: any body yields sane points or a SignalError, never another exception.
 
 The parsers are pure, so thousands of malformed bodies run directly; a few

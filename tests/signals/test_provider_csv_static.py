@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """CSV trace replay alignment and causality; static CodeCarbon averages; make_provider."""
 
 from __future__ import annotations

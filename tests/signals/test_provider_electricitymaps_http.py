@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """Electricity Maps v3 client (real httpx code) against a local server serving recorded bodies."""
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """GB Carbon Intensity API client against a local server: national/regional, list-vs-object quirk."""
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """WattTime v3 client against a local server: login, token renewal, MOER units, percentile signal."""
 
 from __future__ import annotations

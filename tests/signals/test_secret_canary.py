@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from greentrain.cli import main
 from greentrain.clock import FrozenClock
+from greentrain.engine import Collaborators, Progress
 from greentrain.engine import Engine
 from greentrain.errors import SignalError
 from greentrain.events import EventLog
@@ -86,8 +87,10 @@ def _collect_provider_texts(name: str, url: str, tmp_path, caplog) -> list[str]:
         registry.register(GreentrainCollector(job="canary", signals=chain, clock=FrozenClock(NOW)))
         texts.append(generate_latest(registry).decode())
         log_path = tmp_path / f"{name}.jsonl"
-        engine = Engine(RunNowPolicy(), signals=chain, clock=FrozenClock(NOW), steps_total=2, step_time_s=1.0,
-                        event_log=EventLog(log_path), progress=False)
+        engine = Engine(RunNowPolicy(),
+                        Collaborators(clock=FrozenClock(NOW), signals=chain, event_log=EventLog(log_path)),
+                        progress=Progress(steps_total=2, step_time_s=1.0),
+                        countdown=False)
         engine.signals.fetch_budget_s = 5.0  # let the background fetch finish: its error text is what we check
         engine.begin()
         engine.step_begin()

@@ -1,4 +1,3 @@
-# Owner: engineer B2 (providers/chain). Engineer B: please do not overwrite; see /work/prompts/B2.md.
 """TTL cache: hit/miss/expiry, disk sharing, atomic files, corrupt files as misses; lat/lon queries."""
 
 from __future__ import annotations

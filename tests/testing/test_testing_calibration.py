@@ -25,7 +25,8 @@ class Clock:
 
 def test_counter_and_power_change_only_at_the_100_ms_refresh() -> None:
     clock = Clock()
-    gpu = FakeGPU("a40", time_fn=clock, draw=h100_wave(period_s=0.37), refresh_phase_s=0.0)
+    gpu = FakeGPU("a40", time_fn=clock, draw=h100_wave(period_s=0.37))
+    gpu.refresh_phase_s = 0.0
     clock.t = 10.001
     counter, power = gpu.total_energy_j(), gpu.power_w()
     for dt in (0.02, 0.05, 0.098):  # within the same refresh period: nothing moves

@@ -19,23 +19,27 @@ import math
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
-from greentrain.signals.base import IntensityPoint
-from greentrain.engine.background import PENDING, BackgroundFetch, Outcome
+from greentrain.signals.base import IntensityPoint, ProviderStatus
 
-__all__ = ["SignalView", "FETCH_BUDGET_S"]
+if TYPE_CHECKING:
+    from greentrain.engine.collaborators import CarbonSignal
+    from greentrain.engine.ledger import CarbonLedger
+from greentrain.engine.background import PENDING, BackgroundFetch, FetchOutcome
+
+__all__ = ["CarbonView", "FETCH_BUDGET_S"]
 
 FETCH_BUDGET_S = 0.5
 """Longest a step boundary waits for a carbon fetch before going on with the last value or the fallback."""
 
 
-class SignalView:
+class CarbonView:
     """Cached access to ``latest`` and ``forecast`` with notes instead of exceptions."""
 
     def __init__(
         self,
-        signals: Any,
+        signals: CarbonSignal | None,
         *,
         horizon_h: float = 72.0,
         latest_refresh_s: float = 300.0,
@@ -46,10 +50,11 @@ class SignalView:
     ) -> None:
         self.signals = signals
         self.fetch_budget_s = fetch_budget_s
-        self._background = BackgroundFetch() if getattr(signals, "uses_network", False) else None
+        self.fetcher = BackgroundFetch() if getattr(signals, "uses_network", False) else None
+        """Reads the source off the training thread (None: a source without network I/O, read directly)."""
         self.stale = False
         """True while the value in use is not a fresh answer (a fetch overran its budget, or failed)."""
-        self._backfill_ledger: Any = None
+        self._backfill_ledger: CarbonLedger | None = None
         self._budget_at: datetime | None = None
         self._budget_left_s = fetch_budget_s
         self.horizon_h = horizon_h
@@ -86,7 +91,7 @@ class SignalView:
         self._latest_at = None
         self._forecast_at = None
 
-    def latest(self, now: datetime, ledger: Any = None) -> IntensityPoint | None:
+    def latest(self, now: datetime, ledger: CarbonLedger | None = None) -> IntensityPoint | None:
         """Current intensity, or the last good one, or None when there never was one."""
         if self.signals is None:
             return None
@@ -112,7 +117,7 @@ class SignalView:
                        provider=point.provider, zone=point.zone, start=point.start)
         return point
 
-    def forecast(self, now: datetime, ledger: Any = None) -> tuple[IntensityPoint, ...]:
+    def forecast(self, now: datetime, ledger: CarbonLedger | None = None) -> tuple[IntensityPoint, ...]:
         """Future points in time order (possibly empty); refreshed at most every ``forecast_refresh_s``."""
         if self.signals is None:
             return ()
@@ -136,7 +141,7 @@ class SignalView:
             self._on_event("forecast", points=[[p.start, p.intensity_g_per_kwh] for p in points])
         return tuple(p for p in points if p.end > now)
 
-    def backfill(self, start: datetime, end: datetime, ledger: Any) -> int:
+    def backfill(self, start: datetime, end: datetime, ledger: CarbonLedger) -> int:
         """Load actual points of [start, end) into ``ledger`` where the source keeps history (a relaunch
         needs them to price the run-now counterfactual of hours before it started); the count loaded."""
         history = getattr(self.signals, "history", None)
@@ -148,7 +153,7 @@ class SignalView:
             return 0
         return self._apply_backfill(outcome, ledger)
 
-    def _apply_backfill(self, outcome: Outcome, ledger: Any) -> int:
+    def _apply_backfill(self, outcome: FetchOutcome[object], ledger: CarbonLedger) -> int:
         if outcome.error is not None:  # optional: without history the counterfactual uses the nearest value
             e = outcome.error
             self._on_note(f"carbon history unavailable ({type(e).__name__}: {e}); "
@@ -158,34 +163,34 @@ class SignalView:
         return len(outcome.value)
 
     def _collect_backfill(self) -> None:
-        if self._backfill_ledger is None or self._background is None:
+        if self._backfill_ledger is None or self.fetcher is None:
             return
-        outcome = self._background.poll("history")
+        outcome = self.fetcher.poll("history")
         if outcome is not PENDING:
             ledger, self._backfill_ledger = self._backfill_ledger, None
             self._apply_backfill(outcome, ledger)
 
-    def _fetch(self, key: str, call: Callable[[], Any], now: datetime | None = None) -> Outcome:
+    def _fetch(self, key: str, call: Callable[[], object], now: datetime | None = None) -> FetchOutcome[object]:
         """``call()`` directly for an offline source; else on the background thread within the budget.
 
         Calls made at the same ``now`` (one step boundary: latest, then forecast) share one budget."""
-        if self._background is None:
+        if self.fetcher is None:
             try:
-                return Outcome(value=call())
+                return FetchOutcome(value=call())
             except Exception as e:  # noqa: BLE001 - handed back as an outcome
-                return Outcome(error=e)
+                return FetchOutcome(error=e)
         if now is None or now != self._budget_at:
             self._budget_at, self._budget_left_s = now, self.fetch_budget_s
-        fresh = not self._background.busy(key)
+        fresh = not self.fetcher.busy(key)
         started = time.monotonic()
-        outcome = self._background.poll(key, call, self._budget_left_s)
+        outcome = self.fetcher.poll(key, call, self._budget_left_s)
         self._budget_left_s = max(0.0, self._budget_left_s - (time.monotonic() - started))
         if outcome is PENDING and fresh:
             self._on_note(f"carbon {key} fetch still running after {self.fetch_budget_s:g} s; "
                           "training goes on with the last value or the fallback (signal stale)")
         return outcome
 
-    def _fallback_latest(self, now: datetime, ledger: Any) -> IntensityPoint | None:
+    def _fallback_latest(self, now: datetime, ledger: CarbonLedger | None) -> IntensityPoint | None:
         """While a fetch runs: the last value, else the source's offline fallback, else None (run now)."""
         self.stale = True
         if self._latest is not None:
@@ -206,7 +211,7 @@ class SignalView:
             return f"carbon signal unavailable ({self.failure})"
         return "no carbon intensity known for this time"
 
-    def status(self) -> Any:
+    def status(self) -> ProviderStatus | None:
         """The wrapped chain's ``status()`` (None if it has none or fails)."""
         try:
             return self.signals.status() if self.signals is not None else None

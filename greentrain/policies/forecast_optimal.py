@@ -1,0 +1,129 @@
+"""Forecast-optimal timing: the net-optimal plan over the forecast, committed one interval at a time.
+
+At every decision the policy plans the rest of the job over the known and
+forecast intensity up to the deadline with ``plan_schedule`` (a DP over run /
+pause and, for ``carbon-aware`` (``greentrain.policies.carbon_aware``), every measured operating point, with the
+resume overhead and the held hardware's waiting draw charged), commits only
+to the current interval, and re-plans at the next one as measurements and
+forecasts update. A pause is taken only when its expected net saving (what
+running now would emit, minus the waiting and the later running and resume)
+beats a margin for forecast error; otherwise the job runs, so a pause that
+stops paying off (the forecast moved, the measured idle draw is higher) ends
+at the next decision. The plan covers the
+remaining work plus a safety margin from the measured step-time spread; the
+margin can only shrink the options when the deadline is tight, and if even
+flat-out running no longer fits the policy runs flat out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from greentrain.clock import ensure_aware_utc
+from greentrain.errors import ConfigError
+from greentrain.jobstats import JobState
+from greentrain.policies.base import Decision, Snapshot
+from greentrain.policies.configured import ConfiguredPolicy
+from greentrain.policies.planner import J_PER_KWH, plan_schedule
+from greentrain.policies.window import (
+    capacity_s,
+    fastest,
+    horizon_end,
+    intensity_slots,
+    modes_of,
+    pause_decision,
+    run_decision,
+    safety_margin_s,
+    start_state,
+)
+
+__all__ = ["ForecastOptimalConfig", "ForecastOptimalPolicy"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForecastOptimalConfig:
+    """Parameters of the forecast-optimal planner."""
+
+    safety_z: float = 2.0
+    """Plan for steps this many standard deviations (measured) slower than their mean."""
+    reserve_s: float = 0.0
+    """Fixed time kept free before the deadline, seconds."""
+    max_bins: int = 1500
+    """Resolution of remaining work in the DP (more = finer, slower)."""
+    min_pause_saving: float = 0.02
+    """Margin for forecast error: pause a started job only if the expected net saving exceeds this
+    fraction of what running the current interval would emit (a delayed first start needs only > 0)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.safety_z <= 10:
+            raise ConfigError(f"safety_z: must be in [0, 10] standard deviations, got {self.safety_z}")
+        if self.reserve_s < 0:
+            raise ConfigError(f"reserve_s: must be >= 0 seconds, got {self.reserve_s}")
+        if not 0 <= self.min_pause_saving <= 1:
+            raise ConfigError(f"min_pause_saving: must be in [0, 1] (a fraction), got {self.min_pause_saving}")
+        if not 50 <= self.max_bins <= 100_000:
+            raise ConfigError(f"max_bins: must be in [50, 100000], got {self.max_bins}")
+
+
+class ForecastOptimalPolicy(ConfiguredPolicy):
+    """Minimum expected emissions by run/pause slots, deadline guaranteed, re-planned each interval."""
+
+    name = "forecast-optimal"
+    Config = ForecastOptimalConfig
+
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        now = ensure_aware_utc(now, "now")
+        modes = modes_of(snapshot, power=self.power_use != "none")
+        top = fastest(modes)
+        work_s = max(snapshot.work_remaining_s, 0.0)
+        end = horizon_end(snapshot, now)
+        slots = intensity_slots(snapshot, now, end) if end is not None else []
+        if end is not None and end <= now:
+            return run_decision(top, now, work_s, f"{self.name}: deadline reached; running flat out", to_the_end=True)
+        if work_s <= 0 or not slots:
+            return run_decision(top, now, work_s, f"{self.name}: nothing to plan (no work or no carbon signal)")
+        room_s = capacity_s(snapshot, now, end, top.speed)
+        if room_s < work_s:
+            return run_decision(top, now, work_s, f"{self.name}: deadline cannot be met; running flat out",
+                                to_the_end=True)
+        margin_s = safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
+        plan = plan_schedule(
+            slots,
+            min(work_s + margin_s, room_s),
+            modes,
+            overhead_s=snapshot.resume_overhead_s,
+            overhead_power_w=top.power_w,
+            state=start_state(snapshot),
+            max_bins=self.config.max_bins,
+            memo=self.__dict__.setdefault("_memo", {}),  # a cache only: output depends on inputs alone
+            waiting_power_w=snapshot.waiting_power_w,
+        )
+        if plan is None:
+            # No plan fits work + safety margin in this horizon: run this interval and plan again at the next
+            # decision (not a promise to run to the end: the margin may free up as the job speeds up).
+            return run_decision(top, now, work_s, f"{self.name}: no room for a pause within the safety margin; "
+                                "running this interval", until=slots[0].end)
+        intervals = plan.running_intervals()
+        first = plan.modes[0]
+        now_g = slots[0].intensity_g_per_kwh
+        if first is None:
+            # The margin guards pauses that cost waiting and a resume if the forecast is wrong; a delayed
+            # first start costs neither and is re-planned every interval.
+            margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
+            run_g = top.power_w * slots[0].duration_s * now_g / J_PER_KWH
+            if plan.pause_saving_g > margin * run_g:
+                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {plan.pause_saving_g:.3g} g net "
+                          f"of {snapshot.waiting_power_w:.0f} W waiting")
+                return pause_decision(snapshot, slots[0].end, reason, intervals)
+            first = plan.first_run_mode or top
+            reason = (f"{self.name}: a pause would save only {plan.pause_saving_g:.3g} g net of "
+                      f"{snapshot.waiting_power_w:.0f} W waiting (margin {self.config.min_pause_saving:.0%}); running")
+            return run_decision(first, now, work_s, reason, until=slots[0].end)
+        reason = f"{self.name}: run this interval at {now_g:.0f} g/kWh"
+        if math.isfinite(plan.pause_saving_g):
+            reason += f" (pausing would add {-plan.pause_saving_g:.3g} g net of {snapshot.waiting_power_w:.0f} W waiting)"
+        if self.power_use != "none" and first.power_limit_w is not None:
+            reason += f", {first.power_limit_w:.0f} W limit"
+        return run_decision(first, now, work_s, reason, until=slots[0].end, plan=intervals)
