@@ -6,8 +6,8 @@ on such a plan can leave too little time for a deadline. This packing is the
 check against that: jobs are placed, latest deadline first, each in the
 latest stretch of whole GPUs free before its deadline. A job whose latest
 start falls before the next decision must start now. The packing is greedy
-(a sufficient check, not an exact one): where it finds no place for a job,
-that job has no latest start and the plan alone decides.
+(a sufficient check, not an exact one): a job it finds no place for before
+its deadline is at risk and must start now too (if it can still finish alone).
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ _MAX_STEPS = 40_000
 
 
 def latest_starts(statuses: Sequence[JobStatus], *, now_h: float, capacity: Mapping[str, int],
-                  resume_overhead_h: float) -> dict[str, float]:
+                  resume_overhead_h: float) -> dict[str, float | None]:
     """Job id -> the latest start (plan hours) that leaves every other job's deadline reachable.
 
     Each job runs at its current option (or its nominal one) for ``needed_h``, overhead included.
-    Jobs already past reaching their deadline alone are left out.
+    A job with no room left before its deadline gets None (it is at risk); jobs already past reaching
+    their deadline alone are left out (the plan runs them as soon as it can).
     """
-    out: dict[str, float] = {}
+    out: dict[str, float | None] = {}
     for part, gpus_total in capacity.items():
         jobs = [st for st in statuses if st.partition == part]
         if not jobs:
@@ -47,7 +48,9 @@ def latest_starts(statuses: Sequence[JobStatus], *, now_h: float, capacity: Mapp
             steps = max(1, math.ceil(st.needed_h(option, resume_overhead_h) / step_h - 1e-9))
             end = math.floor((st.deadline_h - now_h) / step_h + 1e-9)
             start = _latest_fit(free, st.options[option].gpus, steps, min(end, free.size))
-            if start is None:
+            if start is None:  # no room left before its deadline: at risk, so it must start now
+                if st.deadline_h >= now_h + st.needed_h(option, resume_overhead_h):
+                    out[st.job_id] = None
                 continue
             free[start:start + steps] -= st.options[option].gpus
             out[st.job_id] = now_h + start * step_h

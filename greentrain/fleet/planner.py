@@ -62,17 +62,21 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
     problem = _Problem(now_h, partitions, intensity, resume_overhead_h, free, config)
     exact = _binaries(_drafts(statuses, problem, late_all=False, margin_h=0.0), now_h) <= config.exact_max_binaries
     # The exact form's plan is what will run, whole slots and all: it needs no rounding margin, nor the
-    # packing check. The rolling form tries with both, then without the margin, then without the check.
-    attempts = [(0.0, frozenset())] if exact else [(config.margin_h, _must_start(statuses, problem)),
-                                                   (0.0, _must_start(statuses, problem)), (0.0, frozenset())]
-    for margin_h, start_now in dict.fromkeys(attempts):
+    # packing check. The rolling form tries with both, then without the margin; if deadlines still
+    # conflict, jobs may run late, but those the packing says must start now still do (a job that can
+    # make its deadline is not given up for one that cannot), and only then is the check dropped.
+    must = frozenset() if exact else _must_start(statuses, problem)
+    for margin_h, start_now in dict.fromkeys([(0.0 if exact else config.margin_h, must), (0.0, must)]):
         drafts = _drafts(statuses, problem, late_all=False, margin_h=margin_h)
         solution, vars_, grid, method = _solve(_windows(drafts, problem, exact, start_now), problem, exact)
         if solution.ok and method != "rolling-lp" or config.rounding == "lp":
             break
     if not solution.ok:
         drafts = _drafts(statuses, problem, late_all=True, margin_h=0.0)
-        solution, vars_, grid, method = _solve(_windows(drafts, problem, exact, frozenset()), problem, exact)
+        for start_now in dict.fromkeys([must, frozenset()]):
+            solution, vars_, grid, method = _solve(_windows(drafts, problem, exact, start_now), problem, exact)
+            if solution.ok:
+                break
         method += "+late"
     if not solution.ok:
         raise ConfigError(f"fleet plan: HiGHS found no plan (status {solution.status})")
@@ -118,11 +122,32 @@ def _drafts(statuses: Sequence[JobStatus], problem: _Problem, *, late_all: bool,
 
 
 def _must_start(statuses: Sequence[JobStatus], problem: _Problem) -> frozenset[str]:
-    """Jobs whose latest start (``latest_starts``) comes before the next whole hour: they run now."""
+    """Jobs whose latest start (``latest_starts``) comes before the next whole hour: they run now.
+
+    Most urgent first (latest start, then deadline; then those with no room left), as many as fit the GPUs free now besides the jobs
+    that cannot be stopped: forcing more than fit would make the model infeasible and lose them all.
+    """
     next_h = math.floor(problem.now_h + _TOL_H) + 1.0
     capacity = {name: p.capacity_gpus for name, p in problem.partitions.items()}
     latest = latest_starts(statuses, now_h=problem.now_h, capacity=capacity, resume_overhead_h=problem.overhead_h)
-    return frozenset(job_id for job_id, start_h in latest.items() if start_h < next_h - _TOL_H)
+    free = dict(problem.free)
+    for st in statuses:
+        if st.running is not None and not st.can_pause:
+            free[st.partition] -= st.options[st.running].gpus
+    # Jobs the packing placed come first: a job it found no room for is at risk whatever happens, and
+    # must not push out one that can still make its deadline.
+    urgent = sorted((start_h is None, start_h or 0.0, st.deadline_h, st.job_id, st) for st in statuses
+                    if st.job_id in latest and ((start_h := latest[st.job_id]) is None or start_h < next_h - _TOL_H))
+    chosen = []
+    for *_, job_id, st in urgent:
+        if st.running is not None and not st.can_pause:
+            chosen.append(job_id)
+            continue
+        gpus = st.options[st.running if st.running is not None else 0].gpus
+        if gpus <= free[st.partition]:
+            free[st.partition] -= gpus
+            chosen.append(job_id)
+    return frozenset(chosen)
 
 
 def _windows(drafts: list[_Draft], problem: _Problem, exact: bool,
