@@ -78,9 +78,32 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
             if solution.ok:
                 break
         method += "+late"
-    if not solution.ok:
-        raise ConfigError(f"fleet plan: HiGHS found no plan (status {solution.status})")
+    if not solution.ok:  # HiGHS ran out of time without a plan (never seen short of a loaded machine)
+        return _earliest_deadline_first(statuses, problem, f"edf (HiGHS status {solution.status})",
+                                        time.process_time() - began)
     return _extract(solution, vars_, grid, problem, method, time.process_time() - began)
+
+
+def _earliest_deadline_first(statuses: Sequence[JobStatus], problem: _Problem, method: str,
+                             solve_s: float) -> FleetPlan:
+    """A plan without the solver: jobs that cannot stop keep running, then the others by deadline while
+    their GPUs are free. Carbon-blind, but it keeps capacity and loses no time on the deadlines."""
+    free = dict(problem.free)
+    order = sorted(statuses, key=lambda st: (not (st.running is not None and not st.can_pause), st.deadline_h))
+    plans: dict[str, JobPlan] = {}
+    for st in order:
+        option = st.running if st.running is not None else 0
+        runs = (st.running is not None and not st.can_pause) or st.options[option].gpus <= free[st.partition]
+        if runs:
+            free[st.partition] -= st.options[option].gpus
+        finish_h = problem.now_h + st.needed_h(option, problem.overhead_h) if runs else None
+        plans[st.job_id] = JobPlan(job_id=st.job_id, option=option if runs else None,
+                                   next_start_h=problem.now_h if runs else None, finish_h=finish_h,
+                                   planned_emissions_g=0.0,
+                                   late=finish_h is not None and finish_h > st.deadline_h + _TOL_H,
+                                   infeasible_alone=problem.now_h + st.needed_h(option, problem.overhead_h)
+                                   > st.deadline_h + _TOL_H)
+    return FleetPlan(now_h=problem.now_h, jobs=plans, planned_emissions_g=0.0, method=method, solve_s=solve_s)
 
 
 def _check(statuses: Sequence[JobStatus], partitions: Mapping[str, Partition],

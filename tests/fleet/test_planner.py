@@ -107,3 +107,14 @@ def test_identical_jobs_with_one_green_window_are_spread_not_herded() -> None:
     assert used[4:8].sum() == pytest.approx(8 * 4, rel=1e-6)  # the green window is full, and no fuller
     assert used[8:13].sum() > 30  # most of the rest went to the next-best hours
     assert plan.emissions_g < 0.85 * fifo.emissions_g  # (the herd emits less only by running past deadlines)
+
+
+def test_a_solver_out_of_time_falls_back_to_earliest_deadline_first() -> None:
+    # HiGHS's time limit is wall-clock: on a loaded machine it can end with no plan at all. The round
+    # still gets one: carbon-blind, by deadline, within capacity.
+    statuses = [JobStatus(job_id=f"j{i}", options=(RunOption(2, 1.0, 2.0),), remaining_h=3.0, deadline_h=20.0 - i)
+                for i in range(5)]
+    plan = plan_fleet(statuses, now_h=0.0, partitions={"default": Partition("default", 4, "XX")},
+                      intensity={"XX": np.full(40, 100.0)}, resume_overhead_h=0.1,
+                      config=PlannerConfig(exact_max_binaries=0, time_limit_s=1e-9))
+    assert plan.method.startswith("edf") and plan.running() == {"j4": 0, "j3": 0}
