@@ -154,8 +154,12 @@ def main() -> None:
     cases = [Case(t, int(w), int(s), args.jobs, args.capacity_gpus, args.power_kw_per_gpu, args.resume_overhead_min,
                   args.cache, args.pai, args.forecast)
              for t in args.traces for w in args.weeks.split(",") for s in args.seeds.split(",")]
+    results = []
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        results = pool.map(run_case, cases, chunksize=1)
+        for result in pool.imap_unordered(run_case, cases, chunksize=1):  # each case as it ends
+            results.append(result)
+            print(table([result]).splitlines()[2], flush=True)
+    results.sort(key=lambda r: (r["zone"], r["week"], r["seed"]))
     print(table(results))
 
 
