@@ -108,7 +108,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("clock", "userfile", "plugins", "events", "fields"), 2),
     **dict.fromkeys(("signals", "device", "codecarbon"), 3),
     **dict.fromkeys(("policies", "monitor", "actuators", "exporters", "report", "testing"), 4),
-    **dict.fromkeys(("profiler", "precision", "sim", "stageclocks"), 5),
+    **dict.fromkeys(("profiler", "precision", "sim", "stageclocks", "fleet"), 5),
     "engine": 6,
     "job": 7,
     **dict.fromkeys(("session", "integrations", "runtime", "daemon", "demo"), 8),

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("greentrain.cli.report", "report", "Render an HTML report of a run's JSONL log."),
     "daemon": ("greentrain.cli.daemon", "daemon", "Privileged helper that owns GPU knobs."),
     "submit": ("greentrain.cli.submit", "submit", "Submit a Slurm job at the lowest-carbon start."),
+    "fleet": ("greentrain.cli.fleet", "fleet", "Plan many jobs on one cluster: simulate, or run on Slurm."),
     "k8s-controller": ("greentrain.cli.k8s", "k8s_controller", "Suspend/resume Kubernetes Jobs by policy."),
     "whatif": ("greentrain.cli.whatif", "whatif", "Say what greentrain would have done with CodeCarbon runs."),
     "demo": ("greentrain.cli.demo", "demo", "Train on CPU under the carbon-aware policy, end to end."),
