@@ -30,7 +30,7 @@ _ENV = r"(?:[A-Z_][A-Z0-9_]*=\S*\s+)*"
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _INLINE = re.compile(r"`([^`]+)`")
 _EXITS = re.compile(r"\[exits (\d+)\]")
-_PLACEHOLDER = re.compile(r"(?<![\w-])[A-Z][A-Z_]{1,}(?![\w-])")
+_PLACEHOLDER = re.compile(r"(?<![\w-])[A-Z][A-Z_]{2,}(?![\w-])")
 
 
 @dataclass(frozen=True, slots=True)
