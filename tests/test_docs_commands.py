@@ -37,7 +37,7 @@ COMMAND_TIMEOUT_S = 300.0
 SERVER_CHECK_S = 8.0
 WORKERS = 3
 QUICKER: dict[str, list[str]] = {
-    "greentrain demo": ["--speedup", "4000", "--steps", "8", "--no-report"],
+    "greentrain demo": ["--speedup", "4000", "--steps", "4", "--no-report"],
     "greentrain train": ["--steps", "2"],
     "python -m greentrain.demo": ["--until", "2022-01-25"],
 }
