@@ -141,7 +141,7 @@ def _common(func: Any) -> Any:
 @click.group()
 @click.option("-v", "--verbose", is_flag=True, help="Log each provider failure as it happens.")
 def carbon(verbose: bool) -> None:
-    """Read grid carbon intensity: now, forecast, history; list providers."""
+    """Read grid carbon intensity: now, forecast, history; list providers; record and score forecasts."""
     # Fallbacks are reported once in the output (status / error line), not as log noise.
     logging.getLogger("greentrain.signals").setLevel(logging.INFO if verbose else logging.ERROR)
 
@@ -254,3 +254,10 @@ _NOTES = {
     "ukgrid": "no key; zones GB, postcode:BS16, region:1-17",
     "static": "no key; CodeCarbon annual averages",
 }
+
+
+# Forecasts as issued: record, archive export/import, skill (their own module, one group).
+from greentrain.cli.carbonarchive import archive as _archive_group, record as _record, skill as _skill  # noqa: E402
+
+for _command in (_record, _archive_group, _skill):
+    carbon.add_command(_command)

@@ -122,6 +122,16 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @click.option("--gpus", type=int, default=1, show_default=True, help="GPUs the job uses (power × gpus).")
 @click.option("--forecaster", type=click.Choice(FORECASTERS), default="default", show_default=True,
               help="'perfect' uses the trace's actual future (evaluation only).")
+@click.option("--forecast-archive", "archive_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Forecasts as issued (archive SQLite file or issued_at,target_time,intensity_g_per_kwh CSV): "
+                   "each decision uses the latest issued at or before it; --forecaster fills past its end and gaps.")
+@click.option("--archive-provider", default=None, help="The archive's series to use when it has several for the zone.")
+@click.option("--forecast-blend", type=click.Choice(("skill", "latest")), default="skill", show_default=True,
+              help="skill: weigh the archived forecast against --forecaster by their measured errors per hour "
+                   "ahead; latest: take it as exact.")
+@click.option("--archive-max-age-hours", type=float, default=None,
+              help="An archived forecast older than this at a decision counts as a gap (default: 6, or twice the "
+                   "archive's usual time between issues when longer).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
              policy_spec: str, forecaster: str, as_json: bool, **opts: Any) -> None:
@@ -139,16 +149,36 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     for start in starts:
         trace.index(start, "--start")
         trace.require_cover(start, start + horizon, "the deadline")
-    results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points))
+    chosen = make_forecaster(forecaster, points)
+    archived = _archive_forecaster(opts, points, chosen, forecaster) if opts["archive_path"] is not None else None
+    results = run_simulation(trace, starts, job, policy, chosen if archived is None else archived[1])
     summary = summarize(results, policy_name)
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
                    idle_power_kw=round(job.waiting_power_w / 1000.0, 9))
+    if archived is not None:
+        from greentrain.sim.forecastarchive import summary as archive_summary
+
+        summary["forecast_archive"] = archive_summary(archived[0], archived[1], opts["forecast_blend"])
     if as_json:
         runs = [run_to_json(r, power=job.profiled) for r in results]
         click.echo(json.dumps({"runs": runs, "summary": summary}))
     else:
         _print_table(results, summary)
+
+
+def _archive_forecaster(opts: dict[str, Any], points: list, own: Any, own_name: str) -> tuple[Any, Any]:
+    """(the loaded archive, its forecaster) for --forecast-archive; ``own`` fills past its end and its gaps."""
+    from greentrain.sim.forecastarchive import load_forecast_archive, make_archive_forecaster
+
+    if own_name == "perfect":
+        raise ConfigError("--forecast-archive: replays forecasts as issued; it cannot be combined with "
+                          "--forecaster perfect")
+    if opts["archive_max_age_hours"] is not None and not opts["archive_max_age_hours"] > 0:
+        raise ConfigError(f"--archive-max-age-hours: must be > 0, got {opts['archive_max_age_hours']:g}")
+    loaded = load_forecast_archive(opts["archive_path"], points[0].zone, opts["archive_provider"])
+    return loaded, make_archive_forecaster(loaded, own, blend=opts["forecast_blend"],
+                                           max_age_h=opts["archive_max_age_hours"])
 
 
 def _print_table(results: list, summary: dict[str, Any]) -> None:
@@ -181,3 +211,14 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
         f"worse than run-now: {summary['runs_worse_than_run_now']}; "
         f"net of {summary['idle_power_kw']:g} kW while paused ({summary['waiting_energy_kwh']:.2f} kWh waiting)"
     )
+    archived = summary.get("forecast_archive")
+    if archived is not None:
+        skipped = sum(archived["skipped_rows"].values())
+        console.print(
+            f"forecasts as issued: {archived['provider']}/{archived['zone']} from {archived['file']} "
+            f"({archived['issues']} issues, blend {archived['blend']}); {archived['fallback_hours']} of "
+            f"{archived['forecast_hours']} decision hours had no forecast within {archived['max_age_hours']:g} h "
+            f"(archive gap) and used the trace-only forecaster; {archived['extended_hours']} reached past the "
+            "archived forecast"
+            + (f"; {skipped} rows left out ({', '.join(f'{n} {k}' for k, n in archived['skipped_rows'].items())})"
+               if skipped else ""), markup=False)

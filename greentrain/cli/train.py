@@ -2,7 +2,7 @@
 
 Run it under ``torchrun`` (one process per device), or give ``--nproc N`` to
 have it launch ``torchrun`` on this machine. ``--config`` takes a TOML file or
-a preset (``tiny``, ``125m``, ``1b``); flags and ``--set section.key=value``
+a preset (``tiny``, ``tiny-moe``, ``125m``, ``1b``, ``1b-moe``); flags and ``--set section.key=value``
 override it. Errors in the configuration are one line and exit code 2.
 """
 
@@ -30,7 +30,8 @@ FLAG_KEYS: dict[str, tuple[str, str]] = {
     "global_batch": ("train", "global_batch"), "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"),
     "lr": ("train", "lr"), "ac": ("train", "ac"), "compile": ("train", "compile"), "device": ("train", "device"),
     "mesh": ("parallel", "mesh"), "dp_replicate": ("parallel", "dp_replicate"), "dp_shard": ("parallel", "dp_shard"),
-    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "pp_schedule": ("parallel", "pp_schedule"),
+    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "cp": ("parallel", "cp"), "ep": ("parallel", "ep"),
+    "pp_schedule": ("parallel", "pp_schedule"),
     "microbatches": ("parallel", "microbatches"), "virtual_stages": ("parallel", "virtual_stages"),
     "metrics_jsonl": ("metrics", "jsonl"), "metrics_port": ("metrics", "port"), "metrics_addr": ("metrics", "addr"),
     "metrics_allow_public": ("metrics", "allow_public"),
@@ -158,8 +159,10 @@ def _launch_until_done(cfg, nproc: int, max_restarts: int, argv: list[str]) -> N
 
 def _echo_step(m) -> None:
     mfu = f" mfu {m.mfu:.1%}" if m.mfu is not None else ""
+    router = (f"  aux {m.aux_loss:.3f} imbalance {m.expert_imbalance:.2f}"
+              if getattr(m, "expert_imbalance", None) is not None else "")
     click.echo(f"step {m.step:>6}  loss {m.loss:.4f}  grad_norm {m.grad_norm:.3f}  lr {m.lr:.2e}  "
-               f"{m.tokens_per_s:,.0f} tok/s{mfu}  [{m.precision}]")
+               f"{m.tokens_per_s:,.0f} tok/s{mfu}{router}  [{m.precision}]")
 
 
 def _init_distributed(backend: str) -> None:
@@ -220,7 +223,8 @@ def _train_here(cfg) -> None:
 
 
 @click.command("train")
-@click.option("--config", "config", default="tiny", show_default=True, help="TOML file or preset (tiny, 125m, 1b).")
+@click.option("--config", "config", default="tiny", show_default=True,
+              help="TOML file or preset (tiny, tiny-moe, 125m, 1b, 1b-moe).")
 @click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override any config key.")
 @click.option("--steps", type=int, help="Optimizer steps in total.")
 @click.option("--seed", type=int, help="Seed for weights and data order.")
@@ -233,6 +237,8 @@ def _train_here(cfg) -> None:
 @click.option("--dp-shard", type=int, help="FSDP2 shard group size (-1: the rest of the world).")
 @click.option("--tp", type=int, help="Tensor-parallel degree.")
 @click.option("--pp", type=int, help="Pipeline stages.")
+@click.option("--cp", type=int, help="Context-parallel degree (sequence split; seq len must divide by 2 x cp).")
+@click.option("--ep", type=int, help="Expert-parallel degree (MoE models: experts spread over N ranks).")
 @click.option("--pp-schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), help="Pipeline schedule.")
 @click.option("--microbatches", type=int, help="Pipeline microbatches per step.")
 @click.option("--virtual-stages", type=int, help="Stages per rank (interleaved).")
@@ -253,7 +259,7 @@ def _train_here(cfg) -> None:
 @click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
 def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, **flags: Any) -> None:
-    """Train the reference transformer (FSDP2 × TP × PP on a DeviceMesh)."""
+    """Train the reference transformer (FSDP2 × TP × PP × CP × EP on a DeviceMesh)."""
     if nproc is not None and nproc < 1:
         raise click.BadParameter("must be >= 1", param_hint="--nproc")
     cfg, where = build_config_with_sources(config, flags, sets)

@@ -27,6 +27,8 @@ __all__ = [
     "EMISSIONS_AVOIDED",
     "JOB_EMISSIONS_AVOIDED",
     "EMISSIONS_UNPRICED_ENERGY",
+    "EXPERT_IMBALANCE",
+    "EXPERT_TOKENS",
     "EXPORTER_RANKS",
     "GPU_ENERGY",
     "GPU_POWER",
@@ -162,6 +164,12 @@ SETTINGS_UNRESTORED = _m("greentrain_gpu_settings_unrestored", "gauge", ("job",)
                          "GPU settings the job changed whose restore failed or is still pending after exit.", "sum")
 POWER_CAP_REFUSED = _m("greentrain_power_cap_refused_total", "counter", ("job",),
                        "Power-limit or clock changes refused for lack of privilege.", "sum")
+EXPERT_TOKENS = _m("greentrain_moe_expert_tokens_total", "counter", ("job", "expert"),
+                   "Mixture of experts: tokens the routers sent to each expert (index), summed over blocks and "
+                   "ranks.", "max")
+EXPERT_IMBALANCE = _m("greentrain_moe_expert_imbalance_ratio", "gauge", ("job",),
+                      "Mixture of experts: the busiest expert's tokens over the mean in the last step, worst "
+                      "block (1 = balanced).", "max")
 EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
                     "Local ranks whose metrics this node endpoint aggregates.", "first")
 
@@ -171,7 +179,7 @@ METRICS: tuple[MetricSpec, ...] = (
     EMISSIONS, EMISSIONS_AVOIDED, JOB_EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, WAITING_ENERGY, WAITING_POWER,
     BUDGET_REMAINING, BUDGET_PROJECTED, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
     JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
-    SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
+    SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS, EXPERT_TOKENS, EXPERT_IMBALANCE,
     JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,
     JOB_ADVISED_TIME_CHANGE,
 )

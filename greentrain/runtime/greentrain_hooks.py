@@ -12,12 +12,16 @@
   ranks before the next step.
 - without a policy, ``--metrics-port`` still serves step/token counters
   (rank 0) from a :class:`~greentrain.jobstats.JobStats`.
+
+A MoE model's router statistics (tokens per expert, imbalance) go to the
+same ``JobStats`` either way, so the exporter serves them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     from greentrain.policies.base import Decision
     from greentrain.session import Session
 
-__all__ = ["SessionHook", "run_training"]
+__all__ = ["SessionHook", "run_training", "report_router"]
 
 
 class SessionHook:
@@ -93,9 +97,12 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
 
             say(f"greentrain: serving metrics at {server.url}")  # with a policy, the plan line says it
 
+    router = report_router(stats)
+
     def on_step(m: StepMetrics) -> None:
         stats.add(steps=1, tokens=m.tokens)
         stats.update(precision=m.precision)
+        router(m)
 
     try:
         yield on_step
@@ -103,6 +110,16 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
         stats.update(state=JobState.WAITING)
         if server is not None:
             server.stop()
+
+
+def report_router(stats: JobStats) -> Callable[[StepMetrics], None]:
+    """An on_step callback that adds a MoE step's router statistics to ``stats`` (the exporter's)."""
+
+    def on_step(m: StepMetrics) -> None:
+        if m.expert_tokens is not None:
+            stats.add_expert_tokens(m.expert_tokens, m.expert_imbalance)
+
+    return on_step
 
 
 def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, object] | None = None,
@@ -124,7 +141,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
             trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
             return trainer, trainer.fit(handle_signals=handle_signals)
     session = _session(trainer.cfg, trainer, extra)
-    trainer.on_step = _chain(callbacks)
+    trainer.on_step = _chain([report_router(session.job_stats)] + callbacks)
     with session:
         trainer.hook = SessionHook(session)
         trainer.step = max(trainer.step, session.start_step)

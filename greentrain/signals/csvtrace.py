@@ -49,6 +49,7 @@ class CSVTraceProvider(CarbonIntensityProvider):
 
     name: ClassVar[str] = "csv"
     uses_network: ClassVar[bool] = False
+    issues_forecasts: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -89,6 +89,7 @@ class StaticProvider(CarbonIntensityProvider):
 
     name: ClassVar[str] = "static"
     uses_network: ClassVar[bool] = False
+    issues_forecasts: ClassVar[bool] = False
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()

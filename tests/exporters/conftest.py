@@ -61,6 +61,7 @@ def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:
             for s in stats:
                 s.add(steps=1, tokens=512, energy_j=21.0, emissions_g=0.002, emissions_avoided_g=0.0008)
                 s.update(last_step_energy_j=21.0, last_step_source="interpolated")  # 0.1 s steps
+                s.add_expert_tokens([300, 212], imbalance=1.17)  # a 2-expert MoE's router statistics
         if tick % 10 == 0:
             stats[0].count_action("set_power_limit")
             stats[0].update(power_cap_refused_total=stats[0].power_cap_refused_total + 1)
