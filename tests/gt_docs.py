@@ -5,8 +5,11 @@ prose, that starts with ``greentrain SUBCOMMAND`` (a real subcommand, so help
 text and output such as ``greentrain: done: ...`` are not commands),
 ``python -m greentrain...`` or ``torchrun ... -m greentrain``; a ``$ ``
 prompt, ``VAR=value`` prefixes and ``\\`` continuations are understood. An
-inline span is a command when it is complete: three words or more and no
-placeholder in capitals (``greentrain monitor -- CMD`` is a synopsis).
+inline span is a command when it is complete: three words or more, no
+placeholder in capitals (``greentrain monitor -- CMD`` is a synopsis), and
+arguments its command accepts (``complete``: ``greentrain carbon skill`` or
+``greentrain simulate --forecast-archive`` in a sentence name a command or a
+flag; they are not commands to type).
 
 The markers (docs/cli.md, "The documented commands are tested") are read from
 the rest of the command's line:
@@ -18,6 +21,7 @@ the rest of the command's line:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,13 +95,15 @@ def _is_command(text: str, subcommands: frozenset[str]) -> bool:
                                                              ("--help", "-h", "--version"))
 
 
-def doc_commands(root: Path, subcommands: frozenset[str]) -> list[DocCommand]:
-    """Every documented command of README.md and docs/*.md, in file order."""
+def doc_commands(root: Path, subcommands: frozenset[str],
+                 complete: Callable[[str], bool] = lambda text: True) -> list[DocCommand]:
+    """Every documented command of README.md and docs/*.md, in file order; ``complete(text)`` says whether an
+    inline span's arguments make a whole command."""
     found: list[DocCommand] = []
     for path in doc_files(root):
         name = path.relative_to(root).as_posix()
         found += _fenced(name, path.read_text(encoding="utf-8").splitlines(), subcommands)
-        found += _inline(name, path.read_text(encoding="utf-8").splitlines(), subcommands)
+        found += _inline(name, path.read_text(encoding="utf-8").splitlines(), subcommands, complete)
     return sorted(found, key=lambda c: (c.file, c.line))
 
 
@@ -126,7 +132,8 @@ def _fenced(name: str, lines: list[str], subcommands: frozenset[str]) -> list[Do
     return out
 
 
-def _inline(name: str, lines: list[str], subcommands: frozenset[str]) -> list[DocCommand]:
+def _inline(name: str, lines: list[str], subcommands: frozenset[str],
+            complete: Callable[[str], bool]) -> list[DocCommand]:
     out: list[DocCommand] = []
     fenced = False
     for number, line in enumerate(lines, 1):
@@ -137,8 +144,8 @@ def _inline(name: str, lines: list[str], subcommands: frozenset[str]) -> list[Do
             continue
         for match in _INLINE.finditer(line):
             text = match.group(1).strip()
-            complete = len(text.split()) >= 3 and not _PLACEHOLDER.search(text) and "..." not in text
-            if complete and _is_command(text, subcommands):
+            whole = len(text.split()) >= 3 and not _PLACEHOLDER.search(text) and "..." not in text
+            if whole and _is_command(text, subcommands) and complete(text):
                 rest = line[match.end():]
                 out.append(DocCommand(name, number, text, _markers(rest), _exit_status(rest)))
     return out
