@@ -65,6 +65,8 @@ def _parses(text: str) -> bool:
     from greentrain.cli import cli
 
     words = shlex.split(re.sub(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*", "", text))
+    shell = next((i for i, w in enumerate(words) if w in (">", ">>", "<", "|", "&&", ";", "2>")), len(words))
+    words = words[:shell]  # the shell's redirections and pipes are not the command's arguments
     if words[0] != "greentrain":
         return True  # python -m greentrain.X: its own command line
     command: click.Command = cli
