@@ -143,7 +143,10 @@ def _common(func: Any) -> Any:
 def carbon(verbose: bool) -> None:
     """Read grid carbon intensity: now, forecast, history; list providers; record and score forecasts."""
     # Fallbacks are reported once in the output (status / error line), not as log noise.
-    logging.getLogger("greentrain.signals").setLevel(logging.INFO if verbose else logging.ERROR)
+    logger = logging.getLogger("greentrain.signals")
+    previous = logger.level
+    logger.setLevel(logging.INFO if verbose else logging.ERROR)
+    click.get_current_context().call_on_close(lambda: logger.setLevel(previous))  # for this command only
 
 
 @carbon.command()
