@@ -317,7 +317,8 @@ class Session:
 
     def _begin(self) -> None:
         engine = self._require_engine()
-        decision = engine.begin()
+        assert self._job is not None
+        decision = self._job.begin(self.pause_mode)  # the deadline's one check, then the plan line
         self.last_decision = decision
         if decision.action != Action.RUN:
             engine.wait_until(decision.until, decision.reason or "delayed start")
@@ -346,7 +347,7 @@ class Session:
             elif self._resumable:  # a start that failed (e.g. an impossible deadline) leaves nothing to resume
                 self._persist(finished=engine.finished)
         finally:
-            job.close()
+            job.close(resume_at=self.resume_at)
 
     def _close_all(self, raise_errors: bool = True) -> None:
         closers, self._closers = self._closers, []

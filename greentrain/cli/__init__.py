@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError as e:
+        if e.ctx is not None and e.ctx.parent is None:  # plain `greentrain`: asking what it does is no error
+            click.echo(e.ctx.get_help())
+            sys.exit(0)
         click.echo(e.ctx.get_help() if e.ctx else e.format_message(), err=True)
         sys.exit(2)
     except click.UsageError as e:

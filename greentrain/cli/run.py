@@ -32,7 +32,6 @@ from greentrain.cli.common import parse_deadline
 from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.clock import Clock, ReplayClock, SystemClock
 from greentrain.engine import Engine
-from greentrain.engine.jobsummary import job_figures, plan_line, summary_line
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
 from greentrain.job.build import Job
 from greentrain.job.options import JobOptions
@@ -89,20 +88,15 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
         clock = job.engine.clock
         engine = job.engine
         try:
-            start = engine.begin()  # the deadline's one check: refused here, before the plan is said
-            _say(plan_line(policy=str(settings.get("policy", options.policy)), zone=options.zone,
-                           provider=settings.get("provider"), work_s=engine.progress.work_total_s,
-                           deadline=engine.deadline.at, pause_mode=options.pause_mode or "suspend",
-                           simulated=replay_speedup is not None))
+            start = job.begin(options.pause_mode or "suspend")  # the deadline's one check: refused here, before the plan is said
             status = Supervisor(engine, child, pause_mode=options.pause_mode or "suspend",
                                 checkpoint_signal=checkpoint_signal_number, checkpoint_timeout_s=checkpoint_timeout_s,
                                 poll_s=interval_s, scaler=scaler).run(start)
             finished = status < 128  # not stopped by a signal
-            engine.close(finished=finished, finished_at=clock.now() if finished else None, exit_status=status,
-                         launches=child.launches)
-            _say(summary_line(job_figures(engine), status))
+            job.close(raise_errors=False, finished=finished, finished_at=clock.now() if finished else None,
+                      exit_status=status, launches=child.launches)  # engine, summary line, metrics, monitor, log
         finally:
-            job.close(raise_errors=False)  # the engine (if not closed above), metrics, monitor, signals, log
+            job.close(raise_errors=False)  # after a failure: whatever is still open
     sys.exit(final_status(status, engine))
 
 
@@ -111,10 +105,6 @@ def final_status(command_status: int, engine: Engine) -> int:
     if command_status == 0 and engine.deadline_missed and engine.deadline.policy != "best-effort":
         return DEADLINE_MISSED_EXIT_CODE
     return command_status
-
-
-def _say(line: str) -> None:
-    click.echo(line, err=True)  # stdout belongs to the command
 
 
 @contextmanager

@@ -88,7 +88,14 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
     def where(key: str) -> str:
         return sources.get(key) or f"{origin}: {key}"
 
-    return config_from_dict(data, origin=origin, sources=sources), where
+    try:
+        return config_from_dict(data, origin=origin, sources=sources), where
+    except ConfigError as e:  # and what preflight would say of the [greentrain] names: every problem in one pass
+        from greentrain.runtime.preflight import outside_problems
+
+        g = data.get("greentrain")
+        more = outside_problems(g.get("policy"), g.get("provider"), g.get("zone"), where) if isinstance(g, dict) else []
+        raise ConfigError("\n".join([str(e), *more])) from None
 
 
 def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:

@@ -34,7 +34,7 @@ from greentrain.job.options import JobOptions
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
 from greentrain.job.state import EngineState, restore_into
 from greentrain.jobstats import JobStats
-from greentrain.policies.base import Policy
+from greentrain.policies.base import Decision, Policy
 
 if TYPE_CHECKING:
     from torch.nn import Module
@@ -79,13 +79,47 @@ class Job:
     """The running ``MetricsServer`` (its bound port in ``.port``), or None."""
     devices: DeviceSet | None = None
     closers: list[Callable[[], object]] = field(default_factory=list)
+    options: JobOptions = field(default_factory=JobOptions)
+    """The settings it was built from (the plan line names its policy, zone and provider)."""
+    policy_name: str = ""
+    begun: bool = False
+    """``begin`` succeeded: the plan was said, and ``close`` says the summary."""
+
+    @property
+    def speaks(self) -> bool:
+        """This process says the plan and summary: rank 0, unless the job is ``quiet``."""
+        return self.engine.is_leader and not self.options.quiet
+
+    def begin(self, pause_mode: str | None = None) -> Decision:
+        """``Engine.begin`` (the deadline's one check), then the plan line, once per job."""
+        decision = self.engine.begin()
+        if not self.begun and self.speaks:
+            from greentrain.job.announce import plan_text, say
+
+            say(plan_text(self.engine, policy=self.policy_name, zone=self.options.zone,
+                          provider_spec=self.options.provider, metrics_url=self.metrics.url if self.metrics else None,
+                          pause_mode=pause_mode))
+        self.begun = True
+        return decision
 
     def close(self, *, raise_errors: bool = True, finished: bool | None = None,
-              finished_at: datetime | None = None, **summary: object) -> None:
-        """Close the engine (summary event, knobs restored), then every resource, the hardware last."""
+              finished_at: datetime | None = None, resume_at: datetime | None = None, **summary: object) -> None:
+        """Close the engine (summary event, knobs restored), say the summary line, then close every resource,
+        the hardware last. ``resume_at``: a checkpoint pause's planned resume (the summary says so)."""
         closers, self.closers = self.closers, []
-        close_all([lambda: self.engine.close(finished=finished, finished_at=finished_at, **summary), *closers],
-                  raise_errors=raise_errors)
+        said, self.begun = self.begun and self.speaks, False
+
+        def summarize() -> None:
+            if said:
+                from greentrain.job.announce import energy_sources, say, summary_text
+
+                status = summary.get("exit_status")
+                done = finished if finished is not None else self.engine.finished
+                say(summary_text(self.engine, sources=energy_sources(self.monitor), finished=done,
+                                 exit_status=status if isinstance(status, int) else None, paused_until=resume_at))
+
+        close_all([lambda: self.engine.close(finished=finished, finished_at=finished_at, **summary), summarize,
+                   *closers], raise_errors=raise_errors)
 
 
 @dataclass(kw_only=True)
@@ -154,7 +188,8 @@ def build_job(
         job_stats.update(replicas_actual=scaler.replicas)
         engine.event("replicas", kind="actual", replicas=scaler.replicas)
     job = Job(engine=engine, hardware=hardware, closers=closers, event_log=opened.event_log,
-              monitor=opened.monitor, signals=opened.signals, metrics=opened.metrics, devices=opened.devices)
+              monitor=opened.monitor, signals=opened.signals, metrics=opened.metrics, devices=opened.devices,
+              options=options, policy_name=_policy_name(options.policy, policy))
     try:
         recover = getattr(hardware.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
@@ -221,6 +256,13 @@ def _open_hardware(options: JobOptions, parts: JobParts, policy: Policy, clock: 
         job=options.job, clock=clock, model=parts.model, monitor=opened.monitor,
         actuation=resolve_actuation(options.actuation),
     )
+
+
+def _policy_name(spec: object, policy: Policy) -> str:
+    """A preset's name, a file's name, or the policy's own."""
+    if isinstance(spec, str | Path) and not isinstance(spec, Policy):
+        return Path(spec).name if str(spec).endswith(".toml") else str(spec)
+    return str(getattr(policy, "name", type(policy).__name__))
 
 
 def resolve_deadline(value: datetime | str | None, prior: EngineState | None, now: datetime) -> datetime | None:

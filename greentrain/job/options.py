@@ -149,6 +149,9 @@ class JobOptions:
     """Allow a non-loopback metrics address (the endpoint is unauthenticated; logged as a warning)."""
     progress: bool = field(default=True, metadata=offered("session", "demo"))
     """Progress on the terminal now and then (a countdown while waiting)."""
+    quiet: bool = field(default=False, metadata=offered("session", "run", "train", "demo"))
+    """Say no plan line at the start and no summary line at the end (library: the 'greentrain.report' logger;
+    command line: stderr). Warnings are still said."""
 
     def __post_init__(self) -> None:
         problems = option_problems(self.values())

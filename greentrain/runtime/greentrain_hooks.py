@@ -99,8 +99,13 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
             from greentrain.errors import ConfigError
 
             raise ConfigError(f"--metrics-port: the exporter is not available ({e})") from None
-        server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port)
+        server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port,
+                               allow_public=cfg.metrics.allow_public)
         server.start()
+        if not cfg.greentrain.quiet:
+            from greentrain.job.announce import say
+
+            say(f"greentrain: serving metrics at {server.url}")  # with a policy, the plan line says it
 
     router = report_router(stats)
 

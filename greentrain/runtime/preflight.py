@@ -17,7 +17,7 @@ from pathlib import Path
 from greentrain.errors import ConfigError
 from greentrain.runtime.config import JobConfig
 
-__all__ = ["preflight"]
+__all__ = ["preflight", "outside_problems"]
 
 _MESH_KEYS = ("pp", "dp_replicate", "dp_shard", "cp", "ep", "tp")
 
@@ -44,15 +44,40 @@ def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, p
             check("checkpoint.dir", lambda: _probe(check_writable_dir, cfg.checkpoint.dir))
         if cfg.metrics.jsonl:
             check("metrics.jsonl", lambda: _probe(check_writable_dir, str(Path(cfg.metrics.jsonl).parent)))
-    g = cfg.greentrain
-    if g.policy:
-        check("greentrain.policy", lambda: _check_policy(g.policy))
-    if g.provider:
-        check("greentrain.provider", lambda: _check_provider(g.provider))
-    if g.zone:
-        check("greentrain.zone", lambda: _check_zone(g.zone, g.provider))
+    if cfg.metrics.port is not None:
+        check("metrics.addr", lambda: _check_addr(cfg.metrics.addr, cfg.metrics.allow_public))
+    lines += outside_problems(cfg.greentrain.policy, cfg.greentrain.provider, cfg.greentrain.zone, where)
     if lines:
         raise ConfigError("\n".join(lines))
+
+
+def outside_problems(policy: object, provider: object, zone: object, where: Callable[[str], str]) -> list[str]:
+    """One line per ``[greentrain]`` policy, provider or zone that does not resolve (values of another type are
+    the section's own problem). Also asked while the rest of a file has problems, so one pass says them all."""
+    lines: list[str] = []
+
+    def check(key: str, run: Callable[[], None]) -> None:
+        try:
+            run()
+        except ConfigError as e:
+            lines.extend(f"{where(key)}: {line}" for line in str(e).splitlines())
+
+    provider_text = provider if isinstance(provider, str) else None
+    if isinstance(policy, str) and policy:
+        check("greentrain.policy", lambda: _check_policy(policy))
+    if provider_text:
+        check("greentrain.provider", lambda: _check_provider(provider_text))
+    if isinstance(zone, str) and zone:
+        check("greentrain.zone", lambda: _check_zone(zone, provider_text))
+    return lines
+
+
+def _check_addr(addr: str, allow_public: bool) -> None:
+    from greentrain.exporters.server import is_loopback
+
+    if not is_loopback(addr) and not allow_public:
+        raise ConfigError(f"{addr or '(all interfaces)'} is not a loopback address, so anyone on the network could "
+                          "read these metrics; allow it with --metrics-allow-public or [metrics] allow_public = true")
 
 
 def _check_cuda() -> None:

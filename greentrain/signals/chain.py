@@ -138,7 +138,8 @@ class SignalChain:
         except Exception as e:  # noqa: BLE001 - a provider fault must never reach training
             retry_after = e.retry_after_s if isinstance(e, RateLimitedError) else None
             wait_s = backoff.failed(now, retry_after)
-            self._last_error = f"{provider.name}: {_describe(e)}"
+            said = _describe(e)
+            self._last_error = said if said.startswith(f"{provider.name}:") else f"{provider.name}: {said}"
             log.warning("carbon provider %s failed, retry in %.0f s: %s", provider.name, wait_s, _describe(e))
             return None
         backoff.succeeded()

@@ -121,12 +121,21 @@ class CSVTraceProvider(CarbonIntensityProvider):
             return when if inside else shift_years(when, -self._year_offset())
         return self._replay_start + (when - self._created) * self._speedup
 
-    def _check_zone(self, zone: str) -> None:
-        # The export's 'Zone Id' can be coarser than the zone the file was exported for (DE-LU_*.csv says
-        # 'DE'), so the file-name prefix is accepted too.
+    def zone_mismatch(self, zone: str) -> str | None:
+        """None when this trace can answer for ``zone``; else why not, naming the zone it is for.
+
+        The export's 'Zone Id' can be coarser than the zone the file was exported for (DE-LU_*.csv says 'DE'),
+        so the file-name prefix is accepted too."""
         accepted = {self.zone.upper(), self.path.stem.split("_")[0].upper()}
-        if zone.upper() not in accepted:
-            raise SignalError(f"csv {self.path.name}: trace is for zone {self.zone!r}, asked for {zone!r}")
+        if zone.upper() in accepted:
+            return None
+        return f"trace {self.path.name} is for zone {self.zone!r}, not {zone!r}; give --zone {self.zone} or leave " \
+               f"--zone out (the trace's zone is used)"
+
+    def _check_zone(self, zone: str) -> None:
+        why = self.zone_mismatch(zone)
+        if why is not None:
+            raise SignalError(f"csv {why}")
 
     def _index_at(self, when: datetime) -> int:
         index = bisect_right(self._starts, when) - 1
