@@ -10,8 +10,13 @@ a deadline that earliest-deadline-first from now would meet, jobs that
 schedule starts now are added to the decision (most urgent first, displacing
 the chosen job with the latest deadline when GPUs run short) until the
 check holds. The check is a sufficient one: where it holds, a feasible
-schedule of the remaining work exists; each round keeps one, so deadlines
-a carbon-blind schedule meets are met.
+schedule of the remaining work exists; each round keeps one, so while no
+job arrives, deadlines met at one decision stay reachable. Arrivals are not
+foreseen: a job that arrives needing GPUs the plan has just given away can
+still be late where FIFO, which starts everything at once, happened not to be.
+The next decision is taken to come at the next whole hour or the first
+completion of a job started now, whichever is sooner, as in the simulator; a
+controller that re-plans less often gets a looser check.
 """
 
 from __future__ import annotations
@@ -53,35 +58,36 @@ def edf_misses(statuses: Sequence[JobStatus], now_run: Mapping[str, int], *, now
     if in_use > free_now:
         return len(statuses) + 1
     waiting.sort()
-    t_h = min([until_h] + [finish_h for finish_h, _ in ends])
-    while ends and ends[0][0] <= t_h + _TOL_H:
-        in_use -= heapq.heappop(ends)[1]
-    while waiting:
+    return missed + _list_schedule(waiting, ends, in_use, min([until_h] + [end_h for end_h, _ in ends]),
+                                   capacity=capacity, resume_overhead_h=resume_overhead_h)
+
+
+def _list_schedule(waiting: list[tuple[float, str, JobStatus]], ends: list[tuple[float, int]], in_use: int,
+                   t_h: float, *, capacity: int, resume_overhead_h: float) -> int:
+    """Deadlines missed starting ``waiting`` (in its order) from ``t_h`` whenever whole GPUs are free;
+    ``ends`` is a heap of (finish, gpus) of the jobs running, ``in_use`` their GPUs."""
+    missed = 0
+    while True:
+        while ends and ends[0][0] <= t_h + _TOL_H:
+            in_use -= heapq.heappop(ends)[1]
         started = []
         for item in waiting:
             st = item[2]
             option = st.running if st.running is not None else 0
             gpus = st.options[option].gpus
             if gpus <= capacity - in_use:
-                # paused at the decision if it ran before: its restart costs the overhead
-                needed_h = (resume_overhead_h if st.started else 0.0) + st.remaining_h / st.options[option].speed
-                finish_h = t_h + needed_h
+                # waiting at the decision, so a job that ran before pays the restart
+                finish_h = t_h + (resume_overhead_h if st.started else 0.0) + st.remaining_h / st.options[option].speed
                 missed += finish_h > st.deadline_h + _TOL_H
                 in_use += gpus
                 heapq.heappush(ends, (finish_h, gpus))
-                started.append(item)
-        for item in started:
-            waiting.remove(item)
+                started.append(item[1])
+        waiting = [item for item in waiting if item[1] not in started]
         if not waiting:
-            break
+            return missed
         if not ends:  # nothing runs and nothing fits: a job wider than the partition
             return missed + len(waiting)
-        finish_h, gpus = heapq.heappop(ends)
-        t_h = max(t_h, finish_h)
-        in_use -= gpus
-        while ends and ends[0][0] <= t_h + _TOL_H:
-            in_use -= heapq.heappop(ends)[1]
-    return missed
+        t_h = max(t_h, ends[0][0])
 
 
 def keep_deadlines(statuses: Sequence[JobStatus], chosen: Mapping[str, int], *, now_h: float, free_now: int,
