@@ -10,7 +10,9 @@ Solving: the exact form (``formulation.build_exact``) when it is small enough,
 else the rolling form; HiGHS through scipy. If the deadlines cannot all be
 met, the model is solved again letting jobs run late at a cost that grows
 with their lateness, so the lateness is as small as capacity allows and late
-jobs run as soon as they can; nothing is dropped.
+jobs run as soon as they can; nothing is dropped. Last, the deadline guard
+(``fleet/guard.py``) checks what starts now against an earliest-deadline-first
+schedule of the rest and starts more where a deadline needs it.
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
 def _keep_deadlines(plan: FleetPlan, statuses: Sequence[JobStatus], problem: _Problem) -> FleetPlan:
     """The plan, with the jobs started now that the deadline guard (``fleet/guard.py``) needs.
 
-    Plans later hours are sketches; what runs now is what the deadlines depend on, so that is checked
-    against a whole-GPU schedule with every restart overhead, whichever form found the plan.
+    The plan's later hours are a sketch (GPU-hours, rounded later); what runs now is what the deadlines
+    depend on, so that is checked against a whole-GPU schedule with every restart overhead, whichever
+    form found the plan. Only slot 0 is changed: finish and emissions stay the solver's.
     """
     jobs = dict(plan.jobs)
     for name, part in problem.partitions.items():
