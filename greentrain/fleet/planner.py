@@ -10,7 +10,9 @@ Solving: the exact form (``formulation.build_exact``) when it is small enough,
 else the rolling form; HiGHS through scipy. If the deadlines cannot all be
 met, the model is solved again letting jobs run late at a cost that grows
 with their lateness, so the lateness is as small as capacity allows and late
-jobs run as soon as they can; nothing is dropped.
+jobs run as soon as they can; nothing is dropped. Last, the deadline guard
+(``fleet/guard.py``) checks what starts now against an earliest-deadline-first
+schedule of the rest and starts more where a deadline needs it.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from greentrain.errors import ConfigError
 from greentrain.fleet.formulation import JobVars, Window, build_exact, build_rolling
+from greentrain.fleet.guard import keep_deadlines
 from greentrain.fleet.latest import latest_starts
 from greentrain.fleet.lpmodel import LinearModel, Solution
 from greentrain.fleet.model import FleetPlan, JobPlan, JobStatus, Partition, PlannerConfig, intensity_for
@@ -81,7 +84,31 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
     if not solution.ok:  # HiGHS ran out of time without a plan (never seen short of a loaded machine)
         return _earliest_deadline_first(statuses, problem, f"edf (HiGHS status {solution.status})",
                                         time.process_time() - began)
-    return _extract(solution, vars_, grid, problem, method, time.process_time() - began)
+    plan = _extract(solution, vars_, grid, problem, method, time.process_time() - began)
+    return _keep_deadlines(plan, statuses, problem)
+
+
+def _keep_deadlines(plan: FleetPlan, statuses: Sequence[JobStatus], problem: _Problem) -> FleetPlan:
+    """The plan, with the jobs started now that the deadline guard (``fleet/guard.py``) needs.
+
+    The plan's later hours are a sketch (GPU-hours, rounded later); what runs now is what the deadlines
+    depend on, so that is checked against a whole-GPU schedule with every restart overhead, whichever
+    form found the plan. Only slot 0 is changed: finish and emissions stay the solver's.
+    """
+    jobs = dict(plan.jobs)
+    for name, part in problem.partitions.items():
+        mine = [st for st in statuses if st.partition == name]
+        chosen = {st.job_id: o for st in mine if (o := jobs[st.job_id].option) is not None}
+        kept = keep_deadlines(mine, chosen, now_h=problem.now_h, free_now=problem.free[name],
+                              capacity=part.capacity_gpus, resume_overhead_h=problem.overhead_h)
+        for job_id in chosen.keys() | kept.keys():
+            if chosen.get(job_id) != kept.get(job_id):
+                started = kept.get(job_id) is not None
+                jobs[job_id] = replace(jobs[job_id], option=kept.get(job_id),
+                                       next_start_h=problem.now_h if started else None)
+    if jobs == plan.jobs:
+        return plan
+    return replace(plan, jobs=jobs, method=plan.method + "+guard")
 
 
 def _earliest_deadline_first(statuses: Sequence[JobStatus], problem: _Problem, method: str,
