@@ -78,13 +78,13 @@ def run(partition_specs: tuple[str, ...], state_dir: Path, interval_s: float, po
     from greentrain.fleet import PlannerConfig
     from greentrain.fleet.metrics import FleetCollector, FleetStats
     from greentrain.integrations.fleet_controller import ControllerConfig, FleetController
-    from greentrain.integrations.fleet_journal import Journal
+    from greentrain.integrations.fleet_journal import FleetJournal
     from greentrain.integrations.slurm import SlurmClient
 
     config = ControllerConfig(partitions=_partitions(partition_specs), power_kw_per_gpu=power_kw_per_gpu,
                               resume_overhead_h=resume_overhead_min / 60.0,
                               planner=PlannerConfig(), dry_run=dry_run)
-    journal = Journal.open(state_dir / "fleet-journal.json", now=datetime.now(UTC), hour_s=seconds_per_hour)
+    journal = FleetJournal.open(state_dir / "fleet-journal.json", now=datetime.now(UTC), hour_s=seconds_per_hour)
     stats = FleetStats()
     controller = FleetController(SlurmClient(), journal, _intensity(provider, traces, replay_start), config, stats)
     server = _metrics_server(metrics_port, FleetCollector(stats))

@@ -26,7 +26,7 @@ from greentrain.fleet.lpmodel import LinearModel
 from greentrain.fleet.model import JobStatus
 from greentrain.fleet.slots import SlotGrid
 
-__all__ = ["Window", "JobVars", "CapacityRows", "build_rolling", "build_exact", "LATE_COST"]
+__all__ = ["JobWindow", "JobVars", "CapacityRows", "build_rolling", "build_exact", "LATE_COST"]
 
 LATE_COST = 100.0
 """Cost of one run-hour one hour past its deadline, in units of the dearest run-hour of the horizon."""
@@ -35,7 +35,7 @@ _EARLY = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class JobWindow:
     """One job's place in the model."""
 
     status: JobStatus
@@ -58,7 +58,7 @@ class Window:
 class JobVars:
     """Indices of one job's variables; ``run`` is (option, slot) -> run-hours (or a constant in slot 0)."""
 
-    window: Window
+    window: JobWindow
     run_cols: list[np.ndarray] = field(default_factory=list)
     run_slots: list[np.ndarray] = field(default_factory=list)
     now_cols: list[int] = field(default_factory=list)
@@ -102,7 +102,7 @@ class CapacityRows:
             model.row(cols[lo:hi], coefs[lo:hi], ub=limit[(names[int(parts[lo])], int(slots[lo]))])
 
 
-def build_rolling(model: LinearModel, windows: list[Window], grid: SlotGrid, *, resume_overhead_h: float,
+def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *, resume_overhead_h: float,
                   scale_g: float, capacity: dict[str, int]) -> list[JobVars]:
     """Add the rolling form to ``model``; return each job's variables.
 
@@ -204,7 +204,7 @@ def _restarts(model: LinearModel, vars_: JobVars, grid: SlotGrid, slots: np.ndar
     return paid
 
 
-def _limits(windows: list[Window], grid: SlotGrid, capacity: dict[str, int], *,
+def _limits(windows: list[JobWindow], grid: SlotGrid, capacity: dict[str, int], *,
             gpu_hours: bool) -> dict[tuple[str, int], float]:
     limits: dict[tuple[str, int], float] = {}
     forced: dict[str, int] = {}
@@ -221,7 +221,7 @@ def _limits(windows: list[Window], grid: SlotGrid, capacity: dict[str, int], *,
     return limits
 
 
-def build_exact(model: LinearModel, windows: list[Window], grid: SlotGrid, *, resume_overhead_h: float,
+def build_exact(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *, resume_overhead_h: float,
                 scale_g: float, capacity: dict[str, int]) -> list[JobVars]:
     """Add the exact form (binary per job, width and slot) to ``model``; return each job's variables."""
     caps = CapacityRows()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from greentrain.errors import ConfigError
-from greentrain.fleet.formulation import JobVars, Window, build_exact, build_rolling
+from greentrain.fleet.formulation import JobVars, JobWindow, build_exact, build_rolling
 from greentrain.fleet.guard import keep_deadlines
 from greentrain.fleet.latest import latest_starts
 from greentrain.fleet.lpmodel import LinearModel, Solution
@@ -201,11 +201,11 @@ def _must_start(statuses: Sequence[JobStatus], problem: _Problem) -> frozenset[s
 
 
 def _windows(drafts: list[_Draft], problem: _Problem, exact: bool,
-             start_now: frozenset[str] = frozenset()) -> tuple[list[Window], SlotGrid]:
+             start_now: frozenset[str] = frozenset()) -> tuple[list[JobWindow], SlotGrid]:
     grid = SlotGrid(problem.now_h, max(end for _, end, _ in drafts), coarse=not exact)
     by_zone = {zone: grid.mean_per_slot(intensity_for(values, grid.hours))
                for zone, values in problem.intensity.items()}
-    windows = [Window(st, by_zone[problem.partitions[st.partition].zone], end, hard, problem.free[st.partition],
+    windows = [JobWindow(st, by_zone[problem.partitions[st.partition].zone], end, hard, problem.free[st.partition],
                       start_now=st.job_id in start_now) for st, end, hard in drafts]
     return windows, grid
 
@@ -215,7 +215,7 @@ def _binaries(drafts: list[_Draft], now_h: float) -> int:
     return sum(len(st.options) * max(1, math.ceil(end - now_h)) for st, end, _ in drafts)
 
 
-def _solve(built: tuple[list[Window], SlotGrid], problem: _Problem,
+def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
            exact: bool) -> tuple[Solution, list[JobVars], SlotGrid, str]:
     windows, grid = built
     scale_g = max(max(o.power_kw for o in w.status.options) * float(w.intensity.max()) for w in windows) or 1.0

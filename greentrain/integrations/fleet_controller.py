@@ -32,11 +32,11 @@ from greentrain.errors import ActuationError, ConfigError
 from greentrain.fleet import FleetPlan, JobStatus, Partition, PlannerConfig, RunOption, plan_fleet
 from greentrain.fleet.metrics import JOB_STATES, FleetSnapshot, FleetStats
 from greentrain.integrations.fleet_forecast import PlanIntensity
-from greentrain.integrations.fleet_journal import JobEntry, Journal
+from greentrain.integrations.fleet_journal import JobEntry, FleetJournal
 from greentrain.integrations.fleet_tag import FleetTag, job_gpus, partition_gpus
 from greentrain.integrations.slurm import SlurmClient, parse_slurm_time
 
-__all__ = ["ControllerConfig", "FleetController", "ManagedJob", "RoundReport"]
+__all__ = ["ControllerConfig", "FleetController", "FleetManagedJob", "RoundReport"]
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ControllerConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ManagedJob:
+class FleetManagedJob:
     """A fleet job as read from Slurm this round."""
 
     job_id: str
@@ -91,7 +91,7 @@ class RoundReport:
 class FleetController:
     """Plans and acts on a Slurm cluster's fleet jobs; call ``round(now)`` every interval."""
 
-    def __init__(self, client: SlurmClient, journal: Journal, intensity: PlanIntensity, config: ControllerConfig,
+    def __init__(self, client: SlurmClient, journal: FleetJournal, intensity: PlanIntensity, config: ControllerConfig,
                  stats: FleetStats | None = None) -> None:
         if not config.partitions:
             raise ConfigError("--partition: name at least one partition and its zone (e.g. gpu=GB)")
@@ -124,8 +124,8 @@ class FleetController:
         self.journal.save()
         return report
 
-    def _read(self, records: list[dict[str, str]], report: RoundReport) -> tuple[list[ManagedJob], dict[str, int]]:
-        managed: list[ManagedJob] = []
+    def _read(self, records: list[dict[str, str]], report: RoundReport) -> tuple[list[FleetManagedJob], dict[str, int]]:
+        managed: list[FleetManagedJob] = []
         unmanaged: dict[str, int] = {}
         for raw in records:
             record = {k: v.strip() for k, v in raw.items()}  # scontrol pads some fields with spaces
@@ -146,7 +146,7 @@ class FleetController:
             if gpus < 1:
                 report.notes.append(f"job {job_id}: asks for no GPUs (--gpus/--gres=gpu); not planned")
                 continue
-            managed.append(ManagedJob(
+            managed.append(FleetManagedJob(
                 job_id=job_id, state=state, partition=partition, gpus=gpus, tag=tag,
                 eligible=parse_slurm_time(record.get("EligibleTime", "")),
                 started=parse_slurm_time(record.get("StartTime", "")) if state in _ACTIVE else None,
@@ -154,7 +154,7 @@ class FleetController:
                 held="Held" in record.get("Reason", "")))
         return managed, unmanaged
 
-    def _book(self, job: ManagedJob, now: datetime) -> None:
+    def _book(self, job: FleetManagedJob, now: datetime) -> None:
         """Book an ended run's work; note the start of a new one."""
         entry = self.journal.entry(job.job_id)
         if job.state in _ACTIVE and job.started is not None:
@@ -168,7 +168,7 @@ class FleetController:
         if entry.run_start is not None and job.state == "PENDING":
             self._book_run(entry, job, now)
 
-    def _book_run(self, entry: JobEntry, job: ManagedJob, now: datetime) -> None:
+    def _book_run(self, entry: JobEntry, job: FleetManagedJob, now: datetime) -> None:
         assert entry.run_start is not None
         end = datetime.fromisoformat(entry.pausing_since) if entry.pausing_since else now
         ran_h = max(0.0, self.journal.hours(end) - self.journal.hours(datetime.fromisoformat(entry.run_start)))
@@ -176,7 +176,7 @@ class FleetController:
         entry.done_h += max(0.0, ran_h - overhead_h)
         entry.run_start, entry.pausing_since, entry.runs_booked = None, None, job.restarts
 
-    def _progress_h(self, job: ManagedJob, entry: JobEntry, now: datetime) -> tuple[float, float]:
+    def _progress_h(self, job: FleetManagedJob, entry: JobEntry, now: datetime) -> tuple[float, float]:
         """(work done in the run in progress, its resume overhead still to run), plan hours."""
         if entry.run_start is None:
             return 0.0, 0.0
@@ -184,7 +184,7 @@ class FleetController:
         overhead_h = self.config.resume_overhead_h if entry.resumes > 0 else 0.0
         return max(0.0, ran_h - overhead_h), max(0.0, overhead_h - ran_h)
 
-    def _status(self, job: ManagedJob, now: datetime) -> JobStatus | None:
+    def _status(self, job: FleetManagedJob, now: datetime) -> JobStatus | None:
         entry = self.journal.entry(job.job_id)
         if job.state in _STOPPING or entry.pausing_since is not None:
             return None  # on its way out: holds its GPUs, not planned
@@ -201,7 +201,7 @@ class FleetController:
                          overhead_left_h=overhead_left_h if running else 0.0,
                          can_pause=running and job.requeue and not overran)
 
-    def _plan(self, managed: list[ManagedJob], capacity: dict[str, int], unmanaged: dict[str, int], now: datetime,
+    def _plan(self, managed: list[FleetManagedJob], capacity: dict[str, int], unmanaged: dict[str, int], now: datetime,
               report: RoundReport) -> FleetPlan | None:
         now_h = self.journal.hours(now)
         statuses, busy = [], dict(unmanaged)
@@ -234,7 +234,7 @@ class FleetController:
         report.plan = plan
         return plan
 
-    def _act(self, job: ManagedJob, plan: FleetPlan, now: datetime, report: RoundReport) -> None:
+    def _act(self, job: FleetManagedJob, plan: FleetPlan, now: datetime, report: RoundReport) -> None:
         entry = self.journal.entry(job.job_id)
         if entry.pausing_since is not None:
             self._watch_pause(job, entry, now, report)
@@ -251,7 +251,7 @@ class FleetController:
         elif planned.option is None and job.state in _ACTIVE:
             self._pause(job, entry, now, report)
 
-    def _start_at(self, job: ManagedJob, entry: JobEntry, start: datetime, now: datetime,
+    def _start_at(self, job: FleetManagedJob, entry: JobEntry, start: datetime, now: datetime,
                   report: RoundReport) -> None:
         """Make a pending job eligible at ``start`` (StartTime first, then release a hold)."""
         moved = job.eligible is None or abs((job.eligible - start).total_seconds()) >= self.config.start_tolerance_s
@@ -262,12 +262,12 @@ class FleetController:
         if job.held:
             self._command(f"job {job.job_id}: release", entry, now, report, self.client.release, job.job_id)
 
-    def _pause(self, job: ManagedJob, entry: JobEntry, now: datetime, report: RoundReport) -> None:
+    def _pause(self, job: FleetManagedJob, entry: JobEntry, now: datetime, report: RoundReport) -> None:
         if self._command(f"job {job.job_id}: pause (USR1: checkpoint and requeue)", entry, now, report,
                          self.client.signal_batch, job.job_id, "USR1") and not self.config.dry_run:
             entry.pausing_since = now.isoformat()
 
-    def _watch_pause(self, job: ManagedJob, entry: JobEntry, now: datetime, report: RoundReport) -> None:
+    def _watch_pause(self, job: FleetManagedJob, entry: JobEntry, now: datetime, report: RoundReport) -> None:
         assert entry.pausing_since is not None
         waited_h = self.journal.hours(now) - self.journal.hours(datetime.fromisoformat(entry.pausing_since))
         if job.state in _ACTIVE and waited_h > self.config.pause_timeout_h:
@@ -293,7 +293,7 @@ class FleetController:
         return True
 
     def _publish(self, report: RoundReport, plan: FleetPlan | None, capacity: dict[str, int],
-                 unmanaged: dict[str, int], managed: list[ManagedJob] | None = None) -> None:
+                 unmanaged: dict[str, int], managed: list[FleetManagedJob] | None = None) -> None:
         """Book the emissions since the last round (estimated), then publish the snapshot for the metrics."""
         states = dict.fromkeys(JOB_STATES, 0)
         in_use = sum(unmanaged.values())

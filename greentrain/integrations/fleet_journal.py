@@ -20,7 +20,7 @@ from pathlib import Path
 from greentrain.errors import ConfigError
 from greentrain.userfile import load_json
 
-__all__ = ["JobEntry", "Journal"]
+__all__ = ["JobEntry", "FleetJournal"]
 
 _MAX_NOTES = 20
 VERSION = 1
@@ -46,7 +46,7 @@ class JobEntry:
 
 
 @dataclass(slots=True)
-class Journal:
+class FleetJournal:
     """The controller's state besides Slurm's; ``path=None`` keeps it in memory only."""
 
     origin: datetime
@@ -57,7 +57,7 @@ class Journal:
     slurm_errors: int = 0
 
     @classmethod
-    def open(cls, path: Path | None, *, now: datetime, hour_s: float) -> Journal:
+    def open(cls, path: Path | None, *, now: datetime, hour_s: float) -> FleetJournal:
         """Load ``path`` if it exists (its origin and hour length win), else start a new one."""
         if path is None or not path.exists():
             # Plan hours start on a whole hour (of hour_s), so they line up with the grid's hours.
