@@ -24,7 +24,8 @@ from greentrain.units import format_duration_s, format_time
 __all__ = ["SAFETY_FRAC", "DeadlineGuard", "latest_safe_resume", "must_run_now", "infeasibility"]
 
 SAFETY_FRAC = 0.05
-"""Extra fraction of remaining work kept in hand against slow-downs the statistics have not seen yet."""
+"""Extra fraction of remaining work kept in hand while the work is only estimated (the user's figure, or
+steps not yet measured long enough): measured steps bring their own spread."""
 
 
 def latest_safe_resume(
@@ -104,7 +105,10 @@ class DeadlineGuard:
         if self.at is None or work_s is None:
             return None
         margin_s = progress.times.pessimistic_s or 0.0
-        return latest_safe_resume(self.at, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s)
+        # Measured steps carry their own spread (a pessimistic quantile); the fixed fraction is for estimates.
+        safety = 0.0 if progress.steps_total is not None and progress.times.rate.stable else SAFETY_FRAC
+        return latest_safe_resume(self.at, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s,
+                                  safety_frac=safety)
 
     def check_start(self, now: datetime, work_remaining_s: float | None) -> tuple[str | None, str | None]:
         """The deadline's one feasibility check, at the start: (error refusing the job, note saying it runs

@@ -37,6 +37,7 @@ from greentrain.engine.waiter import Waiter
 from greentrain.errors import DeadlineError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
+from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC
 from greentrain.signals.base import IntensityPoint
 
 __all__ = ["Engine", "RUN"]
@@ -65,6 +66,8 @@ class Engine:
         countdown: a countdown on the terminal while waiting (rank 0).
         forecast_horizon_h: how far ahead the carbon forecast is read.
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
+        min_wait_saving: a wait must save more than this fraction of the job's expected emissions
+            (``policies/worth.py``).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class Engine:
         countdown: bool = True,
         forecast_horizon_h: float = 72.0,
         operating_points: tuple[OperatingPoint, ...] = (),
+        min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC,
     ) -> None:
         self.policy = policy
         self.io = io or Collaborators()
@@ -89,7 +93,7 @@ class Engine:
         self.deadline = deadline or DeadlineGuard.for_policy(None, settings, simulated=self.clock.simulated)
         self.pause_cost = pause_cost or PauseCost.for_policy(settings)
         self.budget = Budget.resolve(budget, settings)
-        self.decider = Decider(decide_interval_s)
+        self.decider = Decider(decide_interval_s, min_wait_saving=min_wait_saving)
         self.adopter = Adopter()
         self.operating_points = tuple(operating_points)
         self.notes: list[str] = []
@@ -126,6 +130,10 @@ class Engine:
     def finished(self) -> bool:
         """All planned steps (or all estimated work) done."""
         return self.progress.finished
+
+    def last_decision(self) -> Decision:
+        """The last decision rank 0 made, re-plans during a wait included (what the terminal reports)."""
+        return self.decider.last
 
     @property
     def decide_interval_s(self) -> float:
@@ -180,6 +188,8 @@ class Engine:
         if source is not None:
             self.io.job_stats.update(last_step_energy_j=entry.energy_j, last_step_source=str(source))
         self.io.event_log.write("step", now, **step_fields(self, entry, tokens, loss, source))
+        if self.progress.times.rate.moved:  # the robust rate left the one the plan used: plan again now
+            self.decider.due_again()
         payload = (self.decider.maybe_decide(self, now), self._points_to_share()) if self.is_leader else None
         decision, points = self.io.broadcast.share(payload)
         self._observe_shared(points)
@@ -268,6 +278,20 @@ class Engine:
         fields = self.pause_cost.log_fields()
         if fields is not None:
             self.event("waiting_power", **fields)
+
+    def plan_power_w(self) -> tuple[float | None, str]:
+        """The draw plans are priced with, per job-clock second of running, and where it came from: the job's
+        measured steps (the energy the summary prices), else the devices' reading at start, else the
+        monitor's current reading."""
+        measured = self.progress.measured_power_w
+        if measured is not None:
+            return measured, "measured"
+        speedup = self.clock.speedup or 1.0  # a replayed clock runs faster than the watts it measures
+        start_w = self.pause_cost.start_w
+        if start_w is not None and start_w > 0:
+            return start_w / speedup, "devices' reading at start"
+        now_w = self.power_w()
+        return (None, "not measured") if now_w is None else (now_w / speedup, "devices' reading now")
 
     def power_w(self) -> float | None:
         """The monitor's current draw (W), None without one or when it fails."""

@@ -136,6 +136,7 @@ def build_job(
             pause_cost=PauseCost.for_policy(settings, user_w=options.waiting_power_w, released=hardware_released),
             budget=Budget(max_emissions_g=options.max_emissions_g, max_energy_j=options.max_energy_j),
             decide_interval_s=options.decide_interval_s, countdown=options.progress,
+            min_wait_saving=options.min_wait_saving,
         )
     except BaseException:
         close_all(closers, raise_errors=False)

@@ -114,16 +114,21 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
             margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
             run_g = top.power_w * slots[0].duration_s * now_g / J_PER_KWH
             if plan.pause_saving_g > margin * run_g:
-                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {plan.pause_saving_g:.3g} g net "
+                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {_grams(plan.pause_saving_g)} net "
                           f"of {snapshot.waiting_power_w:.0f} W waiting")
-                return pause_decision(snapshot, slots[0].end, reason, intervals)
+                return pause_decision(snapshot, slots[0].end, reason, intervals, saving_g=plan.pause_saving_g)
             first = plan.first_run_mode or top
-            reason = (f"{self.name}: a pause would save only {plan.pause_saving_g:.3g} g net of "
+            reason = (f"{self.name}: a pause would save only {_grams(plan.pause_saving_g)} net of "
                       f"{snapshot.waiting_power_w:.0f} W waiting (margin {self.config.min_pause_saving:.0%}); running")
             return run_decision(first, now, work_s, reason, until=slots[0].end)
         reason = f"{self.name}: run this interval at {now_g:.0f} g/kWh"
-        if math.isfinite(plan.pause_saving_g):
-            reason += f" (pausing would add {-plan.pause_saving_g:.3g} g net of {snapshot.waiting_power_w:.0f} W waiting)"
+        if math.isfinite(plan.pause_saving_g) and -plan.pause_saving_g > 0:
+            reason += f" (pausing would add {_grams(-plan.pause_saving_g)} net of {snapshot.waiting_power_w:.0f} W waiting)"
         if self.power_use != "none" and first.power_limit_w is not None:
             reason += f", {first.power_limit_w:.0f} W limit"
         return run_decision(first, now, work_s, reason, until=slots[0].end, plan=intervals)
+
+
+def _grams(value_g: float) -> str:
+    """Grams for a reason line: three significant figures, never '-0'."""
+    return f"{0.0 if abs(value_g) < 5e-13 else value_g:.3g} g"

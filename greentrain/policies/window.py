@@ -129,12 +129,15 @@ def horizon_end(snapshot: Snapshot, now: datetime) -> datetime | None:
 
 
 def safety_margin_s(snapshot: Snapshot, safety_z: float, reserve_s: float) -> float:
-    """Extra work to plan for: ``reserve_s`` plus ``safety_z`` standard deviations of step time.
+    """Extra work to plan for: ``reserve_s`` plus the pessimistic rate's extra time when the snapshot has
+    it, else ``safety_z`` standard deviations of step time.
 
     If steps could run ``z·σ/μ`` slower than measured for the rest of the job,
     the remaining time grows by that fraction; the plan keeps room for it.
     """
     margin_s = reserve_s
+    if snapshot.work_remaining_upper_s is not None:  # the measured spread of the rate (policies/rate.py)
+        return margin_s + max(0.0, snapshot.work_remaining_upper_s - snapshot.work_remaining_s)
     if snapshot.step_time_s and snapshot.step_time_s > 0 and snapshot.step_time_std_s > 0:
         margin_s += safety_z * snapshot.step_time_std_s / snapshot.step_time_s * snapshot.work_remaining_s
     return margin_s
@@ -185,7 +188,8 @@ def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,
 
 
 def pause_decision(snapshot: Snapshot, until: datetime, reason: str,
-                   plan: tuple[tuple[datetime, datetime], ...] = ()) -> Decision:
-    """PAUSE (or DELAY_START if never started) until ``until``, when the policy re-plans."""
+                   plan: tuple[tuple[datetime, datetime], ...] = (), saving_g: float | None = None) -> Decision:
+    """PAUSE (or DELAY_START if never started) until ``until``, when the policy re-plans; ``saving_g``: the
+    wait's expected net saving."""
     action = Action.DELAY_START if snapshot.state == JobState.WAITING else Action.PAUSE
-    return Decision(action=action, until=until, reason=reason, plan=plan)
+    return Decision(action=action, until=until, reason=reason, plan=plan, saving_g=saving_g)
