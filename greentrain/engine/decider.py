@@ -149,8 +149,8 @@ def _watch_deadline(engine: EngineCore, now: datetime) -> None:
     step_s = progress.times.mean_s if progress.steps_total is not None else None  # `run` polls; it has no steps
     message = watch.check(now, progress.work_remaining_s(), step_time_s=step_s)
     if message is not None:
-        engine.event("deadline_risk", message=message, deadline=engine.deadline.at,
-                     projected_finish=watch.projected_finish)
+        engine.event("deadline_risk_withdrawn" if watch.withdrawn else "deadline_risk", message=message,
+                     deadline=engine.deadline.at, projected_finish=watch.projected_finish)
 
 
 def _power_only(engine: EngineCore, now: datetime, reason: str) -> Decision:

@@ -48,9 +48,9 @@ class Progress:
     last_step_energy_j: float | None = None
     """Monitor energy of the last step (joules); None when nothing measures the job."""
     measured_energy_j: float = 0.0
-    """Energy of this process's measured steps (joules): with ``measured_running_s``, the job's power."""
+    """Energy of the job's measured steps (joules): with ``measured_running_s``, the job's power."""
     measured_running_s: float = 0.0
-    """Job-clock seconds of this process's measured steps."""
+    """Job-clock seconds of the job's measured steps."""
 
     def __post_init__(self, step_time_s: float | None) -> None:
         if step_time_s is not None:
@@ -125,8 +125,10 @@ class Progress:
         """The same process trains again from ``steps_done`` (a framework resumed from its checkpoint)."""
         self.steps_done = int(steps_done)
 
-    def restore(self, *, running_s: float, first_start: datetime | None, submitted_at: datetime | None) -> None:
-        """Carry an earlier process's time axis into this one (a relaunch)."""
+    def restore(self, *, running_s: float, first_start: datetime | None, submitted_at: datetime | None,
+                measured: tuple[float, float] = (0.0, 0.0)) -> None:
+        """Carry an earlier process's time axis (and its measured steps' energy and time) into this one."""
         self.running_s = running_s
+        self.measured_energy_j, self.measured_running_s = measured
         self.first_start = first_start
         self.submitted_at = submitted_at
