@@ -15,7 +15,7 @@ from greentrain.errors import ConfigError, DeadlineError
 from greentrain.policies import Policy, RunNowPolicy, load_policy
 from greentrain.policies.settings import DEADLINE_POLICIES
 from greentrain.signals.trace import load_trace
-from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, run_to_json, summarize
+from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, parse_rate_noise, run_to_json, summarize
 from greentrain.sim import simulate as run_simulation
 
 __all__ = ["make_forecaster", "parse_starts", "parse_time", "simulate"]
@@ -122,15 +122,21 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @click.option("--gpus", type=int, default=1, show_default=True, help="GPUs the job uses (power × gpus).")
 @click.option("--forecaster", type=click.Choice(FORECASTERS), default="default", show_default=True,
               help="'perfect' uses the trace's actual future (evaluation only).")
+@click.option("--rate-noise", "rate_noise", default="none", show_default=True,
+              help="Changes of the job's work rate that the policy faces (the oracle is scored on the same "
+                   "realised rate): 'none'; 'steps:AMPLITUDE:HOLD[:SEED]', random step changes to a rate in "
+                   "[1-AMPLITUDE, 1+AMPLITUDE] each held HOLD/2 to 3·HOLD/2 (e.g. steps:0.5:4h); or 'runlog:PATH', "
+                   "the measured step times of a greentrain run log.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
-             policy_spec: str, forecaster: str, as_json: bool, **opts: Any) -> None:
+             policy_spec: str, forecaster: str, rate_noise: str, as_json: bool, **opts: Any) -> None:
     """Replay a carbon trace through a policy; compare with run-now, best-window and the oracle."""
     if (start_text is None) == (starts_text is None):
         raise ConfigError("give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS")
     starts = [parse_time(start_text, "--start")] if start_text is not None else parse_starts(starts_text or "")
     if opts["deadline_hours"] <= 0:
         raise DeadlineError(f"--deadline-hours: must be > 0 (a deadline in the past), got {opts['deadline_hours']:g}")
+    noise = parse_rate_noise(rate_noise)  # a bad SPEC or run log fails before the trace is read
     job = _build_job(opts)
     policy, policy_name = _choose_policy(policy_spec, opts["deadline_policy"], job)
     points = load_trace(trace_path, column)
@@ -139,11 +145,11 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     for start in starts:
         trace.index(start, "--start")
         trace.require_cover(start, start + horizon, "the deadline")
-    results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points))
+    results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points), noise=noise)
     summary = summarize(results, policy_name)
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
-                   idle_power_kw=round(job.waiting_power_w / 1000.0, 9))
+                   idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec)
     if as_json:
         runs = [run_to_json(r, power=job.profiled) for r in results]
         click.echo(json.dumps({"runs": runs, "summary": summary}))

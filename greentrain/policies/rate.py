@@ -49,10 +49,13 @@ class RateEstimator:
         min_span_s: measured seconds needed before the measurement replaces the prior.
         replan_frac: relative move of the robust value that calls for a new plan.
         prior_s: the user's estimate, used until the measurement is stable.
+        prior_spread: until then, the pessimistic value is ``prior_s × (1 + prior_spread)``: how wrong an
+            estimate may be when nothing has been measured.
     """
 
     def __init__(self, *, recent: int = 32, history: int = 512, quantile: float = 0.9, min_samples: int = 8,
-                 min_span_s: float = 0.0, replan_frac: float = 0.1, prior_s: float | None = None) -> None:
+                 min_span_s: float = 0.0, replan_frac: float = 0.1, prior_s: float | None = None,
+                 prior_spread: float = 0.0) -> None:
         if recent < 1 or history < recent or not 0.5 <= quantile < 1:
             raise ValueError("need recent >= 1, history >= recent and 0.5 <= quantile < 1")
         self._recent: deque[float] = deque(maxlen=recent)
@@ -62,6 +65,7 @@ class RateEstimator:
         self.min_span_s = min_span_s
         self.replan_frac = replan_frac
         self.prior_s = prior_s
+        self.prior_spread = prior_spread
         self.count = 0
         """Samples measured (all time)."""
         self.span_s = 0.0
@@ -101,7 +105,7 @@ class RateEstimator:
         if robust is None:
             return None
         if not self._history or not (self.stable or self.prior_s is None):
-            return robust
+            return robust * (1.0 + self.prior_spread)
         return max(robust, _quantile(list(self._history), self.quantile))
 
     @property

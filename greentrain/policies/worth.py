@@ -16,12 +16,12 @@ Ties go to running now. Pure functions of their arguments.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.planner import J_PER_KWH
 
-__all__ = ["DEFAULT_MIN_SAVING_FRAC", "constant_signal", "expected_job_g", "worth_waiting"]
+__all__ = ["DEFAULT_MIN_SAVING_FRAC", "constant_signal", "expected_job_g", "keep_latest_start", "worth_waiting"]
 
 DEFAULT_MIN_SAVING_FRAC = 0.01
 """A wait must save more than this fraction of the job's expected emissions."""
@@ -83,3 +83,16 @@ def worth_waiting(decision: Decision, snapshot: Snapshot, now: datetime,
 
 def _run(decision: Decision, reason: str) -> Decision:
     return replace(decision, action=Action.RUN, until=None, plan=(), saving_g=None, reason=reason)
+
+
+def keep_latest_start(decision: Decision, now: datetime, latest: datetime | None, step_s: float) -> Decision:
+    """A wait may not run past ``latest`` (the latest (re)start that meets the deadline at the pessimistic
+    rate): moved up to it, or RUN when even ``step_s`` more of waiting would cross it. The simulator's form
+    of the engine's deadline guard (``engine/guard.py``), which adds the engine's own state."""
+    if decision.action not in (Action.PAUSE, Action.DELAY_START) or latest is None:
+        return decision
+    if now + timedelta(seconds=max(0.0, step_s)) >= latest:
+        return _run(decision, "deadline guard: must run to finish by the deadline at the pessimistic rate")
+    if decision.until is not None and decision.until > latest:
+        return replace(decision, until=latest)
+    return decision

@@ -12,6 +12,7 @@ import greentrain.sim.baselines as baselines
 from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
+from greentrain.sim.noise import NO_NOISE, RateNoise
 from greentrain.sim.replay import ForecasterLike, TraceIndex, simulate_run
 
 __all__ = ["RunResult", "iso", "run_to_json", "simulate", "summarize"]
@@ -41,17 +42,21 @@ class RunResult:
 
 
 def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy: Policy,
-             forecaster: ForecasterLike, *, oracle_bins: int = 4000) -> list[RunResult]:
-    """Replay ``policy`` from each start, with baselines; the trace must cover every deadline."""
+             forecaster: ForecasterLike, *, oracle_bins: int = 4000, noise: RateNoise = NO_NOISE) -> list[RunResult]:
+    """Replay ``policy`` from each start, with baselines; the trace must cover every deadline. With ``noise``
+    each start gets its realised work rate (``sim/noise.py``): the policy faces it as it runs, and the
+    baselines (the oracle included) are scored on the same realised rate."""
     forecaster = shared_per_hour(forecaster)  # one forecast per hour for all starts, when that is exact
+    horizon_s = 2 * max(job.deadline_s, job.work_s) + 3600.0
     results = []
     for start in starts:
-        run = simulate_run(trace, start, job, policy, forecaster)
-        window, window_start = baselines.best_window(trace, start, job)
+        rates = None if noise.kind == "none" else noise.profile(start, horizon_s)
+        run = simulate_run(trace, start, job, policy, forecaster, rates)
+        window, window_start = baselines.best_window(trace, start, job, rates)
         results.append(RunResult(
             start=start, deadline=run.deadline, policy=run.ledger, decisions=run.decisions,
-            run_now=baselines.run_now(trace, start, job), best_window=window,
-            best_window_start=window_start, oracle=baselines.oracle(trace, start, job, oracle_bins),
+            run_now=baselines.run_now(trace, start, job, rates), best_window=window,
+            best_window_start=window_start, oracle=baselines.oracle(trace, start, job, oracle_bins, rates),
         ))
     return results
 
