@@ -127,9 +127,13 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
                    "realised rate): 'none'; 'steps:AMPLITUDE:HOLD[:SEED]', random step changes to a rate in "
                    "[1-AMPLITUDE, 1+AMPLITUDE] each held HOLD/2 to 3·HOLD/2 (e.g. steps:0.5:4h); or 'runlog:PATH', "
                    "the measured step times of a greentrain run log.")
+@click.option("--estimate-error", type=click.FloatRange(min=0, max=10), default=0.0, show_default=True,
+              help="How wrong the work estimate may be before the rate is measured: until then a wait keeps room "
+                   "for the work taking this fraction longer (0.5: 1.5 x --work-hours).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
-             policy_spec: str, forecaster: str, rate_noise: str, as_json: bool, **opts: Any) -> None:
+             policy_spec: str, forecaster: str, rate_noise: str, estimate_error: float, as_json: bool,
+             **opts: Any) -> None:
     """Replay a carbon trace through a policy; compare with run-now, best-window and the oracle."""
     if (start_text is None) == (starts_text is None):
         raise ConfigError("give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS")
@@ -145,11 +149,13 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     for start in starts:
         trace.index(start, "--start")
         trace.require_cover(start, start + horizon, "the deadline")
-    results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points), noise=noise)
+    results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points), noise=noise,
+                             estimate_error=estimate_error)
     summary = summarize(results, policy_name)
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
-                   idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec)
+                   idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec,
+                   estimate_error=estimate_error)
     if as_json:
         runs = [run_to_json(r, power=job.profiled) for r in results]
         click.echo(json.dumps({"runs": runs, "summary": summary}))

@@ -92,19 +92,16 @@ class RunTrace:
     decisions: int
 
 
-ESTIMATE_ERROR = 1.0
-"""Until the rate is measured, the deadline is planned for the work taking up to this fraction longer than the
-user's estimate (1.0: twice as long). The engine's default too (``engine/stats.py``)."""
-
-
-def rate_estimator(estimate_error: float = ESTIMATE_ERROR) -> RateEstimator:
-    """The simulator's rate model: one sample per interval run (seconds per second of full-speed work)."""
+def rate_estimator(estimate_error: float = 0.0) -> RateEstimator:
+    """The simulator's rate model: one sample per interval run (seconds per second of full-speed work).
+    ``estimate_error``: until the rate is measured, waits keep room for the work taking this fraction longer
+    than the estimate (``--estimate-error``)."""
     return RateEstimator(recent=3, history=48, min_samples=2, prior_s=1.0, prior_spread=estimate_error)
 
 
 def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy,
                  forecaster: ForecasterLike, rates: RateProfile | None = None, *,
-                 min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC) -> RunTrace:
+                 min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC, estimate_error: float = 0.0) -> RunTrace:
     """Run ``job`` from ``start`` under ``policy`` at the realised ``rates``; stops when done or at twice the
     deadline. The policy sees the rate only as a running job measures it (``policies/rate.py``), and its
     waits pass the engine's gate (``policies/worth.py``)."""
@@ -112,7 +109,7 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
     deadline = start + timedelta(seconds=job.deadline_s)
     give_up = start + timedelta(seconds=2 * max(job.deadline_s, job.work_s))
     ledger = Ledger(job, rates=rates, origin=start)
-    estimator = rate_estimator()
+    estimator = rate_estimator(estimate_error)
     skill = ForecastSkill()  # the forecast's error so far, as the engine measures it
     mode = job.full
     wake: datetime | None = None
