@@ -103,7 +103,8 @@ class DeadlineWatch:
         if not step_time_s:
             return ""
         real_s = step_time_s / (self.speedup or 1.0)
-        per_step = f"{real_s:.3g} s" if real_s < 60 else format_duration_s(real_s)
+        per_step = (f"{real_s * 1000:.3g} ms" if real_s < 1 else f"{real_s:.3g} s" if real_s < 60
+                    else format_duration_s(real_s))
         return f" at the measured {per_step} per step (real time)" if self.simulated else f" at the measured {per_step} per step"
 
     def verdict(self, finished_at: datetime | None) -> DeadlineVerdict | None:

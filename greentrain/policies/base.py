@@ -106,6 +106,9 @@ class Decision:
     """For PAUSE / DELAY_START: the wait's expected net saving, grams CO2eq (what running now would emit
     minus the waiting and the later running and resume); None when the policy does not say. The engine's
     gate (``policies/worth.py``) weighs it against the job's emissions and the forecast's error."""
+    plan_saving_g: float | None = None
+    """The whole plan's expected saving against running flat out from now, grams CO2eq, priced with the
+    snapshot's power (the job's measured power: the same model as the summary's grams); None: not planned."""
     to_the_end: bool = False
     """RUN with no slack left for any pause: the engine then refuses later pauses, so the reason
     ('running flat out') stays true."""

@@ -18,7 +18,7 @@ flat-out running no longer fits the policy runs flat out.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from greentrain.clock import ensure_aware_utc
@@ -26,7 +26,7 @@ from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
-from greentrain.policies.planner import J_PER_KWH, plan_schedule
+from greentrain.policies.planner import J_PER_KWH, Mode, Plan, plan_schedule
 from greentrain.policies.window import (
     capacity_s,
     fastest,
@@ -35,6 +35,7 @@ from greentrain.policies.window import (
     modes_of,
     pause_decision,
     run_decision,
+    run_now_g,
     safety_margin_s,
     start_state,
 )
@@ -107,6 +108,17 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
                                 "running this interval", until=slots[0].end)
         intervals = plan.running_intervals()
         first = plan.modes[0]
+        decision = self._decide_first(snapshot, now, plan, slots, top, work_s, intervals, first)
+        # The plan's own work (its safety margin excluded) against running it flat out now: what it expects
+        # to save, in the summary's grams (the snapshot's power is the job's measured power).
+        planned_j = plan.energy_j - plan.waiting_j
+        scale = work_s / (work_s + margin_s) if work_s + margin_s > 0 else 1.0
+        saving_g = run_now_g(slots, work_s, top) - plan.emissions_g * scale if planned_j > 0 else None
+        return replace(decision, plan_saving_g=saving_g)
+
+    def _decide_first(self, snapshot: Snapshot, now: datetime, plan: Plan, slots: list, top: Mode, work_s: float,
+                      intervals: tuple[tuple[datetime, datetime], ...], first: Mode | None) -> Decision:
+        """The decision for the first interval of ``plan``: pause (if it pays beyond the margin) or run."""
         now_g = slots[0].intensity_g_per_kwh
         if first is None:
             # The margin guards pauses that cost waiting and a resume if the forecast is wrong; a delayed

@@ -26,6 +26,7 @@ __all__ = [
     "pause_decision",
     "pause_net_saving_g",
     "run_decision",
+    "run_now_g",
     "safety_margin_s",
     "start_state",
 ]
@@ -174,6 +175,18 @@ def pause_net_saving_g(snapshot: Snapshot, slot: Slot, power_w: float, later_g_p
     if snapshot.state == JobState.RUNNING:
         saving_j_g -= power_w * snapshot.resume_overhead_s * later_g_per_kwh
     return saving_j_g / J_PER_KWH
+
+
+def run_now_g(slots: list[Slot], work_s: float, mode: Mode) -> float:
+    """Expected emissions of running ``work_s`` flat out at ``mode`` from the first slot, grams."""
+    left_s, total_g = max(0.0, work_s), 0.0
+    for slot in slots:
+        if left_s <= 0:
+            break
+        run_s = min(slot.duration_s, left_s / mode.speed)
+        total_g += mode.power_w * run_s * slot.intensity_g_per_kwh / J_PER_KWH
+        left_s -= run_s * mode.speed
+    return total_g
 
 
 def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,

@@ -82,7 +82,8 @@ def worth_waiting(decision: Decision, snapshot: Snapshot, now: datetime,
 
 
 def _run(decision: Decision, reason: str) -> Decision:
-    return replace(decision, action=Action.RUN, until=None, plan=(), saving_g=None, reason=reason)
+    return replace(decision, action=Action.RUN, until=None, plan=(), saving_g=None, plan_saving_g=None,
+                   reason=reason)
 
 
 def keep_latest_start(decision: Decision, now: datetime, latest: datetime | None, step_s: float) -> Decision:
