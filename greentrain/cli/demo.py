@@ -262,10 +262,14 @@ def _header(console: Console, state: DemoState, scenario: Scenario, attribution:
     console.print(f"  carbon trace: {scenario.trace.name} (zone {scenario.zone}), replayed ×{scenario.speedup:g}",
                   highlight=False, soft_wrap=True)
     console.print(f"  {attribution}", highlight=False, soft_wrap=True)
+    reserve = f" (keeping {state.reserve_h:g} h before the deadline free)" if state.reserve_h else ""
     console.print(f"  job: {state.steps_total} steps (~{scenario.work_h:g} h of work), submitted "
                   f"{format_time(scenario.start)}, deadline {format_time(scenario.deadline)} (simulated), "
-                  f"policy {state.policy} (keeping {state.reserve_h:g} h before the deadline free)",
-                  highlight=False, soft_wrap=True)
+                  f"policy {state.policy}{reserve}", highlight=False, soft_wrap=True)
+    if state.step_job_s:
+        console.print(f"  time: each training step (real training, measured energy) stands for "
+                      f"{state.step_job_s / 60:.3g} simulated minutes of work, however long it takes here; "
+                      f"waits run at ×{scenario.speedup:g}", highlight=False, soft_wrap=True)
     console.print(f"  metrics: http://127.0.0.1:{port}/metrics", highlight=False, soft_wrap=True)
     console.print(f"  output: {out_dir}", highlight=False, soft_wrap=True)
     sys.stdout.flush()
