@@ -5,10 +5,12 @@ simulator, the same code) then asks three questions before it waits:
 
 1. Is the signal constant (a static provider, a fallback to a constant, or no
    forecast at all)? Then waiting cannot save anything: run now.
-2. Does the wait save more than ``min_saving_frac`` of the job's expected
-   emissions (its remaining energy at the mean intensity up to the deadline)?
+2. Does the plan the wait belongs to save more than ``min_saving_frac`` of the
+   job's expected emissions (its remaining energy at the mean intensity up to
+   the deadline) against running now?
 3. Does it save more than the forecast's own error at the horizon it relies
-   on (the measured mean absolute error, times the energy moved)?
+   on (the measured mean absolute error at the resume's horizon, times the
+   energy the wait moves)?
 
 Ties go to running now. Pure functions of their arguments.
 """
@@ -67,16 +69,19 @@ def worth_waiting(decision: Decision, snapshot: Snapshot, now: datetime,
     if constant_signal(snapshot):
         return _run(decision, "constant carbon signal (static, fallback or no forecast): waiting cannot save "
                               "anything; running now")
-    if decision.saving_g is None:
+    # What the wait buys: the whole plan's saving against running now (the wait is its first part), else the
+    # wait's own marginal saving.
+    saving_g = decision.plan_saving_g if decision.plan_saving_g is not None else decision.saving_g
+    if saving_g is None:
         return decision  # the policy does not say what it expects: its own judgement stands
     floor_g = min_saving_frac * expected_job_g(snapshot)
     error_g = _forecast_error_g(snapshot, decision, now)
-    if decision.saving_g <= floor_g:
-        return _run(decision, f"waiting would save {decision.saving_g:.3g} g, not more than "
+    if saving_g <= floor_g:
+        return _run(decision, f"waiting would save {saving_g:.3g} g, not more than "
                               f"{min_saving_frac:.0%} of the job's expected {expected_job_g(snapshot):.3g} g; "
                               "running now")
-    if decision.saving_g <= error_g:
-        return _run(decision, f"waiting would save {decision.saving_g:.3g} g, within the forecast's own error "
+    if saving_g <= error_g:
+        return _run(decision, f"waiting would save {saving_g:.3g} g, within the forecast's own error "
                               f"({error_g:.3g} g at that horizon); running now")
     return decision
 
