@@ -82,12 +82,17 @@ def _live(trace: Path, start: datetime, args: argparse.Namespace, folder: Path) 
            f"{args.work_hours:g}", "--deadline", f"+{args.deadline_hours:g}", "--steps", str(args.steps),
            "--policy", args.policy, "--metrics-port", "0", "--no-progress",
            "--no-report", "--json"]
-    started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    wall_s = time.perf_counter() - started
-    if done.returncode not in (0, 3):
-        raise SystemExit(f"benchmarks/live.py: demo failed for {trace.name} {_iso(start)}:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout), json.loads((out / "demo.json").read_text()), wall_s
+    for attempt in range(3):  # a free port picked by the demo can be taken by another process before it binds
+        started = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        wall_s = time.perf_counter() - started
+        if done.returncode in (0, 3):
+            return json.loads(done.stdout), json.loads((out / "demo.json").read_text()), wall_s
+        print(f"# demo failed for {trace.name} {_iso(start)} (attempt {attempt + 1}): "
+              f"{done.stderr.strip().splitlines()[-1:]}", file=sys.stderr, flush=True)
+        out = out.with_name(f"{out.name}-retry{attempt + 1}")
+        cmd[cmd.index("--out") + 1] = str(out)
+    raise RuntimeError(f"demo failed three times for {trace.name} {_iso(start)}")
 
 
 def _simulated(trace: Path, start: datetime, running_h: float, args: argparse.Namespace) -> dict:
@@ -166,7 +171,11 @@ def main() -> None:
                 if time.perf_counter() - began > args.budget_min * 60:
                     print(f"# budget spent: stopping after {len(rows)} starts", file=sys.stderr)
                     break
-                rows.append(_one(trace, start, args, Path(folder)))
+                try:
+                    rows.append(_one(trace, start, args, Path(folder)))
+                except (RuntimeError, subprocess.CalledProcessError) as e:
+                    print(f"# skipped {trace.name} {_iso(start)}: {e}", file=sys.stderr, flush=True)
+                    continue
                 r = rows[-1]
                 print(f"# {r.trace} {_iso(r.start)}: live {_pct(r.live)}, sim {_pct(r.sim)}, oracle {_pct(r.oracle)}, "
                       f"{'met' if r.met else 'MISSED'} ({r.wall_s:.0f} s)", file=sys.stderr, flush=True)

@@ -146,7 +146,8 @@ class Engine:
         return self.deadline.missed
 
     def begin(self) -> Decision:
-        """Call once before the first step: the deadline's one check; may return DELAY_START (all ranks)."""
+        """Call once before the first step: the deadline's one check; may return DELAY_START (all ranks), or
+        PAUSE when this process continues a job already under way (a relaunch)."""
         now = self.clock.now()
         self.progress.submit(now)
         if self.progress.first_start is None and self.is_leader:
@@ -154,14 +155,17 @@ class Engine:
         payload: tuple[Decision, str | None, tuple[IntensityPoint, ...] | None] | None = None
         if self.is_leader:
             error = self.decider.check_start(self, now)
-            decision = self.decider.decide(self, now, JobState.WAITING) if not error else RUN
+            state = JobState.WAITING if self.progress.first_start is None else JobState.PAUSED  # a relaunch
+            decision = self.decider.decide(self, now, state) if not error else RUN
             payload = (decision, error, self._points_to_share())
         decision, error, points = self.io.broadcast.share(payload)
         self._observe_shared(points)
         if error is not None:
             raise DeadlineError(error)
-        if decision.action == Action.PAUSE:  # before the first step a pause is a delayed start
-            decision = replace(decision, action=Action.DELAY_START)
+        if decision.action == Action.PAUSE and self.progress.first_start is None:
+            decision = replace(decision, action=Action.DELAY_START)  # before the first step: a delayed start
+        elif decision.action == Action.DELAY_START and self.progress.first_start is not None:
+            decision = replace(decision, action=Action.PAUSE)  # a relaunch of a job under way: still a pause
         self.adopter.adopt(self, decision, now)
         if decision.action == Action.RUN:
             self.set_state(JobState.RUNNING, now)
