@@ -114,7 +114,7 @@ class Decider:
         if decision.action == Action.RUN and decision.until is not None and decision.until > now:
             self.next_at = min(self.next_at, decision.until)  # the policy's own next look
         if decision.action in (Action.PAUSE, Action.DELAY_START) and decision.saving_g is not None:
-            decision = replace(decision, reason=f"{decision.reason}; grams from the {power_source} power")
+            decision = replace(decision, reason=f"{decision.reason}; grams at {power_source}")
         decision = engine.budget.check(engine, decision, snapshot, now)  # a spent budget wins
         self.last = decision
         return decision

@@ -289,13 +289,15 @@ class Engine:
         monitor's current reading."""
         measured = self.progress.measured_power_w
         if measured is not None:
-            return measured, "measured"
+            return measured, "the job's measured power"
         speedup = self.clock.speedup or 1.0  # a replayed clock runs faster than the watts it measures
         start_w = self.pause_cost.start_w
         if start_w is not None and start_w > 0:
-            return start_w / speedup, "devices' reading at start"
+            return start_w / speedup, "the devices' reading at start (no step measured yet)"
         now_w = self.power_w()
-        return (None, "not measured") if now_w is None else (now_w / speedup, "devices' reading now")
+        if now_w is None:
+            return None, "no power measured"
+        return now_w / speedup, "the devices' reading now (no step measured yet)"
 
     def power_w(self) -> float | None:
         """The monitor's current draw (W), None without one or when it fails."""
