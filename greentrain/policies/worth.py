@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.planner import J_PER_KWH
 
@@ -69,9 +70,12 @@ def worth_waiting(decision: Decision, snapshot: Snapshot, now: datetime,
     if constant_signal(snapshot):
         return _run(decision, "constant carbon signal (static, fallback or no forecast): waiting cannot save "
                               "anything; running now")
-    # What the wait buys: the whole plan's saving against running now (the wait is its first part), else the
-    # wait's own marginal saving.
-    saving_g = decision.plan_saving_g if decision.plan_saving_g is not None else decision.saving_g
+    # What the wait buys. A delayed start: the whole plan's saving against running now (nothing is lost by
+    # waiting an interval, and the plan re-plans each one). A job under way: this wait's own saving over
+    # running the interval, which a forecast that always sees the next hour a little cleaner would otherwise
+    # spend hour after hour until the deadline guard forces the run into the worst hours.
+    fresh = snapshot.state == JobState.WAITING
+    saving_g = decision.plan_saving_g if fresh and decision.plan_saving_g is not None else decision.saving_g
     if saving_g is None:
         return decision  # the policy does not say what it expects: its own judgement stands
     floor_g = min_saving_frac * expected_job_g(snapshot)
