@@ -246,15 +246,17 @@ class Waiter:
         if before is None or after is None or abs((after - before).total_seconds()) < 60.0:
             return
         self.announced = after
-        later = after > before
+        running = engine.last_decision().action not in (Action.PAUSE, Action.DELAY_START)
+        later = after > before and not running
         if later and self._said_later:
             return
         self._said_later = self._said_later or later
         from greentrain.units import format_time
 
         what = "start" if engine.progress.first_start is None else "resume"
-        why = engine.last_decision().reason or "re-planned"
-        if not later and after <= now:
+        decision = engine.last_decision()
+        why = decision.reason or "re-planned"
+        if decision.action not in (Action.PAUSE, Action.DELAY_START) or after <= now:  # the wait ends now
             line = f"greentrain: {what} now instead of {format_time(before, simulated=engine.clock.simulated)} ({why})"
         else:
             more = "; later moves go to the run log" if later else ""

@@ -2,13 +2,18 @@
 
 Each forecast the job used is remembered (per hour ahead); when the actual
 value of an hour arrives, the error of every remembered forecast for it is
-added to its horizon's running mean. A wait is worth planning only if it
-saves more than this error over the energy it moves (``policies/worth.py``).
-Nothing is assumed before anything is measured: an empty tuple.
+kept for its horizon. A wait is worth planning only if it saves more than
+this error over the energy it moves (``policies/worth.py``). The typical
+error is the median of the last ``window`` (one surprise, such as the very
+spike a pause avoids, is no typical error), and a horizon counts only once
+``min_scored`` forecasts were scored there. Nothing is assumed before
+anything is measured: an empty tuple.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -24,15 +29,15 @@ def _hour(when: datetime) -> datetime:
 
 
 class ForecastSkill:
-    """Running mean absolute forecast error per hour ahead (``max_h`` horizons, ``keep`` forecasts)."""
+    """Median absolute forecast error per hour ahead (``max_h`` horizons, ``keep`` forecasts remembered)."""
 
-    def __init__(self, max_h: int = 72, keep: int = 96) -> None:
+    def __init__(self, max_h: int = 72, keep: int = 96, window: int = 168, min_scored: int = 6) -> None:
         self.max_h = max_h
         self.keep = keep
+        self.min_scored = min_scored
         self._forecasts: dict[datetime, dict[datetime, float]] = {}
         """Hour the forecast was made -> {hour forecast: value}."""
-        self._sum = [0.0] * max_h
-        self._count = [0] * max_h
+        self._errors: list[deque[float]] = [deque(maxlen=window) for _ in range(max_h)]
         self._seen: set[datetime] = set()
 
     def record(self, now: datetime, forecast: Iterable[IntensityPoint]) -> None:
@@ -54,19 +59,18 @@ class ForecastSkill:
             predicted = values.get(hour)
             ahead = int((hour - made) / _HOUR) - 1
             if predicted is not None and 0 <= ahead < self.max_h:
-                self._sum[ahead] += abs(predicted - actual.intensity_g_per_kwh)
-                self._count[ahead] += 1
+                self._errors[ahead].append(abs(predicted - actual.intensity_g_per_kwh))
 
     def errors_g_per_kwh(self) -> tuple[float, ...]:
-        """Mean absolute error by hours ahead (index 0: next hour), up to the last horizon measured; a
-        horizon not measured yet takes the nearest shorter one's (errors grow with the horizon)."""
-        measured = [i for i, n in enumerate(self._count) if n]
+        """Median absolute error by hours ahead (index 0: next hour), up to the last horizon scored
+        ``min_scored`` times; a horizon short of that takes the nearest shorter one's."""
+        measured = [i for i, errors in enumerate(self._errors) if len(errors) >= self.min_scored]
         if not measured:
             return ()
         out: list[float] = []
-        last = self._sum[measured[0]] / self._count[measured[0]]
+        last = statistics.median(self._errors[measured[0]])
         for i in range(measured[-1] + 1):
-            if self._count[i]:
-                last = self._sum[i] / self._count[i]
+            if len(self._errors[i]) >= self.min_scored:
+                last = statistics.median(self._errors[i])
             out.append(last)
         return tuple(out)
