@@ -101,10 +101,12 @@ def rate_estimator(estimate_error: float = 0.0) -> RateEstimator:
 
 def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy,
                  forecaster: ForecasterLike, rates: RateProfile | None = None, *,
-                 min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC, estimate_error: float = 0.0) -> RunTrace:
+                 min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC, estimate_error: float = 0.0,
+                 engine_gate: bool = True) -> RunTrace:
     """Run ``job`` from ``start`` under ``policy`` at the realised ``rates``; stops when done or at twice the
     deadline. The policy sees the rate only as a running job measures it (``policies/rate.py``), and its
-    waits pass the engine's gate (``policies/worth.py``)."""
+    waits pass the engine's gate (``policies/worth.py``) and deadline guard; ``engine_gate=False`` replays the
+    policy's decisions as they are (tests of the replay itself)."""
     first = trace.index(start)
     deadline = start + timedelta(seconds=job.deadline_s)
     give_up = start + timedelta(seconds=2 * max(job.deadline_s, job.work_s))
@@ -123,9 +125,11 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
             break
         if wake is None or now >= wake:
             snapshot = _snapshot(trace, t, job, ledger, deadline, forecaster, mode, started_at, estimator, skill)
-            decision = worth_waiting(policy.decide(snapshot, now), snapshot, now, min_wait_saving)
-            decision = keep_latest_start(decision, now, _latest_start(job, ledger, deadline, estimator),
-                                         (point.end - point.start).total_seconds())
+            decision = policy.decide(snapshot, now)
+            if engine_gate:
+                decision = worth_waiting(decision, snapshot, now, min_wait_saving)
+                decision = keep_latest_start(decision, now, _latest_start(job, ledger, deadline, estimator),
+                                             (point.end - point.start).total_seconds())
             decisions += 1
             paused = decision.action != Action.RUN
             wake = decision.until if paused else None

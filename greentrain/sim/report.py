@@ -43,7 +43,7 @@ class RunResult:
 
 def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy: Policy,
              forecaster: ForecasterLike, *, oracle_bins: int = 4000, noise: RateNoise = NO_NOISE,
-             estimate_error: float = 0.0) -> list[RunResult]:
+             estimate_error: float = 0.0, engine_gate: bool = True) -> list[RunResult]:
     """Replay ``policy`` from each start, with baselines; the trace must cover every deadline. With ``noise``
     each start gets its realised work rate (``sim/noise.py``): the policy faces it as it runs, and the
     baselines (the oracle included) are scored on the same realised rate."""
@@ -52,7 +52,8 @@ def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy:
     results = []
     for start in starts:
         rates = None if noise.kind == "none" else noise.profile(start, horizon_s)
-        run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error)
+        run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error,
+                           engine_gate=engine_gate)
         window, window_start = baselines.best_window(trace, start, job, rates)
         results.append(RunResult(
             start=start, deadline=run.deadline, policy=run.ledger, decisions=run.decisions,
