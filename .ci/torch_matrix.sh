@@ -20,6 +20,8 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 TESTS=(
   tests/runtime/test_harness.py
   tests/runtime/test_layouts.py
+  tests/runtime/test_hybrid_layouts.py
+  tests/runtime/test_moe.py
   tests/runtime/test_checkpoint.py
   tests/runtime/test_fast_path.py
   tests/runtime/test_precision_and_stages.py

@@ -8,7 +8,9 @@ Every line has ``t`` (ISO-8601 UTC, of the job's clock) and ``event``. Events:
 - ``carbon``   — ``intensity_g_per_kwh``, ``kind``, ``provider``, ``zone``
 - ``forecast`` — ``points``: list of ``[start, intensity_g_per_kwh]``
 - ``state``    — ``state`` (running|paused|waiting), optional ``until``
-- ``action``   — ``action``, ``reason``, optional ``power_limit_w``, ``precision``, ``until``
+- ``action``   — ``action``, ``reason``, optional ``power_limit_w``, ``precision``, ``until``, ``replicas``
+- ``replicas`` — carbon scaling: ``kind`` (planned|actual), ``replicas`` (0 = paused or released)
+- ``rescale``  — carbon scaling: a change of count asked for: ``replicas_from``, ``replicas_to``, ``accepted``
 - ``summary``  — totals at exit: ``energy_j``, ``emissions_g``, ``emissions_avoided_g``, ...
 
 The report command and tests read this; keep additions backward compatible.

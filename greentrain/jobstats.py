@@ -70,6 +70,14 @@ class JobStats:
     """Advisory mode: estimated relative change of energy per unit of work at the advised limit (-0.1 = -10 %)."""
     advised_time_change: float | None = None
     """Advisory mode: estimated relative change of running time at the advised limit."""
+    replicas_planned: int | None = None
+    """Carbon scaling: the replica count the policy chose for this interval (0 = paused); None = not elastic."""
+    replicas_actual: int | None = None
+    """Carbon scaling: the replica count running now (0 = paused or released); None = not elastic."""
+    expert_tokens_total: Counter[str] = field(default_factory=Counter)
+    """Mixture of experts: tokens the routers sent to each expert (by expert index), summed over blocks."""
+    expert_imbalance: float | None = None
+    """Mixture of experts: last step's busiest expert's tokens over the mean, worst block (1.0 = balanced)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def update(self, **changes: object) -> None:
@@ -98,6 +106,13 @@ class JobStats:
                 self.emissions_g += emissions_g
                 self.emissions_avoided_g += emissions_avoided_g
 
+    def add_expert_tokens(self, tokens_per_expert: list[int], imbalance: float | None) -> None:
+        """Add one step's router statistics (tokens per expert index) and set the imbalance."""
+        with self._lock:
+            for index, tokens in enumerate(tokens_per_expert):
+                self.expert_tokens_total[str(index)] += tokens
+            self.expert_imbalance = imbalance
+
     @property
     def emissions_known(self) -> bool:
         """Whether every joule so far was priced (else emissions are unknown, never 0)."""
@@ -106,4 +121,5 @@ class JobStats:
     def snapshot(self) -> "JobStats":
         """A consistent copy for readers."""
         with self._lock:
-            return replace(self, actions_total=Counter(self.actions_total), _lock=threading.Lock())
+            return replace(self, actions_total=Counter(self.actions_total),
+                           expert_tokens_total=Counter(self.expert_tokens_total), _lock=threading.Lock())

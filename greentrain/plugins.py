@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
+from greentrain.fields import did_you_mean
 
 __all__ = ["FAMILIES", "available", "builtins", "load"]
 
@@ -84,7 +85,9 @@ def load(family: str, name: str) -> Any:
     target = table.get(name)
     if target is None:
         valid = ", ".join(sorted(table)) or "(none installed)"
-        raise ConfigError(f"unknown {family} entry {name!r}; valid: {valid}")
+        what = {"providers": "carbon provider", "policies": "policy kind", "exporters": "exporter",
+                "gpu_backends": "GPU backend"}.get(family, f"{family} entry")
+        raise ConfigError(f"unknown {what} {name!r}{did_you_mean(name, table)}; valid: {valid}")
     module_name, _, attr = target.partition(":")
     try:
         module = import_module(module_name)

@@ -37,6 +37,7 @@ from greentrain.engine.broadcast import Broadcast, make_broadcast
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.collaborators import Actuators, EnergyMonitor
 from greentrain.engine.pausemode import auto_mode
+from greentrain.engine.scaler import ReplicaScaler
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.job.build import Job, JobParts, build_job
@@ -82,6 +83,10 @@ class Session:
             ``ActuatorSet`` (default: built when power is on) / started ``Monitor`` (default: over ``devices``).
         rate_probe: ``() -> s per step`` (job clock) asked at re-plans while waiting: a busier machine resumes sooner.
 
+    Carbon scaling: set ``session.scaler`` to an elastic job's replica actuator
+    (``greentrain.engine.scaling.ReplicaScaler``) before entering; the policy then also picks the replica count
+    (within ``min_replicas``/``max_replicas``) and ``scaler.request(n, reason)`` is asked to change it.
+
     With ``precision=``, use ``session.autocast()`` and ``session.backward(loss, optimizer)`` in the loop. A budget
     that is spent exits with ``BUDGET_EXIT_CODE`` (4) under relaunch 'exec'/'exit'; a late finish makes
     ``deadline_exit_code`` 3 unless the deadline policy is best-effort.
@@ -117,6 +122,8 @@ class Session:
         self.parts = JobParts(clock=self.clock, devices=devices, actuators=actuators, monitor=monitor, model=model,
                               rate_probe=rate_probe)
         """The objects it is built from (``greentrain.job.build``)."""
+        self.scaler: ReplicaScaler | None = None
+        """Carbon scaling: an elastic job's replica actuator, set before entering (see the class docstring)."""
         self._dist = dist
         self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,
                                          checkpoint_dir=self.options.checkpoint_dir)
@@ -298,7 +305,8 @@ class Session:
         self.start_step, rng = self._checkpoint.load_with_rng(rng_at_enter)
         self._job = build_job(self.options, self.parts, policy=policy, job_stats=self.job_stats,
                               broadcast=broadcast, prior=prior, steps_done=self.start_step,
-                              hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit")
+                              hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit",
+                              scaler=self.scaler)
         self._closers.insert(0, self._finish_engine)  # persists, then closes the job (knobs restored last)
         self.engine, self.hardware, self.metrics = self._job.engine, self._job.hardware, self._job.metrics
         self._resumable = prior is not None  # until the start succeeds, only a prior run's state is worth keeping
@@ -309,7 +317,8 @@ class Session:
 
     def _begin(self) -> None:
         engine = self._require_engine()
-        decision = engine.begin()
+        assert self._job is not None
+        decision = self._job.begin(self.pause_mode)  # the deadline's one check, then the plan line
         self.last_decision = decision
         if decision.action != Action.RUN:
             engine.wait_until(decision.until, decision.reason or "delayed start")
@@ -338,7 +347,7 @@ class Session:
             elif self._resumable:  # a start that failed (e.g. an impossible deadline) leaves nothing to resume
                 self._persist(finished=engine.finished)
         finally:
-            job.close()
+            job.close(resume_at=self.resume_at)
 
     def _close_all(self, raise_errors: bool = True) -> None:
         closers, self._closers = self._closers, []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-__all__ = ["format_mass_g", "format_energy_j", "format_duration_s", "format_time", "format_scaled",
+__all__ = ["format_mass_g", "format_masses_g", "format_energy_j", "format_duration_s", "format_time", "format_scaled",
            "J_PER_WH", "J_PER_KWH", "UNKNOWN"]
 
 J_PER_WH = 3600.0
@@ -56,6 +56,32 @@ def format_mass_g(grams: float | None, suffix: str = "CO2eq") -> str:
     """Emissions: ``0.02`` → ``20.0 mgCO2eq``; ``1234`` → ``1.23 kgCO2eq``; negative values keep their sign."""
     text = format_scaled(grams, _MASS)
     return text if text == UNKNOWN else text + suffix
+
+
+def format_masses_g(grams: list[float | None], suffix: str = "CO2eq") -> list[str]:
+    """Several emissions in ONE unit, the one that suits the largest: ``[0.02, 0.0001]`` →
+    ``['20.0 mgCO2eq', '0.100 mgCO2eq']`` (never ``0 g`` beside ``mg``). None is ``unknown``."""
+    known = [abs(g) for g in grams if g is not None and math.isfinite(g) and g != 0]
+    if not known:
+        return [format_mass_g(g, suffix) for g in grams]
+    largest = max(known)
+    factor, name = _MASS[0]
+    for f, n in _MASS:
+        if largest >= f:
+            factor, name = f, n
+    out = []
+    for g in grams:
+        if g is None or not math.isfinite(g):
+            out.append(UNKNOWN)
+            continue
+        if g == 0:
+            out.append(f"0 {name}{suffix}")
+            continue
+        scaled = g / factor
+        decimals = max(0, min(6, max(2 - int(math.floor(math.log10(largest / factor))),
+                                     *(1 - int(math.floor(math.log10(k / factor))) for k in known))))
+        out.append(f"{scaled:,.{decimals}f} {name}{suffix}")
+    return out
 
 
 def format_energy_j(joules: float | None, with_wh: bool = True) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +28,26 @@ def find_trace(name: str) -> Path:
 def carbon_trace() -> Callable[[str], Path]:
     """Look up a real Electricity Maps trace (tests/data/carbon or the package's own) by file name."""
     return find_trace
+
+
+_ARCHIVE_ENV = "GREENTRAIN_FORECAST_ARCHIVE"
+_ARCHIVE_KEY = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Signal chains record forecasts by default: the suite records into a temporary archive, never the
+    user's cache (set here, so the commands tests start inherit it)."""
+    if _ARCHIVE_ENV not in os.environ:
+        folder = tempfile.mkdtemp(prefix="gt-test-archive-")
+        os.environ[_ARCHIVE_ENV] = str(Path(folder) / "forecasts.sqlite")
+        config.stash[_ARCHIVE_KEY] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_ARCHIVE_KEY, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(_ARCHIVE_ENV, None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

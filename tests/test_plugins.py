@@ -45,7 +45,7 @@ def test_no_module_keeps_a_second_table() -> None:
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
-    with pytest.raises(ConfigError, match=r"unknown providers entry 'nope'; valid: csv, electricitymaps"):
+    with pytest.raises(ConfigError, match=r"unknown carbon provider 'nope'; valid: csv, electricitymaps"):
         plugins.load("providers", "nope")
     with pytest.raises(ConfigError, match=r"unknown plugin family 'devices'; families: providers, policies"):
         plugins.available("devices")

@@ -106,9 +106,9 @@ def test_no_circle_between_the_parts_of_the_package() -> None:
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("errors", "units", "exitcodes", "provenance", "jobstats", "data"), 1),  # data: files only
     **dict.fromkeys(("clock", "userfile", "plugins", "events", "fields"), 2),
-    **dict.fromkeys(("signals", "device"), 3),
+    **dict.fromkeys(("signals", "device", "codecarbon"), 3),
     **dict.fromkeys(("policies", "monitor", "actuators", "exporters", "report", "testing"), 4),
-    **dict.fromkeys(("profiler", "precision", "sim", "stageclocks"), 5),
+    **dict.fromkeys(("profiler", "precision", "sim", "stageclocks", "fleet"), 5),
     "engine": 6,
     "job": 7,
     **dict.fromkeys(("session", "integrations", "runtime", "daemon", "demo"), 8),

@@ -30,7 +30,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("greentrain.cli.report", "report", "Render an HTML report of a run's JSONL log."),
     "daemon": ("greentrain.cli.daemon", "daemon", "Privileged helper that owns GPU knobs."),
     "submit": ("greentrain.cli.submit", "submit", "Submit a Slurm job at the lowest-carbon start."),
+    "fleet": ("greentrain.cli.fleet", "fleet", "Plan many jobs on one cluster: simulate, or run on Slurm."),
     "k8s-controller": ("greentrain.cli.k8s", "k8s_controller", "Suspend/resume Kubernetes Jobs by policy."),
+    "whatif": ("greentrain.cli.whatif", "whatif", "Say what greentrain would have done with CodeCarbon runs."),
     "demo": ("greentrain.cli.demo", "demo", "Train on CPU under the carbon-aware policy, end to end."),
 }
 
@@ -76,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError as e:
+        if e.ctx is not None and e.ctx.parent is None:  # plain `greentrain`: asking what it does is no error
+            click.echo(e.ctx.get_help())
+            sys.exit(0)
         click.echo(e.ctx.get_help() if e.ctx else e.format_message(), err=True)
         sys.exit(2)
     except click.UsageError as e:

@@ -75,6 +75,18 @@ def _build(
     return SignalChain(chain, zone=zone, clock=clock), clock
 
 
+def _why_no_forecast(chain: Any) -> str:
+    """What each provider of ``chain`` lacked: an error it gave, or no forecast and no history to make one from."""
+    names = [str(getattr(p, "name", p)) for p in chain.providers]
+    error = chain.status().last_error
+    said = f"{error}; " if error else ""
+    offline = [n for n in names if n == "static"]
+    tail = (f"{' and '.join(offline)} has annual averages only, no forecast; " if offline else
+            f"{', '.join(names)} returned neither a forecast nor the history one is made from; ")
+    return (said + tail + "give a provider with a forecast: --provider electricitymaps ($ELECTRICITYMAPS_TOKEN), "
+            "ukgrid (GB, no key), watttime, or csv:PATH (a recorded trace)")
+
+
 def _is_chain(source: Any) -> bool:
     return callable(getattr(source, "status", None))
 
@@ -129,9 +141,12 @@ def _common(func: Any) -> Any:
 @click.group()
 @click.option("-v", "--verbose", is_flag=True, help="Log each provider failure as it happens.")
 def carbon(verbose: bool) -> None:
-    """Read grid carbon intensity: now, forecast, history; list providers."""
+    """Read grid carbon intensity: now, forecast, history; list providers; record and score forecasts."""
     # Fallbacks are reported once in the output (status / error line), not as log noise.
-    logging.getLogger("greentrain.signals").setLevel(logging.INFO if verbose else logging.ERROR)
+    logger = logging.getLogger("greentrain.signals")
+    previous = logger.level
+    logger.setLevel(logging.INFO if verbose else logging.ERROR)
+    click.get_current_context().call_on_close(lambda: logger.setLevel(previous))  # for this command only
 
 
 @carbon.command()
@@ -161,6 +176,12 @@ def forecast(
         points = chain.forecast(hours)
         if provider and not points and chain.status().last_error:
             raise SignalError(f"--provider {provider}: no forecast ({chain.status().last_error})")
+        if not points:  # say why, rather than an empty table
+            reason = _why_no_forecast(chain)
+            click.echo(f"greentrain: no forecast for {zone}: {reason}", err=True)
+            if as_json:
+                click.echo(json.dumps({"points": [], "reason": reason}, indent=2))
+            return
         _emit(points, as_json, f"Carbon intensity forecast: {zone}, next {hours} h")
     finally:
         chain.close()
@@ -189,22 +210,28 @@ def history(
 @carbon.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def providers(as_json: bool) -> None:
-    """List carbon-intensity providers and whether each is configured."""
+    """List carbon-intensity providers: whether each has what it needs here (keys), and whether it was reached.
+
+    Nothing is fetched: a provider that needs the network says "not checked" (try it with ``carbon now``)."""
     from greentrain.signals import make_provider, provider_names
 
     rows = []
     for name in provider_names():
         if name == "csv":
-            rows.append({"name": name, "configured": True, "note": "use --provider csv:PATH (Electricity Maps export)"})
+            rows.append({"name": name, "configured": True, "reachable": "offline",
+                         "note": "use --provider csv:PATH (Electricity Maps export)"})
             continue
+        network = True
         try:
             instance = make_provider(name)
             configured = bool(instance.configured())
+            network = bool(getattr(instance, "uses_network", True))
             instance.close()
             note = _NOTES.get(name, "")
         except ConfigError as e:
             configured, note = False, str(e)
-        rows.append({"name": name, "configured": configured, "note": note})
+        reachable = "not checked" if network else "offline"
+        rows.append({"name": name, "configured": configured, "reachable": reachable, "note": note})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -212,11 +239,16 @@ def providers(as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(title="Carbon-intensity providers")
-    for header in ("provider", "configured", "how"):
+    for header in ("provider", "key", "reachable", "how"):
         table.add_column(header)
     for row in rows:
-        table.add_row(row["name"], "yes" if row["configured"] else "no", row["note"])
-    Console().print(table)
+        key = ("not needed" if str(row["note"]).startswith(("no key", "use --provider")) else "set") \
+            if row["configured"] else "missing"
+        table.add_row(row["name"], key, str(row["reachable"]), str(row["note"]))
+    console = Console()
+    console.print(table)
+    console.print("reachable: nothing was fetched; try one with "
+                  "'greentrain carbon now --zone GB --provider ukgrid'", markup=False)
 
 
 _NOTES = {
@@ -225,3 +257,10 @@ _NOTES = {
     "ukgrid": "no key; zones GB, postcode:BS16, region:1-17",
     "static": "no key; CodeCarbon annual averages",
 }
+
+
+# Forecasts as issued: record, archive export/import, skill (their own module, one group).
+from greentrain.cli.carbonarchive import archive as _archive_group, record as _record, skill as _skill  # noqa: E402
+
+for _command in (_record, _archive_group, _skill):
+    carbon.add_command(_command)

@@ -65,7 +65,23 @@ def _parse_start(text: str) -> datetime:
     return parse_time(text, "--start")
 
 
-def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, deadline: str | None,
+def _trace_zone(trace: Path, zone: str | None) -> str:
+    """The zone of ``trace`` (``zone`` None), or ``zone`` when the trace is for it; one line naming --zone if not."""
+    from greentrain.signals.csvtrace import CSVTraceProvider
+
+    provider = CSVTraceProvider(trace)
+    try:
+        if zone is None:
+            return provider.zone
+        why = provider.zone_mismatch(zone)
+        if why is not None:
+            raise ConfigError(f"--zone: {why}")
+        return zone
+    finally:
+        provider.close()
+
+
+def _scenario(zone: str | None, trace: Path | None, start: str | None, work_h: float, deadline: str | None,
               speedup: float) -> Scenario:
     from greentrain.demo.scenario import (
         DEFAULT_DEADLINE_H,
@@ -75,12 +91,14 @@ def _scenario(zone: str, trace: Path | None, start: str | None, work_h: float, d
     )
 
     if trace is None:
+        zone = zone or "GB"
         trace_path = shipped_trace(zone)
         start_at = _parse_start(start) if start else DEFAULT_STARTS[zone]
     else:
         if start is None:
             raise ConfigError("--start: required with --trace (the simulated time the job is submitted)")
         trace_path, start_at = trace, _parse_start(start)
+        zone = _trace_zone(trace, zone)  # read from the trace when --zone is not given
     deadline_at = parse_deadline(deadline or f"+{DEFAULT_DEADLINE_H.get(zone, 24.0):g}", start_at)
     deadline_h = (deadline_at - start_at).total_seconds() / 3600
     if deadline is not None and deadline_h < work_h:  # blame the flag, with the simulated times it compares
@@ -206,7 +224,9 @@ def demo(ctx: click.Context, out_dir: Path, trace: Path | None, start: str | Non
 
         check_writable_dir(out_dir, what="--out")  # a read-only folder fails now, not at the first save
         if state is None:
-            scenario = _scenario(zone, trace, start, work_hours, str(deadline) if deadline else None, speedup)
+            given = ctx.get_parameter_source("zone") not in (None, click.core.ParameterSource.DEFAULT)
+            scenario = _scenario(zone if given else None, trace, start, work_hours,
+                                 str(deadline) if deadline else None, speedup)
             _check_trace_covers(scenario)
             demo_policy(policy, reserve_hours)  # a bad --policy fails now, before any training
             state = _new_state(scenario, policy, reserve_hours, steps, deadline_policy, say)
@@ -280,7 +300,7 @@ def _run(state: DemoState, scenario: Scenario, out_dir: Path, port: int, say: Ca
     from greentrain.demo.runner import DemoRunner
 
     runner = DemoRunner(scenario, state, out_dir, metrics_port=port, say=say, progress=options.progress,
-                        actuation=options.actuation)
+                        actuation=options.actuation, codecarbon_csv=options.codecarbon_csv)
     return runner.run()
 
 

@@ -50,14 +50,14 @@ def _wait_for_signal() -> None:
 
 
 @click.command("exporter")
-@metrics_options
+@metrics_options(port_default=DEFAULT_PORT)
 @click.option("--job", default="greentrain-node", show_default=True,
               help="Pushgateway job name (the pull endpoint exports no job series).")
 @click.option("--interval-s", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Device sampling interval, seconds.")
 @click.option("--fake-gpu", "fake_gpus", multiple=True, metavar="MODEL",
               help="Simulate a GPU from a measured profile (v100, a40, rtx6000) instead of NVML; repeatable.")
-def exporter(metrics_port: int | None, metrics_addr: str, metrics_allow_public: bool, pushgateway: str | None,
+def exporter(metrics_port: int, metrics_addr: str, metrics_allow_public: bool, pushgateway: str | None,
              job: str, interval_s: float, fake_gpus: tuple[str, ...]) -> None:
     """Serve Prometheus metrics for every GPU and CPU energy domain of this node until SIGINT/SIGTERM."""
     from greentrain import plugins
@@ -70,7 +70,7 @@ def exporter(metrics_port: int | None, metrics_addr: str, metrics_allow_public: 
     devices = _devices(fake_gpus)
     monitor = Monitor.from_devices(devices, interval_s=interval_s)  # type: ignore[arg-type]
     server = MetricsServer(job=job, monitor=monitor, addr=metrics_addr,
-                           port=DEFAULT_PORT if metrics_port is None else metrics_port,
+                           port=metrics_port,
                            allow_public=metrics_allow_public,
                            pushgateway=PushgatewayConfig(url=pushgateway) if pushgateway else None)
     monitor.start()

@@ -16,6 +16,12 @@ from greentrain.errors import ConfigError
 __all__ = ["k8s_controller"]
 
 
+def _custom_api():
+    from kubernetes import client
+
+    return client.CustomObjectsApi()
+
+
 def _batch_api(kubeconfig: str | None):
     try:
         from kubernetes import client, config
@@ -55,9 +61,13 @@ def _forecasts(provider: str | None, traces: tuple[str, ...], replay_start: str 
 @click.option("--replay-trace", "traces", multiple=True, type=click.Path(dir_okay=False),
               help="Use a recorded Electricity Maps CSV as the forecast (repeat per zone).")
 @click.option("--replay-start", help="Trace time that stands for now (ISO-8601 with zone).")
+@click.option("--pytorchjobs", is_flag=True,
+              help="Also scale labelled Kubeflow PyTorchJobs' worker count (carbon scaling; use --policy "
+                   "carbon-aware; see integrations/kubernetes/pytorchjob.yaml).")
 @click.option("--once", is_flag=True, help="One reconcile pass, print what was done, exit.")
 def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, kubeconfig: str | None,
-                   provider: str | None, traces: tuple[str, ...], replay_start: str | None, once: bool) -> None:
+                   provider: str | None, traces: tuple[str, ...], replay_start: str | None, pytorchjobs: bool,
+                   once: bool) -> None:
     """Resume Jobs labelled greentrain.io/managed=true when the policy says run; suspend them otherwise.
 
     \b
@@ -70,10 +80,15 @@ def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, k
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     clock = SystemClock()
     policy = load_policy(policy_spec)
-    controller = JobController(_batch_api(kubeconfig), policy, _forecasts(provider, traces, replay_start, clock),
-                               clock=clock, namespace=namespace)
+    forecasts = _forecasts(provider, traces, replay_start, clock)
+    controller = JobController(_batch_api(kubeconfig), policy, forecasts, clock=clock, namespace=namespace)
+    controllers: list = [controller]
+    if pytorchjobs:
+        from greentrain.integrations.pytorchjob import PyTorchJobController
+
+        controllers.append(PyTorchJobController(_custom_api(), policy, forecasts, clock=clock, namespace=namespace))
     if once:
-        for outcome in controller.reconcile_once():
+        for outcome in (o for c in controllers for o in c.reconcile_once()):
             state = {None: "left alone", True: "suspended", False: "running"}[outcome.suspend]
             click.echo(f"{outcome.namespace}/{outcome.name}: {state}{' (changed)' if outcome.changed else ''}"
                        f" - {outcome.reason}")
@@ -81,4 +96,9 @@ def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, k
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    controller.run(interval_s, stop)
+    if not pytorchjobs:
+        controller.run(interval_s, stop)
+        return
+    from greentrain.integrations.pytorchjob import run_controllers
+
+    run_controllers(controllers, clock, interval_s, stop)

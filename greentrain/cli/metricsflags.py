@@ -1,6 +1,6 @@
 """Click options for commands that serve metrics (``monitor``, ``run``, ``train``, ``exporter``).
 
-Use ``@metrics_options`` on a command, then ``metrics_server_from_options(...)``
+Use ``@metrics_options()`` on a command, then ``metrics_server_from_options(...)``
 with the parsed values: every command spells the flags the same way.
 """
 
@@ -19,11 +19,14 @@ __all__ = ["metrics_options", "metrics_server_from_options"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def metrics_options(func: F) -> F:
-    """Add --metrics-port, --metrics-addr, --metrics-allow-public and --pushgateway."""
+def metrics_options(port_default: int | None = None) -> Callable[[F], F]:
+    """Add --metrics-port, --metrics-addr, --metrics-allow-public and --pushgateway; ``port_default``: the port
+    served when --metrics-port is not given (None: no endpoint then)."""
+    port_help = ("Serve Prometheus metrics on this port (0: any free port)."
+                 + (" Off when not given." if port_default is None else ""))
     options = [
-        click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-                     help="Serve Prometheus metrics on this port (0: any free port). Off when not given."),
+        click.option("--metrics-port", type=click.IntRange(0, 65535), default=port_default,
+                     show_default=port_default is not None, help=port_help),
         click.option("--metrics-addr", default="127.0.0.1", show_default=True,
                      help="Address for the metrics endpoint; non-loopback needs --metrics-allow-public."),
         click.option("--metrics-allow-public", is_flag=True, default=False,
@@ -31,9 +34,13 @@ def metrics_options(func: F) -> F:
         click.option("--pushgateway", default=None, metavar="URL",
                      help="Also push metrics to this Pushgateway (grouped by job and instance)."),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+
+    def decorate(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
 
 
 def metrics_server_from_options(*, job: str, metrics_port: int | None, metrics_addr: str,

@@ -106,9 +106,13 @@ def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequ
         devices.append({
             "device": r.name, "kind": r.kind, "model": r.model, "index": r.index, "uuid": r.uuid,
             "energy_j": r.energy_j, "average_power_w": avg_w, "source": r.source.value,
+            "scope": "whole host" if r.kind == "cpu" else "whole GPU",
             "failed": r.failed, "error": r.error,
         })  # fmt: skip
     total_j = sum(d["energy_j"] for d in devices)
+    if command and devices:  # a reading covers its whole device, whatever else runs there
+        notes = [*notes, f"every figure covers a whole device (the host's CPUs, each GPU) with all the processes on "
+                         f"it, not {command[0]} alone; an idle command shows the machine's own draw"]
     report: dict[str, object] = {
         "duration_s": duration_s,
         "total_energy_j": total_j,
@@ -129,14 +133,15 @@ def _render(report: dict[str, object], to_stderr: bool) -> None:
     from greentrain.cli.tables import print_table
     from greentrain.units import format_duration_s, format_energy_j
 
-    rows = [[d["device"], d["model"] or "", format_energy_j(d["energy_j"], with_wh=False),
+    rows = [[d["device"], d["model"] or "", d["scope"], format_energy_j(d["energy_j"], with_wh=False),
              f"{d['average_power_w']:.1f}", d["source"], f"FAILED: {d['error']}" if d["failed"] else "ok"]
             for d in report["devices"]]
-    rows.append(["total", "", format_energy_j(report["total_energy_j"], with_wh=False),
+    rows.append(["total", "", "", format_energy_j(report["total_energy_j"], with_wh=False),
                  f"{report['average_power_w']:.1f}", report["source"], ""])
     console = Console(stderr=to_stderr)
     print_table(console, f"energy over {format_duration_s(report['duration_s'])}",
-                ("device", "model", "energy", "avg W", "source", "status"), rows, right=("energy", "avg W"))
+                ("device", "model", "covers", "energy", "avg W", "source", "status"), rows,
+                right=("energy", "avg W"))
     for note in report["notes"]:
         console.print(f"note: {note}", markup=False)
 

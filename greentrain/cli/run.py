@@ -11,6 +11,9 @@ finished after the deadline (``--deadline-policy strict``, the default). Its out
 greentrain's own lines (the plan at the start, the summary at the end) go to stderr.
 ``--replay-speedup`` runs the policy on a replayed calendar (demos, tests): with
 ``--provider csv:TRACE`` an hour of trace passes in 3600/speedup seconds.
+``--scaling-profile FILE`` (carbon scaling): the policy also picks the command's
+process count per interval; a change is the checkpoint signal and a relaunch
+with ``--nproc``/``--nproc-per-node`` changed (``greentrain.job.replicas``).
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from greentrain.cli.common import parse_deadline
 from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.clock import Clock, ReplayClock, SystemClock
 from greentrain.engine import Engine
-from greentrain.engine.jobsummary import job_figures, plan_line, summary_line
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
 from greentrain.job.build import Job
 from greentrain.job.options import JobOptions
+from greentrain.job.replicas import CommandScaler
 
 __all__ = ["run"]
 
@@ -79,25 +82,21 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
         os.environ[ADVISE_ENV] = "1"  # inherited by COMMAND; `run` itself never touches GPU settings
     checkpoint_signal_number = parse_signal(checkpoint_signal)
     child = ChildProcess(list(command))
+    scaler = _scaler(options, command)
     with _notes_to_stderr():
-        job = _build(options, estimate_hours, no_measure, _clock_maker(replay_speedup, replay_start))
+        job = _build(options, estimate_hours, no_measure, _clock_maker(replay_speedup, replay_start), scaler)
         clock = job.engine.clock
         engine = job.engine
         try:
-            start = engine.begin()  # the deadline's one check: refused here, before the plan is said
-            _say(plan_line(policy=str(settings.get("policy", options.policy)), zone=options.zone,
-                           provider=settings.get("provider"), work_s=engine.progress.work_total_s,
-                           deadline=engine.deadline.at, pause_mode=options.pause_mode or "suspend",
-                           simulated=replay_speedup is not None))
+            start = job.begin(options.pause_mode or "suspend")  # the deadline's one check: refused here, before the plan is said
             status = Supervisor(engine, child, pause_mode=options.pause_mode or "suspend",
                                 checkpoint_signal=checkpoint_signal_number, checkpoint_timeout_s=checkpoint_timeout_s,
-                                poll_s=interval_s).run(start)
+                                poll_s=interval_s, scaler=scaler).run(start)
             finished = status < 128  # not stopped by a signal
-            engine.close(finished=finished, finished_at=clock.now() if finished else None, exit_status=status,
-                         launches=child.launches)
-            _say(summary_line(job_figures(engine), status))
+            job.close(raise_errors=False, finished=finished, finished_at=clock.now() if finished else None,
+                      exit_status=status, launches=child.launches)  # engine, summary line, metrics, monitor, log
         finally:
-            job.close(raise_errors=False)  # the engine (if not closed above), metrics, monitor, signals, log
+            job.close(raise_errors=False)  # after a failure: whatever is still open
     sys.exit(final_status(status, engine))
 
 
@@ -106,10 +105,6 @@ def final_status(command_status: int, engine: Engine) -> int:
     if command_status == 0 and engine.deadline_missed and engine.deadline.policy != "best-effort":
         return DEADLINE_MISSED_EXIT_CODE
     return command_status
-
-
-def _say(line: str) -> None:
-    click.echo(line, err=True)  # stdout belongs to the command
 
 
 @contextmanager
@@ -160,7 +155,17 @@ def _clock_maker(speedup: float | None, start: str | None) -> Callable[[], Clock
     return make
 
 
-def _build(options: JobOptions, estimate_hours: float | None, no_measure: bool, make_clock: Callable[[], Clock]) -> Job:
+def _scaler(options: JobOptions, command: tuple[str, ...]) -> CommandScaler | None:
+    """The replica actuator for an elastic command (None without ``--scaling-profile``)."""
+    if options.scaling_profile is None:
+        return None
+    from greentrain.policies.scaling_profile import load_scaling_profile
+
+    return CommandScaler(load_scaling_profile(options.scaling_profile), command)
+
+
+def _build(options: JobOptions, estimate_hours: float | None, no_measure: bool, make_clock: Callable[[], Clock],
+           scaler: CommandScaler | None = None) -> Job:
     """The job (``greentrain.job.build_job``): run log, monitor, carbon signal, metrics and engine.
 
     ``run`` never touches GPU settings (no hardware part, even with ``--advise-only``), plans in
@@ -174,4 +179,4 @@ def _build(options: JobOptions, estimate_hours: float | None, no_measure: bool, 
     work_s = estimate_hours * 3600.0 if estimate_hours else None
     parts = JobParts(clock=make_clock(), devices=False if no_measure else None)
     return build_job(options, parts, policy=policy, job_stats=JobStats(job=options.job), work_total_s=work_s,
-                     hardware_released=options.pause_mode == "checkpoint", drives_hardware=False)
+                     hardware_released=options.pause_mode == "checkpoint", drives_hardware=False, scaler=scaler)

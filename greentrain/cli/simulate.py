@@ -69,6 +69,10 @@ def _build_job(opts: dict[str, Any]) -> SimJob:
         raise ConfigError(f"--idle-power-kw: must be a number >= 0 (0 = hardware released), got {idle_kw:g}")
     common = {"work_h": opts["work_hours"], "deadline_h": opts["deadline_hours"],
               "resume_overhead_min": opts["resume_overhead_min"]}
+    if opts["scaling_profile"] is not None or opts["replicas"] is not None:
+        return _scaling_job(opts, common)
+    if opts["min_replicas"] is not None or opts["max_replicas"] is not None:
+        raise ConfigError("--min-replicas/--max-replicas: need --scaling-profile FILE and --replicas N")
     if opts["profile"] is None:
         if opts["workload"] is not None or opts["batch_size"] is not None:
             raise ConfigError("--workload/--batch-size: need --profile CSV|v100|a40|rtx6000")
@@ -83,6 +87,22 @@ def _build_job(opts: dict[str, Any]) -> SimJob:
                               **common)
     idle_w = IDLE_TO_RUNNING * job.full.power_w if idle_kw is None else idle_kw * 1000.0
     return replace(job, waiting_power_w=idle_w)
+
+
+def _scaling_job(opts: dict[str, Any], common: dict[str, Any]) -> SimJob:
+    """An elastic job: work counted at --replicas N; unused replicas (and a paused job's) released, 0 W."""
+    from greentrain.policies.scaling_profile import load_scaling_profile
+
+    if opts["scaling_profile"] is None or opts["replicas"] is None:
+        raise ConfigError("--scaling-profile FILE and --replicas N go together (N: the count the job runs at "
+                          "without greentrain)")
+    if opts["profile"] is not None or opts["workload"] is not None:
+        raise ConfigError("--profile/--workload: not with --scaling-profile (its power_w is the job's draw)")
+    profile = load_scaling_profile(opts["scaling_profile"])
+    idle_kw = opts["idle_power_kw"] if opts["idle_power_kw"] is not None else 0.0
+    return SimJob.from_scaling_profile(profile, opts["replicas"], idle_power_kw=idle_kw,
+                                       min_replicas=opts["min_replicas"] or 1, max_replicas=opts["max_replicas"],
+                                       **common)
 
 
 def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple[Policy, str]:
@@ -111,8 +131,8 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
               help="Minutes at full power without progress per resume after a pause.")
 @click.option("--idle-power-kw", type=float, default=None,
               help="Draw while paused between the first start and the finish (hardware held idle); "
-                   "default 0.12 x the running draw (H100 measured), 0 = hardware released. "
-                   "A delayed first start draws nothing.")
+                   "default 0.12 x the running draw (H100 measured), 0 = hardware released "
+                   "(the default with --scaling-profile). A delayed first start draws nothing.")
 @click.option("--policy", "policy_spec", default="carbon-aware", show_default=True, help="Preset name or TOML file.")
 @click.option("--deadline-policy", type=click.Choice(DEADLINE_POLICIES), default=None,
               help="Override the policy's: 'best-effort' runs now (with a warning) if the deadline is too short.")
@@ -120,6 +140,12 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @click.option("--workload", default=None, help="DATASET/NETWORK from the profile, e.g. imagenet/resnet50.")
 @click.option("--batch-size", type=int, default=None, help="Batch size (default: least energy per epoch).")
 @click.option("--gpus", type=int, default=1, show_default=True, help="GPUs the job uses (power × gpus).")
+@click.option("--scaling-profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Elastic job: CSV replicas,throughput,power_w (whole job); carbon-aware picks a count per hour.")
+@click.option("--replicas", type=int, default=None,
+              help="With --scaling-profile: the count the job runs at without greentrain; --work-hours are at it.")
+@click.option("--min-replicas", type=int, default=None, help="Fewest replicas while running (default 1).")
+@click.option("--max-replicas", type=int, default=None, help="Most replicas (default: the profile's largest).")
 @click.option("--forecaster", type=click.Choice(FORECASTERS), default="default", show_default=True,
               help="'perfect' uses the trace's actual future (evaluation only).")
 @click.option("--rate-noise", "rate_noise", default="none", show_default=True,
@@ -130,6 +156,16 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @click.option("--estimate-error", type=click.FloatRange(min=0, max=10), default=0.0, show_default=True,
               help="How wrong the work estimate may be before the rate is measured: until then a wait keeps room "
                    "for the work taking this fraction longer (0.5: 1.5 x --work-hours).")
+@click.option("--forecast-archive", "archive_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Forecasts as issued (archive SQLite file or issued_at,target_time,intensity_g_per_kwh CSV): "
+                   "each decision uses the latest issued at or before it; --forecaster fills past its end and gaps.")
+@click.option("--archive-provider", default=None, help="The archive's series to use when it has several for the zone.")
+@click.option("--forecast-blend", type=click.Choice(("skill", "latest")), default="skill", show_default=True,
+              help="skill: weigh the archived forecast against --forecaster by their measured errors per hour "
+                   "ahead; latest: take it as exact.")
+@click.option("--archive-max-age-hours", type=float, default=None,
+              help="An archived forecast older than this at a decision counts as a gap (default: 6, or twice the "
+                   "archive's usual time between issues when longer).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
              policy_spec: str, forecaster: str, rate_noise: str, estimate_error: float, as_json: bool,
@@ -141,6 +177,8 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     if opts["deadline_hours"] <= 0:
         raise DeadlineError(f"--deadline-hours: must be > 0 (a deadline in the past), got {opts['deadline_hours']:g}")
     noise = parse_rate_noise(rate_noise)  # a bad SPEC or run log fails before the trace is read
+    if noise.kind != "none" and opts["scaling_profile"] is not None:
+        raise ConfigError("--rate-noise: not with --scaling-profile (the scaling oracle has no realised rate yet)")
     job = _build_job(opts)
     policy, policy_name = _choose_policy(policy_spec, opts["deadline_policy"], job)
     points = load_trace(trace_path, column)
@@ -149,18 +187,40 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     for start in starts:
         trace.index(start, "--start")
         trace.require_cover(start, start + horizon, "the deadline")
-    results = run_simulation(trace, starts, job, policy, make_forecaster(forecaster, points), noise=noise,
+    chosen = make_forecaster(forecaster, points)
+    archived = _archive_forecaster(opts, points, chosen, forecaster) if opts["archive_path"] is not None else None
+    results = run_simulation(trace, starts, job, policy, chosen if archived is None else archived[1], noise=noise,
                              estimate_error=estimate_error)
     summary = summarize(results, policy_name)
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
                    idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec,
                    estimate_error=estimate_error)
+    if job.scaling is not None:
+        summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
+    if archived is not None:
+        from greentrain.sim.forecastarchive import summary as archive_summary
+
+        summary["forecast_archive"] = archive_summary(archived[0], archived[1], opts["forecast_blend"])
     if as_json:
         runs = [run_to_json(r, power=job.profiled) for r in results]
         click.echo(json.dumps({"runs": runs, "summary": summary}))
     else:
         _print_table(results, summary)
+
+
+def _archive_forecaster(opts: dict[str, Any], points: list, own: Any, own_name: str) -> tuple[Any, Any]:
+    """(the loaded archive, its forecaster) for --forecast-archive; ``own`` fills past its end and its gaps."""
+    from greentrain.sim.forecastarchive import load_forecast_archive, make_archive_forecaster
+
+    if own_name == "perfect":
+        raise ConfigError("--forecast-archive: replays forecasts as issued; it cannot be combined with "
+                          "--forecaster perfect")
+    if opts["archive_max_age_hours"] is not None and not opts["archive_max_age_hours"] > 0:
+        raise ConfigError(f"--archive-max-age-hours: must be > 0, got {opts['archive_max_age_hours']:g}")
+    loaded = load_forecast_archive(opts["archive_path"], points[0].zone, opts["archive_provider"])
+    return loaded, make_archive_forecaster(loaded, own, blend=opts["forecast_blend"],
+                                           max_age_h=opts["archive_max_age_hours"])
 
 
 def _print_table(results: list, summary: dict[str, Any]) -> None:
@@ -172,17 +232,27 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
     def grams(value: float) -> str:
         return format_mass_g(value, suffix="")
 
-    columns = ("start", "finished", "met", "policy CO2eq", "run-now", "window", "oracle", "resumes")
-    rows = [[r.start.strftime("%m-%d %H:%M"),
-             r.policy.finished_at.strftime("%m-%d %H:%M") if r.policy.finished_at else "-",
-             "yes" if r.deadline_met else "NO", grams(r.policy.emissions_g), grams(r.run_now.emissions_g),
-             grams(r.best_window.emissions_g), grams(r.oracle.emissions_g), str(r.policy.resumes)]
-            for r in results]
+    scaled = bool(results) and results[0].timing_only is not None
+    columns = ("start", "finished", "met", "policy CO2eq", "run-now", "window",
+               *(("timing-only",) if scaled else ()), "oracle", "resumes", *(("rescales",) if scaled else ()))
+    rows = []
+    for r in results:
+        timing = [grams(r.timing_only.emissions_g)] if r.timing_only is not None else []
+        rescales = [str(r.policy.rescales)] if scaled else []
+        rows.append([r.start.strftime("%m-%d %H:%M"),
+                     r.policy.finished_at.strftime("%m-%d %H:%M") if r.policy.finished_at else "-",
+                     "yes" if r.deadline_met else "NO", grams(r.policy.emissions_g), grams(r.run_now.emissions_g),
+                     grams(r.best_window.emissions_g), *timing, grams(r.oracle.emissions_g), str(r.policy.resumes),
+                     *rescales])
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # piped output: do not squeeze the table into 80 columns
     print_table(console, f"policy {summary['policy']} on {summary['trace']}", columns, rows,
                 right=columns[3:])
+    if scaled:
+        console.print(f"elastic job at {summary['replicas']} replicas without greentrain; timing-only (best timing "
+                      f"at that count) saves {100 * (summary['timing_only_saving_vs_run_now'] or 0):.1f} %; "
+                      f"the oracle is the scaling oracle")
     frac = summary["fraction_of_oracle_saving"]
     console.print(
         f"saving vs run-now: {100 * (summary['saving_vs_run_now'] or 0):.1f} % "
@@ -193,3 +263,14 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
         f"worse than run-now: {summary['runs_worse_than_run_now']}; "
         f"net of {summary['idle_power_kw']:g} kW while paused ({summary['waiting_energy_kwh']:.2f} kWh waiting)"
     )
+    archived = summary.get("forecast_archive")
+    if archived is not None:
+        skipped = sum(archived["skipped_rows"].values())
+        console.print(
+            f"forecasts as issued: {archived['provider']}/{archived['zone']} from {archived['file']} "
+            f"({archived['issues']} issues, blend {archived['blend']}); {archived['fallback_hours']} of "
+            f"{archived['forecast_hours']} decision hours had no forecast within {archived['max_age_hours']:g} h "
+            f"(archive gap) and used the trace-only forecaster; {archived['extended_hours']} reached past the "
+            "archived forecast"
+            + (f"; {skipped} rows left out ({', '.join(f'{n} {k}' for k, n in archived['skipped_rows'].items())})"
+               if skipped else ""), markup=False)

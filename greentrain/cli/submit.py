@@ -19,10 +19,10 @@ from greentrain.integrations.slurm_plan import submit as submit_job
 __all__ = ["submit"]
 
 _EPILOG = """\b
-Examples:
-  greentrain submit --zone GB --deadline +24 --estimate-hours 4 -- --gres=gpu:1 train.sh
-  greentrain submit --place gpu-uk=GB --place gpu-de=DE-LU --deadline +12 -- -t 3:00:00 train.sh
-  greentrain submit --reschedule 4242
+Examples (on a Slurm login node):
+  greentrain submit --zone GB --deadline +24 --estimate-hours 4 -- --gres=gpu:1 train.sh  # [needs cluster]
+  greentrain submit --place gpu-uk=GB --place gpu-de=DE-LU --deadline +12 -- -t 3:00:00 train.sh  # [needs cluster]
+  greentrain submit --reschedule 4242  # [needs cluster]
 """
 
 

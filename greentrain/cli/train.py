@@ -2,7 +2,7 @@
 
 Run it under ``torchrun`` (one process per device), or give ``--nproc N`` to
 have it launch ``torchrun`` on this machine. ``--config`` takes a TOML file or
-a preset (``tiny``, ``125m``, ``1b``); flags and ``--set section.key=value``
+a preset (``tiny``, ``tiny-moe``, ``125m``, ``1b``, ``1b-moe``); flags and ``--set section.key=value``
 override it. Errors in the configuration are one line and exit code 2.
 """
 
@@ -20,6 +20,7 @@ import click
 
 from greentrain.cli.jobflags import flag_argv, flag_of, job_flags
 from greentrain.errors import ConfigError
+from greentrain.exitcodes import RESUME_EXIT_CODE
 
 __all__ = ["train"]
 
@@ -30,7 +31,8 @@ FLAG_KEYS: dict[str, tuple[str, str]] = {
     "global_batch": ("train", "global_batch"), "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"),
     "lr": ("train", "lr"), "ac": ("train", "ac"), "compile": ("train", "compile"), "device": ("train", "device"),
     "mesh": ("parallel", "mesh"), "dp_replicate": ("parallel", "dp_replicate"), "dp_shard": ("parallel", "dp_shard"),
-    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "pp_schedule": ("parallel", "pp_schedule"),
+    "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "cp": ("parallel", "cp"), "ep": ("parallel", "ep"),
+    "pp_schedule": ("parallel", "pp_schedule"),
     "microbatches": ("parallel", "microbatches"), "virtual_stages": ("parallel", "virtual_stages"),
     "metrics_jsonl": ("metrics", "jsonl"), "metrics_port": ("metrics", "port"), "metrics_addr": ("metrics", "addr"),
     "metrics_allow_public": ("metrics", "allow_public"),
@@ -86,7 +88,14 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
     def where(key: str) -> str:
         return sources.get(key) or f"{origin}: {key}"
 
-    return config_from_dict(data, origin=origin, sources=sources), where
+    try:
+        return config_from_dict(data, origin=origin, sources=sources), where
+    except ConfigError as e:  # and what preflight would say of the [greentrain] names: every problem in one pass
+        from greentrain.runtime.preflight import outside_problems
+
+        g = data.get("greentrain")
+        more = outside_problems(g.get("policy"), g.get("provider"), g.get("zone"), where) if isinstance(g, dict) else []
+        raise ConfigError("\n".join([str(e), *more])) from None
 
 
 def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:
@@ -151,8 +160,10 @@ def _launch_until_done(cfg, nproc: int, max_restarts: int, argv: list[str]) -> N
 
 def _echo_step(m) -> None:
     mfu = f" mfu {m.mfu:.1%}" if m.mfu is not None else ""
+    router = (f"  aux {m.aux_loss:.3f} imbalance {m.expert_imbalance:.2f}"
+              if getattr(m, "expert_imbalance", None) is not None else "")
     click.echo(f"step {m.step:>6}  loss {m.loss:.4f}  grad_norm {m.grad_norm:.3f}  lr {m.lr:.2e}  "
-               f"{m.tokens_per_s:,.0f} tok/s{mfu}  [{m.precision}]")
+               f"{m.tokens_per_s:,.0f} tok/s{mfu}{router}  [{m.precision}]")
 
 
 def _init_distributed(backend: str) -> None:
@@ -201,19 +212,25 @@ def _train_here(cfg) -> None:
 
     try:
         trainer, history = run_training(cfg, on_step=report, on_ready=ready, handle_signals=True)
-        if rank == 0:
+        rescale_to = getattr(trainer, "rescale_to", None)
+        if rank == 0 and rescale_to is not None:
+            click.echo(f"checkpoint at step {trainer.step}; relaunching at {rescale_to} replicas")
+        elif rank == 0:
             click.echo(f"done: {trainer.step}/{trainer.cfg.train.steps} steps on {trainer.dims.describe()}"
                        + (f", final loss {history[-1].loss:.4f}" if history else ""))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    if rescale_to is not None:  # carbon scaling: the elastic launcher relaunches at the new size
+        sys.exit(RESUME_EXIT_CODE)
     status = getattr(trainer, "deadline_exit_code", 0)
     if status and world == 1:  # one process: say it with the status; torchrun would read it as a crash
         sys.exit(status)
 
 
 @click.command("train")
-@click.option("--config", "config", default="tiny", show_default=True, help="TOML file or preset (tiny, 125m, 1b).")
+@click.option("--config", "config", default="tiny", show_default=True,
+              help="TOML file or preset (tiny, tiny-moe, 125m, 1b, 1b-moe).")
 @click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override any config key.")
 @click.option("--steps", type=int, help="Optimizer steps in total.")
 @click.option("--seed", type=int, help="Seed for weights and data order.")
@@ -226,6 +243,8 @@ def _train_here(cfg) -> None:
 @click.option("--dp-shard", type=int, help="FSDP2 shard group size (-1: the rest of the world).")
 @click.option("--tp", type=int, help="Tensor-parallel degree.")
 @click.option("--pp", type=int, help="Pipeline stages.")
+@click.option("--cp", type=int, help="Context-parallel degree (sequence split; seq len must divide by 2 x cp).")
+@click.option("--ep", type=int, help="Expert-parallel degree (MoE models: experts spread over N ranks).")
 @click.option("--pp-schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), help="Pipeline schedule.")
 @click.option("--microbatches", type=int, help="Pipeline microbatches per step.")
 @click.option("--virtual-stages", type=int, help="Stages per rank (interleaved).")
@@ -243,19 +262,35 @@ def _train_here(cfg) -> None:
 @click.option("--checkpoint-interval", type=int, help="Save every N steps.")
 @click.option("--async-checkpoint/--sync-checkpoint", "async_checkpoint", default=None, help="Save in the background.")
 @job_flags("train")
+@click.option("--profile-scaling", is_flag=True,
+              help="Measure throughput and power at each replica count up to --nproc; write --scaling-profile.")
 @click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
-def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, **flags: Any) -> None:
-    """Train the reference transformer (FSDP2 × TP × PP on a DeviceMesh)."""
+def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, profile_scaling: bool,
+          **flags: Any) -> None:
+    """Train the reference transformer (FSDP2 × TP × PP × CP × EP on a DeviceMesh)."""
     if nproc is not None and nproc < 1:
         raise click.BadParameter("must be >= 1", param_hint="--nproc")
     cfg, where = build_config_with_sources(config, flags, sets)
+    if profile_scaling:
+        from greentrain.cli.train_elastic import profile_scaling as measure
+
+        measure(cfg, nproc, max_restarts)
+        return
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
-    launching = nproc is not None and nproc > 1 and not under_torchrun
+    elastic = bool(cfg.greentrain.scaling_profile and cfg.greentrain.policy) and not under_torchrun
+    launching = nproc is not None and (nproc > 1 or elastic) and not under_torchrun
     world_size = nproc if launching else int(os.environ.get("WORLD_SIZE", "1"))
     from greentrain.runtime.preflight import preflight
 
     preflight(cfg, where, world_size=world_size)  # every value and folder checked before step 1
+    if elastic:
+        from greentrain.cli.train_elastic import check_elastic, launch_elastic
+
+        check_elastic(cfg, nproc)
+        launch_elastic(cfg, nproc, max_restarts, argv_for_ranks(config, sets, flags), _launch,
+                       lambda: _pause_resume_at(cfg))
+        return
     if launching:
         _launch_until_done(cfg, nproc, max_restarts, argv_for_ranks(config, sets, flags))
         return

@@ -139,8 +139,10 @@ class DemoRunner:
 
     def __init__(self, scenario: Scenario, state: DemoState, out_dir: Path, *, metrics_port: int | None,
                  say: Callable[[str], None], progress: bool, provider: ProviderSpec | None = None,
-                 actuation: str | None = None) -> None:
+                 actuation: str | None = None, codecarbon_csv: str | Path | None = None) -> None:
         self.scenario = scenario
+        self.codecarbon_csv = codecarbon_csv
+        """Append a CodeCarbon-compatible row per segment here (``--codecarbon-csv``), or None."""
         self.actuation = actuation
         """'advise' for advisory mode (``--advise-only``); None: 'apply' unless GREENTRAIN_ADVISE_ONLY=1."""
         self.provider = provider if provider is not None else f"csv:{scenario.trace}"
@@ -258,7 +260,7 @@ class DemoRunner:
             monitor=self._monitor, step_time_s=self.step_job_s, relaunch="none",
             state_path=self.out_dir / STATE_FILE_NAME, progress=self.progress,
             decide_interval_s=DECIDE_INTERVAL_S, actuation=self.actuation,
-            deadline_policy=self.state.deadline_policy,
+            deadline_policy=self.state.deadline_policy, codecarbon_csv=self.codecarbon_csv,
         )
 
     @property

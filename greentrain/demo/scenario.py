@@ -160,11 +160,14 @@ def find_scenarios(trace: Path, *, work_h: float = 8.0, deadline_h: float = 24.0
 @click.option("--start-hour", type=click.IntRange(0, 23), default=0, show_default=True,
               help="UTC hour of day of the starts.")
 @click.option("--top", type=click.IntRange(1), default=5, show_default=True)
-def main(zone: str, work_hours: float, deadline_hours: float, start_hour: int, top: int) -> None:
+@click.option("--until", "until", type=click.DateTime(["%Y-%m-%d"]), default=None,
+              help="Last start day searched (default: the end of the trace's year).")
+def main(zone: str, work_hours: float, deadline_hours: float, start_hour: int, top: int,
+         until: datetime | None) -> None:
     """``python -m greentrain.demo``: print the days that show the demo's behaviours, best first."""
     first = datetime(2022, 1, 8, start_hour, tzinfo=UTC)
-    found = find_scenarios(shipped_trace(zone), work_h=work_hours, deadline_h=deadline_hours,
-                           between=(first, datetime(2023, 1, 1, tzinfo=UTC)))
+    last = until.replace(hour=start_hour, tzinfo=UTC) if until is not None else datetime(2023, 1, 1, tzinfo=UTC)
+    found = find_scenarios(shipped_trace(zone), work_h=work_hours, deadline_h=deadline_hours, between=(first, last))
     print(f"{len(found)} starts delay, pause and meet the deadline; best savings vs run-now:")
     for c in found[:top]:
         runs = ", ".join(f"{a:%H:%M}-{b:%H:%M}" for a, b in c.schedule)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 from greentrain.demo.state import DemoState
-from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
+from greentrain.units import format_duration_s, format_energy_j, format_masses_g, format_time
 
 __all__ = ["DemoSummary", "render_summary", "rows", "summary_json", "summarize_run"]
 
@@ -119,6 +119,9 @@ def rows(s: DemoSummary) -> list[tuple[str, str]]:
     timing_g = s.run_now_g - s.steps_emissions_g
     pct = (lambda g: f"{100 * g / s.run_now_g:.1f} %") if s.run_now_g > 0 else (lambda g: "n/a")
     idle_g = max(0.0, s.emissions_g - s.steps_emissions_g)
+    # every mass of the table in one unit: never "0 gCO2eq" beside "mgCO2eq"
+    emitted, steps_g, idle, run_now, avoided, timing = format_masses_g(
+        [s.emissions_g, s.steps_emissions_g, idle_g, s.run_now_g, s.emissions_avoided_g, timing_g])
     finished = (f"{_fmt(s.finished_at)} — {_hours(s.submitted, s.finished_at)} of {_hours(s.submitted, s.deadline)}"
                 f" allowed: {'deadline met' if s.deadline_met else 'DEADLINE MISSED'}"
                 if s.finished_at else f"not finished ({s.steps_done}/{s.steps_total} steps)")
@@ -129,12 +132,11 @@ def rows(s: DemoSummary) -> list[tuple[str, str]]:
         ("Pauses (checkpoint + resume)", str(s.pauses)),
         ("Finished vs deadline (simulated)", finished),
         ("Energy", f"{format_energy_j(s.energy_j)} ({labels})"),
-        ("Emissions", (f"{format_mass_g(s.emissions_g)} = training {format_mass_g(s.steps_emissions_g)} "
-                       f"+ idle while waiting {format_mass_g(idle_g)} (energy × trace intensity of its interval)")),
-        ("Run-now emissions (same steps, no wait)", format_mass_g(s.run_now_g)),
-        ("Avoided vs run-now (net)", (f"{format_mass_g(s.emissions_avoided_g)} ({pct(s.emissions_avoided_g)}) = "
-                                      f"timing the steps {format_mass_g(timing_g)} − idle while waiting "
-                                      f"{format_mass_g(idle_g)}")),
+        ("Emissions", (f"{emitted} = training {steps_g} + idle while waiting {idle} "
+                       "(energy × trace intensity of its interval)")),
+        ("Run-now emissions (same steps, no wait)", run_now),
+        ("Avoided vs run-now (net)", (f"{avoided} ({pct(s.emissions_avoided_g)}) = timing the steps {timing} − idle "
+                                      f"while waiting {idle}")),
     ]
 
 

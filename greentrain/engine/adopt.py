@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from greentrain.engine.advice import advise, is_advisory
 from greentrain.engine.decider import RUN
+from greentrain.engine.scaling import adopt_replicas
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision
 
@@ -38,6 +39,7 @@ class Adopter:
         if decision == RUN:
             return
         self.current = decision
+        adopt_replicas(engine, decision, now)
         applied: list[str] = []
         wants_hardware = (decision.power_limit_w is not None or decision.sm_clocks_mhz is not None
                           or decision.precision is not None)
@@ -69,6 +71,7 @@ class Adopter:
                                       precision=decision.precision, applied=applied,
                                       **({"plan_saving_g": decision.plan_saving_g}
                                          if decision.plan_saving_g is not None else {}),
+                                      **({"replicas": decision.replicas} if decision.replicas is not None else {}),
                                       **({"advisory": True} if advisory else {}))
         work_s = engine.progress.work_remaining_s()
         if work_s is not None:

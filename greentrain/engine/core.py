@@ -26,6 +26,7 @@ from greentrain.engine.ledger import CarbonLedger, LedgerEntry
 from greentrain.engine.pausecost import PauseCost
 from greentrain.engine.progress import Progress
 from greentrain.engine.carbonview import CarbonView
+from greentrain.engine.scaler import Scaling
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, OperatingPoint, Policy, Snapshot
 
@@ -63,6 +64,7 @@ class EngineCore(Protocol):
     pause_cost: PauseCost
     budget: JobBudget
     operating_points: tuple[OperatingPoint, ...]
+    scaling: Scaling | None
     notes: list[str]
 
     @property

@@ -14,10 +14,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from greentrain.engine.scaling import adopt_replicas
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, worth_waiting
-from greentrain.signals.skill import ForecastSkill
+from greentrain.signals.liveskill import ForecastSkill
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
@@ -101,6 +102,8 @@ class Decider:
             operating_points=engine.operating_points, waiting_power_w=engine.pause_cost.value_w,
             forecast_error_g_per_kwh=self.skill.errors_g_per_kwh(),
         )
+        if engine.scaling is not None:  # an elastic job: the policy also plans its replica count
+            snapshot = engine.scaling.plan_with(snapshot)
         self.decided_on = engine.signals.fingerprint()
         progress.times.rate.planned()
         try:
@@ -139,6 +142,8 @@ class Decider:
                 return None
         decision = self.decide(engine, now, state)
         if decision.action == Action.RUN:
+            if engine.io.broadcast.world_size == 1:  # one process: the count to resume at is ours to ask for now
+                adopt_replicas(engine, decision, now)
             return now
         return decision.until
 

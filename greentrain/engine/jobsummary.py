@@ -1,8 +1,8 @@
 """The figures a finished job reports, taken from one place, and the lines that print them.
 
 ``job_figures`` reads the engine's ledger and deadline verdict once; the
-``greentrain run`` end line, the plan line and anything else that reports a
-job's totals use it, so what "avoided" means is decided here and nowhere
+summary line every front end says (``greentrain.job.announce``) and anything
+else that reports a job's totals use it, so what "avoided" means is decided here and nowhere
 else (the ledger's figure: run-now at default settings minus this job,
 idle draw while waiting included).
 """
@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 from greentrain.engine.advice import advice_summary
 from greentrain.engine.ledger import LedgerEntry
 from greentrain.provenance import Source
-from greentrain.units import format_duration_s, format_energy_j, format_mass_g, format_time
 
 if TYPE_CHECKING:
     from greentrain.engine.collaborators import Loss
     from greentrain.engine.core import EngineCore
 
-__all__ = ["JobFigures", "job_figures", "summary_fields", "summary_line", "plan_line"]
+__all__ = ["JobFigures", "job_figures", "summary_fields", "step_fields"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,32 +74,6 @@ def summary_fields(engine: EngineCore, finished_at: datetime | None) -> dict[str
         fields["unpriced_energy_j"] = engine.ledger.unpriced_energy_j
         fields["emissions_unknown"] = stats.emissions_unknown_reason or engine.signals.unknown_reason()
     return fields
-
-
-def summary_line(figures: JobFigures, exit_status: int) -> str:
-    """One line: exit status, energy, emissions, avoided and the deadline verdict."""
-    parts = [f"exit status {exit_status}", f"energy {format_energy_j(figures.energy_j)}",
-             f"emissions {format_mass_g(figures.emissions_g)}", f"avoided {format_mass_g(figures.avoided_g)}"]
-    if figures.deadline is not None:
-        when = format_time(figures.deadline, simulated=figures.simulated)
-        if figures.deadline_met is None:
-            parts.append(f"deadline {when}: not finished")
-        elif figures.deadline_met:
-            parts.append(f"deadline {when}: met")
-        else:
-            late_s = (figures.finished_at - figures.deadline).total_seconds()  # type: ignore[operator]
-            parts.append(f"deadline {when}: MISSED by {format_duration_s(late_s)}")
-    return "greentrain: done: " + ", ".join(parts)
-
-
-def plan_line(*, policy: str, zone: str | None, provider: str | None, work_s: float | None,
-              deadline: datetime | None, pause_mode: str, simulated: bool) -> str:
-    """One line before the start: what will be optimised, for how much work, by when."""
-    signal = provider or zone
-    carbon = f"carbon signal {signal}" if signal else "no carbon signal (energy only, runs now)"
-    work = f"~{format_duration_s(work_s)} of work" if work_s else "work length unknown (runs now)"
-    by = f" by {format_time(deadline, simulated=simulated)}" if deadline else ", no deadline"
-    return f"greentrain: plan: policy {policy}, {carbon}, {work}{by}, pauses by {pause_mode}"
 
 
 def step_fields(engine: EngineCore, entry: LedgerEntry, tokens: int, loss: Loss, source: Source | None) -> dict[str, object]:

@@ -33,6 +33,7 @@ from greentrain.engine.jobsummary import step_fields, summary_fields
 from greentrain.engine.ledger import CarbonLedger, LedgerEntry
 from greentrain.engine.pausecost import PauseCost
 from greentrain.engine.progress import Progress
+from greentrain.engine.scaler import Scaling
 from greentrain.engine.waiter import Waiter
 from greentrain.errors import DeadlineError
 from greentrain.jobstats import JobState
@@ -68,6 +69,8 @@ class Engine:
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
         min_wait_saving: a wait must save more than this fraction of the job's expected emissions
             (``policies/worth.py``).
+        scaling: an elastic job's replica actuator and allowed range (carbon scaling, ``engine/scaling.py``);
+            None: a fixed-size job.
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class Engine:
         forecast_horizon_h: float = 72.0,
         operating_points: tuple[OperatingPoint, ...] = (),
         min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC,
+        scaling: Scaling | None = None,
     ) -> None:
         self.policy = policy
         self.io = io or Collaborators()
@@ -96,6 +100,7 @@ class Engine:
         self.decider = Decider(decide_interval_s, min_wait_saving=min_wait_saving)
         self.adopter = Adopter()
         self.operating_points = tuple(operating_points)
+        self.scaling = scaling
         self.notes: list[str] = []
         self.ledger = CarbonLedger()
         self.signals = CarbonView(self.io.signals, horizon_h=forecast_horizon_h, on_note=self.note,

@@ -160,6 +160,11 @@ class GreentrainCollector(Collector):
             yield _sample(n.JOB_STATE, 1 if s.state == state else 0, job, state)
         for action, count in sorted(s.actions_total.items()):
             yield _sample(n.POLICY_ACTIONS, count, job, action)
+        yield _sample(n.JOB_REPLICAS, s.replicas_planned, job, "planned")  # absent for a fixed-size job
+        yield _sample(n.JOB_REPLICAS, s.replicas_actual, job, "actual")
+        for expert, tokens in sorted(s.expert_tokens_total.items(), key=lambda item: int(item[0])):
+            yield _sample(n.EXPERT_TOKENS, tokens, job, expert)
+        yield _sample(n.EXPERT_IMBALANCE, s.expert_imbalance, job)
         yield _sample(n.JOB_POWER_LIMIT, s.power_limit_w, job)
         if s.precision:
             yield _sample(n.JOB_PRECISION, 1, job, s.precision)

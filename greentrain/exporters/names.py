@@ -27,7 +27,17 @@ __all__ = [
     "EMISSIONS_AVOIDED",
     "JOB_EMISSIONS_AVOIDED",
     "EMISSIONS_UNPRICED_ENERGY",
+    "EXPERT_IMBALANCE",
+    "EXPERT_TOKENS",
     "EXPORTER_RANKS",
+    "FLEET_DEADLINES_AT_RISK",
+    "FLEET_EMISSIONS",
+    "FLEET_GPUS",
+    "FLEET_JOBS",
+    "FLEET_METRICS",
+    "FLEET_PLAN_SECONDS",
+    "FLEET_PLANNED_REMAINING",
+    "FLEET_SLURM_ERRORS",
     "GPU_ENERGY",
     "GPU_POWER",
     "GPU_POWER_LIMIT",
@@ -45,6 +55,7 @@ __all__ = [
     "JOB_POWER_LIMIT",
     "JOB_PRECISION",
     "JOB_PROJECTED_FINISH",
+    "JOB_REPLICAS",
     "JOB_STATE",
     "JOB_STEP_ENERGY",
     "METRICS",
@@ -134,6 +145,9 @@ TRAINING_STEPS = _m("greentrain_training_steps_total", "counter", ("job",), "Tra
 TRAINING_TOKENS = _m("greentrain_training_tokens_total", "counter", ("job",), "Training tokens processed.", "sum")
 JOB_STATE = _m("greentrain_job_state", "gauge", ("job", "state"),
                "1 for the job's current state (running, paused, waiting), 0 for the others.", "first")
+JOB_REPLICAS = _m("greentrain_job_replicas", "gauge", ("job", "kind"),
+                  "Carbon scaling: the job's replica count, as planned by the policy for this interval and as "
+                  "running now (kind: planned, actual; 0 = paused or released).", "first")
 POLICY_ACTIONS = _m("greentrain_policy_actions_total", "counter", ("job", "action"),
                     "Policy actions applied, by action.", "max")
 JOB_POWER_LIMIT = _m("greentrain_job_power_limit_watts", "gauge", ("job",),
@@ -162,17 +176,52 @@ SETTINGS_UNRESTORED = _m("greentrain_gpu_settings_unrestored", "gauge", ("job",)
                          "GPU settings the job changed whose restore failed or is still pending after exit.", "sum")
 POWER_CAP_REFUSED = _m("greentrain_power_cap_refused_total", "counter", ("job",),
                        "Power-limit or clock changes refused for lack of privilege.", "sum")
+EXPERT_TOKENS = _m("greentrain_moe_expert_tokens_total", "counter", ("job", "expert"),
+                   "Mixture of experts: tokens the routers sent to each expert (index), summed over blocks and "
+                   "ranks.", "max")
+EXPERT_IMBALANCE = _m("greentrain_moe_expert_imbalance_ratio", "gauge", ("job",),
+                      "Mixture of experts: the busiest expert's tokens over the mean in the last step, worst "
+                      "block (1 = balanced).", "max")
 EXPORTER_RANKS = _m("greentrain_exporter_ranks", "gauge", ("job",),
                     "Local ranks whose metrics this node endpoint aggregates.", "first")
+
+# The fleet controller (``greentrain fleet run``): one series set per controller, labelled by partition or state.
+FLEET_GPUS = _m("greentrain_fleet_gpus", "gauge", ("state",),
+                "GPUs of the managed partitions: in_use (managed and other jobs running now) or capacity (on "
+                "nodes that are up).", "first")
+FLEET_JOBS = _m("greentrain_fleet_jobs", "gauge", ("state",),
+                "Managed jobs by state: running, pausing (signalled to checkpoint), paused (ran before, waits "
+                "now), waiting (never started).", "first")
+FLEET_EMISSIONS = _m("greentrain_fleet_emissions_grams_total", "counter", ("kind",),
+                     "Emissions of the managed jobs, estimated (GPUs x power per GPU x grid intensity), grams "
+                     "CO2eq: kind=actual for what ran, kind=planned for what the plan said would run over the same "
+                     "intervals.", "first")
+FLEET_PLANNED_REMAINING = _m("greentrain_fleet_planned_remaining_grams", "gauge", (),
+                             "Emissions the current plan expects from the managed jobs' remaining work, grams "
+                             "CO2eq (forecast).", "first")
+FLEET_DEADLINES_AT_RISK = _m("greentrain_fleet_deadlines_at_risk", "gauge", (),
+                             "Managed jobs the current plan cannot finish by their deadline (capacity or time).",
+                             "first")
+FLEET_SLURM_ERRORS = _m("greentrain_fleet_slurm_errors_total", "counter", (),
+                        "Slurm commands that failed (each left its job as Slurm had it, with a note in the "
+                        "journal).", "first")
+FLEET_PLAN_SECONDS = _m("greentrain_fleet_plan_seconds", "gauge", (),
+                        "CPU time of the latest fleet plan, seconds.", "first")
+
+FLEET_METRICS: tuple[MetricSpec, ...] = (
+    FLEET_GPUS, FLEET_JOBS, FLEET_EMISSIONS, FLEET_PLANNED_REMAINING, FLEET_DEADLINES_AT_RISK, FLEET_SLURM_ERRORS,
+    FLEET_PLAN_SECONDS,
+)
 
 METRICS: tuple[MetricSpec, ...] = (
     GPU_ENERGY, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_READING_OK, CPU_ENERGY,
     GRID_INTENSITY, SIGNAL_AGE, SIGNAL_STALE,
     EMISSIONS, EMISSIONS_AVOIDED, JOB_EMISSIONS_AVOIDED, EMISSIONS_UNPRICED_ENERGY, WAITING_ENERGY, WAITING_POWER,
     BUDGET_REMAINING, BUDGET_PROJECTED, JOB_ENERGY, JOB_STEP_ENERGY, TRAINING_STEPS, TRAINING_TOKENS, JOB_STATE, POLICY_ACTIONS,
-    JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
-    SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS,
+    JOB_REPLICAS, JOB_POWER_LIMIT, JOB_PRECISION, JOB_DEADLINE, JOB_PROJECTED_FINISH, JOB_FINISHED,
+    SETTINGS_UNRESTORED, POWER_CAP_REFUSED, EXPORTER_RANKS, EXPERT_TOKENS, EXPERT_IMBALANCE,
     JOB_ADVISED_POWER_LIMIT, JOB_ADVISED_SM_CLOCK, JOB_ADVISED_PRECISION, JOB_ADVISED_ENERGY_CHANGE,
     JOB_ADVISED_TIME_CHANGE,
+    *FLEET_METRICS,
 )
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

@@ -118,7 +118,7 @@ class StepDriver:
             self.engine.continue_at(steps_done)
         self.paused = self.stopped_by_signal = False
         self.resume_at = None
-        decision = self.engine.begin()
+        decision = self.job.begin(self.pause_mode) if self.job is not None else self.engine.begin()
         if decision.action is not Action.RUN:
             self.engine.wait_until(decision.until, decision.reason or "delayed start")
         return decision
@@ -247,7 +247,7 @@ class StepDriver:
                 signal.signal(signum, handler)
             self._previous_handlers.clear()
         if job is not None:
-            job.close(raise_errors=False)  # every part closed; failures logged
+            job.close(raise_errors=False, resume_at=self.resume_at)  # every part closed; failures logged
 
 
 class DriverStatus:

@@ -70,8 +70,11 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         self.pauses = 0
         """Checkpoint pauses so far in this process."""
         self._tokens_seen = 0
+        self._tokens_counted = 0
+        """Input tokens the model's training forwards took since the last step (when the Trainer counts none)."""
         self._losses: list[Tensor] = []
         self._loss_hook: RemovableHandle | None = None
+        self._token_hook: RemovableHandle | None = None
 
     @property
     def engine(self) -> Engine | None:
@@ -90,6 +93,9 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         if self.options.precision is not None and self._loss_hook is None and model is not None:
             # The Trainer hands callbacks no loss; the precision trial's loss guard needs each step's.
             self._loss_hook = model.register_forward_hook(self._record_loss)
+        if model is not None and self._token_hook is None and hasattr(model, "register_forward_pre_hook"):
+            # The Trainer counts tokens only with include_num_input_tokens_seen; the run log needs them anyway.
+            self._token_hook = model.register_forward_pre_hook(self._count_tokens, with_kwargs=True)
 
     def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                       **kwargs: object) -> None:
@@ -100,6 +106,8 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
                     **kwargs: object) -> None:
         seen = state.num_input_tokens_seen or 0
         tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
+        counted, self._tokens_counted = self._tokens_counted, 0
+        tokens = tokens or counted  # the Trainer's own count when it keeps one
         loss = _mean(self._losses)  # over the step's micro-batches: one device sync per step
         stop = self.driver.step_end(tokens=tokens, loss=loss)
         if self.options.stop_signals:  # a signal may reach one rank only: stop if any rank must
@@ -127,6 +135,14 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         if not self.driver.paused:
             self.close()
 
+    def _count_tokens(self, module: Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        if not module.training:
+            return  # an evaluation forward is not training work
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        numel = getattr(ids, "numel", None)
+        if callable(numel):
+            self._tokens_counted += int(numel())
+
     def _record_loss(self, module: Module, inputs: object, output: object) -> None:
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
         if module.training and loss is not None:
@@ -140,9 +156,10 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
 
     def close(self) -> None:
         """Restore hardware settings and stop helpers (``train`` does this for you)."""
-        hook, self._loss_hook = self._loss_hook, None
-        if hook is not None:
-            hook.remove()
+        for hook in (self._loss_hook, self._token_hook):
+            if hook is not None:
+                hook.remove()
+        self._loss_hook = self._token_hook = None
         self.driver.close()
 
     def exit_for_requeue(self) -> None:

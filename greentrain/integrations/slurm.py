@@ -35,7 +35,9 @@ __all__ = [
     "round_up_to_second",
     "PAUSED_EXIT_CODE",
     "RESUME_FILE_ENV",
+    "REPLICAS_FILE_ENV",
     "write_resume_time",
+    "write_replicas",
 ]
 
 _TAG_RE = re.compile(r"greentrain\(([^)]*)\)")
@@ -180,11 +182,13 @@ class SlurmClient:
         *,
         sbatch: str = "sbatch",
         scontrol: str = "scontrol",
+        scancel: str = "scancel",
         env: Mapping[str, str] | None = None,
         timeout_s: float = 60.0,
     ) -> None:
         self._sbatch = sbatch
         self._scontrol = scontrol
+        self._scancel = scancel
         self._env = {**(os.environ if env is None else env), "TZ": "UTC"}
         self._timeout_s = timeout_s
 
@@ -225,6 +229,38 @@ class SlurmClient:
         _check_job_id(job_id)
         self._run([self._scontrol, "update", f"JobId={job_id}", f"StartTime={format_slurm_time(start)}"])
 
+    def jobs(self) -> list[dict[str, str]]:
+        """Fields of every job slurmctld knows (``scontrol -o show job``); [] when there are none."""
+        out = self._run([self._scontrol, "-o", "show", "job"])
+        return [parse_job_record(line) for line in out.splitlines() if line.startswith("JobId=")]
+
+    def nodes(self) -> list[dict[str, str]]:
+        """Fields of every node (``scontrol -o show node``)."""
+        out = self._run([self._scontrol, "-o", "show", "node"])
+        return [parse_job_record(line) for line in out.splitlines() if line.startswith("NodeName=")]
+
+    def release(self, job_id: str) -> None:
+        """Release a held pending job (``scontrol release``)."""
+        _check_job_id(job_id)
+        self._run([self._scontrol, "release", job_id])
+
+    def hold(self, job_id: str) -> None:
+        """Hold a pending job so it does not start (``scontrol hold``)."""
+        _check_job_id(job_id)
+        self._run([self._scontrol, "hold", job_id])
+
+    def signal_batch(self, job_id: str, signal_name: str = "USR1") -> None:
+        """Send ``signal_name`` to the job's batch script only (``scancel --batch --signal=``).
+
+        The checkpoint-on-signal path: greentrain's batch template forwards USR1 to the trainer,
+        which saves a checkpoint and exits 75, and the template requeues the job. This never
+        cancels a job: ``scancel`` is only ever called with ``--signal``.
+        """
+        _check_job_id(job_id)
+        if not re.fullmatch(r"[A-Z0-9]+", signal_name):
+            raise ConfigError(f"signal: {signal_name!r} is not a signal name (e.g. USR1)")
+        self._run([self._scancel, "--batch", f"--signal={signal_name}", job_id])
+
 
 def _check_job_id(job_id: str) -> None:
     if not _JOB_ID_RE.fullmatch(job_id):
@@ -256,4 +292,23 @@ def write_resume_time(until: datetime | None, env: Mapping[str, str] | None = No
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(format_slurm_time(round_up_to_second(until)) + "\n", encoding="utf-8")
     tmp.replace(path)  # the batch script never reads a half-written time
+    return path
+
+
+REPLICAS_FILE_ENV = "GREENTRAIN_REPLICAS_FILE"
+"""Environment variable naming the file where an elastic trainer writes the replica count to requeue at."""
+
+
+def write_replicas(replicas: int, env: Mapping[str, str] | None = None) -> Path | None:
+    """Tell the batch script the count to requeue at (carbon scaling); no-op outside the template.
+
+    ``integrations/slurm/greentrain-job.sbatch`` reads it after exit status 75 and updates the requeued job's
+    node, GPU or task count (``GREENTRAIN_SCALE_BY``)."""
+    target = (os.environ if env is None else env).get(REPLICAS_FILE_ENV)
+    if not target or replicas < 1:
+        return None
+    path = Path(target)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{int(replicas)}\n", encoding="utf-8")
+    tmp.replace(path)
     return path

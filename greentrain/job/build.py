@@ -25,13 +25,16 @@ from greentrain.engine import Collaborators, DeadlineGuard, Engine, NoMonitor, P
 from greentrain.engine.broadcast import Broadcast, LocalBroadcast
 from greentrain.engine.budget import Budget
 from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
+from greentrain.engine.scaler import ReplicaScaler, Scaling
 from greentrain.events import EventLog, NoEventLog
+from greentrain.codecarbon import check_target
+from greentrain.job.codecarbon_row import CodeCarbonRecorder
 from greentrain.job.hardware import JobHardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
 from greentrain.job.state import EngineState, restore_into
 from greentrain.jobstats import JobStats
-from greentrain.policies.base import Policy
+from greentrain.policies.base import Decision, Policy
 
 if TYPE_CHECKING:
     from torch.nn import Module
@@ -76,13 +79,47 @@ class Job:
     """The running ``MetricsServer`` (its bound port in ``.port``), or None."""
     devices: DeviceSet | None = None
     closers: list[Callable[[], object]] = field(default_factory=list)
+    options: JobOptions = field(default_factory=JobOptions)
+    """The settings it was built from (the plan line names its policy, zone and provider)."""
+    policy_name: str = ""
+    begun: bool = False
+    """``begin`` succeeded: the plan was said, and ``close`` says the summary."""
+
+    @property
+    def speaks(self) -> bool:
+        """This process says the plan and summary: rank 0, unless the job is ``quiet``."""
+        return self.engine.is_leader and not self.options.quiet
+
+    def begin(self, pause_mode: str | None = None) -> Decision:
+        """``Engine.begin`` (the deadline's one check), then the plan line, once per job."""
+        decision = self.engine.begin()
+        if not self.begun and self.speaks:
+            from greentrain.job.announce import plan_text, say
+
+            say(plan_text(self.engine, policy=self.policy_name, zone=self.options.zone,
+                          provider_spec=self.options.provider, metrics_url=self.metrics.url if self.metrics else None,
+                          pause_mode=pause_mode))
+        self.begun = True
+        return decision
 
     def close(self, *, raise_errors: bool = True, finished: bool | None = None,
-              finished_at: datetime | None = None, **summary: object) -> None:
-        """Close the engine (summary event, knobs restored), then every resource, the hardware last."""
+              finished_at: datetime | None = None, resume_at: datetime | None = None, **summary: object) -> None:
+        """Close the engine (summary event, knobs restored), say the summary line, then close every resource,
+        the hardware last. ``resume_at``: a checkpoint pause's planned resume (the summary says so)."""
         closers, self.closers = self.closers, []
-        close_all([lambda: self.engine.close(finished=finished, finished_at=finished_at, **summary), *closers],
-                  raise_errors=raise_errors)
+        said, self.begun = self.begun and self.speaks, False
+
+        def summarize() -> None:
+            if said:
+                from greentrain.job.announce import energy_sources, say, summary_text
+
+                status = summary.get("exit_status")
+                done = finished if finished is not None else self.engine.finished
+                say(summary_text(self.engine, sources=energy_sources(self.monitor), finished=done,
+                                 exit_status=status if isinstance(status, int) else None, paused_until=resume_at))
+
+        close_all([lambda: self.engine.close(finished=finished, finished_at=finished_at, **summary), summarize,
+                   *closers], raise_errors=raise_errors)
 
 
 @dataclass(kw_only=True)
@@ -108,16 +145,22 @@ def build_job(
     work_total_s: float | None = None,
     hardware_released: bool = False,
     drives_hardware: bool = True,
+    scaler: ReplicaScaler | None = None,
 ) -> Job:
     """Assemble the job ``options`` describe from ``parts``; ``policy`` is ``options.policy`` loaded (once,
     by the front end); ``prior`` is a relaunched job's saved state.
 
     ``drives_hardware=False``: no actuators, profiler or precision controller at all (``greentrain run``:
-    the command it supervises owns its GPUs, advisory mode included)."""
+    the command it supervises owns its GPUs, advisory mode included).
+
+    ``scaler``: an elastic job's replica actuator (carbon scaling, ``greentrain.engine.scaling``): the policy
+    also picks the replica count, within ``options.min_replicas``/``max_replicas``; None: a fixed-size job."""
     parts = parts or JobParts()
     broadcast = broadcast or LocalBroadcast()
     clock = parts.clock or SystemClock()
     deadline = resolve_deadline(options.deadline, prior, clock.now())  # the one place it is normalised
+    if options.codecarbon_csv is not None and broadcast.is_leader:
+        check_target(options.codecarbon_csv)  # before any work: a path that cannot take the row is bad input
     closers: list[Callable[[], object]] = []
     try:
         opened = _open_resources(options, parts, clock, broadcast, job_stats, closers)
@@ -137,12 +180,17 @@ def build_job(
             budget=Budget(max_emissions_g=options.max_emissions_g, max_energy_j=options.max_energy_j),
             decide_interval_s=options.decide_interval_s, countdown=options.progress,
             min_wait_saving=options.min_wait_saving,
+            scaling=_scaling(options, scaler),
         )
     except BaseException:
         close_all(closers, raise_errors=False)
         raise
+    if scaler is not None:
+        job_stats.update(replicas_actual=scaler.replicas)
+        engine.event("replicas", kind="actual", replicas=scaler.replicas)
     job = Job(engine=engine, hardware=hardware, closers=closers, event_log=opened.event_log,
-              monitor=opened.monitor, signals=opened.signals, metrics=opened.metrics, devices=opened.devices)
+              monitor=opened.monitor, signals=opened.signals, metrics=opened.metrics, devices=opened.devices,
+              options=options, policy_name=_policy_name(options.policy, policy))
     try:
         recover = getattr(hardware.actuators, "recover", None)
         if callable(recover):  # restore what a killed predecessor left on the GPUs
@@ -152,10 +200,21 @@ def build_job(
             submitted_at = engine.progress.submitted_at
             if submitted_at is not None and engine.is_leader:
                 engine.signals.backfill(submitted_at, clock.now(), engine.ledger)
+        if options.codecarbon_csv is not None and engine.is_leader:  # after restore: this process's share
+            recorder = CodeCarbonRecorder(options.codecarbon_csv, engine, opened.monitor, job=options.job,
+                                          zone=options.zone or getattr(opened.signals, "zone", None))
+            job.closers.insert(0, recorder.write)  # right after the engine's close: its totals are final
     except BaseException:
         job.close(raise_errors=False)
         raise
     return job
+
+
+def _scaling(options: JobOptions, scaler: ReplicaScaler | None) -> Scaling | None:
+    """An elastic job's replica actuator with the range its options allow (None: a fixed-size job)."""
+    if scaler is None:
+        return None
+    return Scaling(scaler=scaler, min_replicas=options.min_replicas, max_replicas=options.max_replicas)
 
 
 def _open_resources(options: JobOptions, parts: JobParts, clock: Clock, broadcast: Broadcast, job_stats: JobStats,
@@ -198,6 +257,13 @@ def _open_hardware(options: JobOptions, parts: JobParts, policy: Policy, clock: 
         job=options.job, clock=clock, model=parts.model, monitor=opened.monitor,
         actuation=resolve_actuation(options.actuation),
     )
+
+
+def _policy_name(spec: object, policy: Policy) -> str:
+    """A preset's name, a file's name, or the policy's own."""
+    if isinstance(spec, str | Path) and not isinstance(spec, Policy):
+        return Path(spec).name if str(spec).endswith(".toml") else str(spec)
+    return str(getattr(policy, "name", type(policy).__name__))
 
 
 def resolve_deadline(value: datetime | str | None, prior: EngineState | None, now: datetime) -> datetime | None:

@@ -113,10 +113,17 @@ class JobOptions:
     status 4)."""
     max_energy_j: float | None = None
     """Energy budget, joules (as the carbon budget)."""
+    scaling_profile: str | Path | None = field(default=None, metadata=offered("run", "train"))
+    """Carbon scaling: CSV ``replicas,throughput,power_w`` of this job; the policy picks its replica count per
+    interval (``greentrain run``: the command's --nproc/--nproc-per-node, relaunched after the checkpoint signal,
+    --estimate-hours being the running time at its own count; ``greentrain train``: the world size under
+    --nproc, or where --profile-scaling writes it). Unset: the job keeps its size."""
+    scaling_profile_steps: int = field(default=4, metadata=offered("train"))
+    """``greentrain train --profile-scaling``: optimizer steps timed at each world size (after one warm-up)."""
     max_replicas: int | None = None
-    """The most data-parallel replicas carbon scaling may use (None: no scaling, the job keeps its size)."""
+    """The most data-parallel replicas carbon scaling may use (None: the scaling profile's largest count)."""
     min_replicas: int = 1
-    """The fewest data-parallel replicas carbon scaling may use."""
+    """The fewest data-parallel replicas carbon scaling may use (a pause, 0 replicas, is always allowed)."""
     power: PowerSwitch = field(default="auto", metadata=offered("session"))
     """Profile power limits in the first steps: True, False, or 'auto' (when the policy uses power and a GPU
     has power-limit control). Limits are journaled and restored on every exit."""
@@ -134,6 +141,9 @@ class JobOptions:
     """Job label in metrics, logs and the state file."""
     jsonl: str | Path | None = field(default=None, metadata=offered("session", "run"))
     """Write the JSONL run log here."""
+    codecarbon_csv: str | Path | None = field(default=None, metadata=offered("session", "run", "train", "demo"))
+    """Also append a CodeCarbon-compatible row (the installed CodeCarbon's columns) to this emissions.csv when
+    the run ends, one row per process of the job, so dashboards built on CodeCarbon keep working."""
     metrics_port: int | None = field(default=None, metadata=offered("session", "run", "demo"))
     """Serve Prometheus metrics on this port (0: any free one)."""
     metrics_addr: str = field(default="127.0.0.1", metadata=offered("session", "run"))
@@ -142,6 +152,9 @@ class JobOptions:
     """Allow a non-loopback metrics address (the endpoint is unauthenticated; logged as a warning)."""
     progress: bool = field(default=True, metadata=offered("session", "demo"))
     """Progress on the terminal now and then (a countdown while waiting)."""
+    quiet: bool = field(default=False, metadata=offered("session", "run", "train", "demo"))
+    """Say no plan line at the start and no summary line at the end (library: the 'greentrain.report' logger;
+    command line: stderr). Warnings are still said."""
 
     def __post_init__(self) -> None:
         problems = option_problems(self.values())
@@ -154,10 +167,14 @@ class JobOptions:
 
     def callback_problems(self) -> list[tuple[str, str]]:
         """``(field, why)`` for what a framework callback cannot do: it pauses by checkpoint or suspend only (no
-        relauncher of its own to release to), and cannot put fp16's grad scaler inside the framework's step."""
+        relauncher of its own to release to), cannot relaunch at another world size (carbon scaling), and cannot
+        put fp16's grad scaler inside the framework's step."""
         problems = []
         if self.pause_mode not in (None, "checkpoint", "suspend"):
             problems.append(("pause_mode", f"{self.pause_mode!r} is not 'checkpoint' or 'suspend'"))
+        if self.scaling_profile is not None:
+            problems.append(("scaling_profile", "carbon scaling relaunches the job at another world size, which a "
+                                                "callback cannot do; use `greentrain train` or `greentrain run`"))
         if self.precision is not None and "fp16" in self.precision:
             problems.append(("precision", "'fp16' needs a grad scaler inside the training step, which a callback "
                                           "cannot add; trial 'fp32', 'tf32' or 'bf16' (or use Session)"))
@@ -251,6 +268,12 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     steps = o["steps_total"]
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
         yield "steps_total", f"must be >= 0, got {steps}"
+    profile = o["scaling_profile"]
+    if isinstance(profile, str) and not profile.strip():
+        yield "scaling_profile", "must be a CSV path (or unset)"
+    profile_steps = o["scaling_profile_steps"]
+    if isinstance(profile_steps, int) and not isinstance(profile_steps, bool) and not 1 <= profile_steps <= 10_000:
+        yield "scaling_profile_steps", f"must be in [1, 10000], got {profile_steps}"
     fewest, most = o["min_replicas"], o["max_replicas"]
     if isinstance(fewest, int) and fewest < 1:
         yield "min_replicas", f"must be >= 1, got {fewest}"
@@ -264,6 +287,9 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     signals = o["stop_signals"]
     if not isinstance(signals, tuple | list) or not all(isinstance(s, int) for s in signals):
         yield "stop_signals", f"give signal numbers, e.g. (signal.SIGTERM,), got {signals!r}"
+    target = o["codecarbon_csv"]
+    if isinstance(target, str) and not target.strip():
+        yield "codecarbon_csv", "must not be empty; give a file such as emissions.csv"
     why = _deadline_problem(o["deadline"])
     if why:
         yield "deadline", why

@@ -52,6 +52,11 @@ def build_signals(zone: str | None, provider: ProviderSpec | None, clock: Clock)
         providers = [provider]
     elif provider is not None:
         providers = [_make(make_provider, provider, clock)]
+        mismatch = getattr(providers[0], "zone_mismatch", None)
+        why = mismatch(zone) if zone is not None and callable(mismatch) else None
+        if why is not None:  # a trace of another zone: refused before any work, not at every fetch
+            providers[0].close()
+            raise ConfigError(f"zone: {why}")
     else:
         providers = _default_providers(make_provider, clock)
     return SignalChain(providers, zone=zone or _zone_of(providers[0]), clock=clock)

@@ -8,6 +8,11 @@ before the first launch. A pause either stops the whole process group
 program handles, waits for it to exit, and relaunches it at the planned time
 (``checkpoint``). SIGINT/SIGTERM to ``greentrain run`` reach the command and
 end any wait; a suspended command is never left stopped.
+
+With a ``CommandScaler`` (carbon scaling) a new replica count is a checkpoint
+(the checkpoint signal, as for a pause) and a relaunch with the command's
+``--nproc`` changed; a relaunch that fails within ``checkpoint_timeout_s``
+falls back to the count that worked, which is never planned again.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 import threading
+import time
 from types import FrameType
 
 from greentrain.engine import Engine
@@ -23,6 +29,7 @@ from greentrain.policies.base import Action, Decision
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.pausemode import auto_mode
 from greentrain.job.process import ChildProcess, exit_status
+from greentrain.job.replicas import CommandScaler
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
 
@@ -37,8 +44,11 @@ class Supervisor:
 
     def __init__(self, engine: Engine, child: ChildProcess, *, pause_mode: str = "suspend",
                  checkpoint_signal: int = signal.SIGUSR1, checkpoint_timeout_s: float = 600.0,
-                 poll_s: float = 1.0) -> None:
+                 poll_s: float = 1.0, scaler: CommandScaler | None = None) -> None:
         self.engine = engine
+        self.scaler = scaler
+        self._trial: tuple[int, float] | None = None
+        """After a change of count: (the count that worked, when the new launch started, monotonic s)."""
         self.child = child
         self.pause_mode = pause_mode
         self.checkpoint_signal = checkpoint_signal
@@ -55,6 +65,9 @@ class Supervisor:
             decision = start
             if decision.action != Action.RUN and self.engine.wait_until(decision.until, decision.reason):
                 return 128 + (self._terminating or signal.SIGINT)
+            if self.scaler is not None and self.scaler.pending is not None:  # decided before the first launch
+                self._trial = (self.scaler.replicas, time.monotonic())
+                self._switch(self.scaler.pending, self.scaler.reason)
             return self._supervise()
         finally:
             if self.child.suspended:
@@ -65,10 +78,16 @@ class Supervisor:
         self._launch()
         while True:
             rc = self.child.wait(self.poll_s)
+            if rc is not None and self._failed_at_new_size(rc):
+                continue
             if rc is not None:
                 self.engine.step_end()
                 return exit_status(rc)
             decision = self.engine.step_end()
+            if self.scaler is not None and self.scaler.pending is not None and self._terminating is None:
+                rc = self._rescale(self.scaler.pending)
+                if rc is not None:
+                    return rc
             if decision.action == Action.STOP:
                 return self._stop_for_budget(decision)
             if decision.action != Action.RUN and not self.engine.finished and self._terminating is None:
@@ -100,6 +119,56 @@ class Supervisor:
             return 128 + (self._terminating or signal.SIGINT)
         self._launch()
         return None
+
+    def _rescale(self, replicas: int) -> int | None:
+        """Checkpoint the command and relaunch it at ``replicas``; a final exit status if it ended instead."""
+        scaler = self.scaler
+        assert scaler is not None
+        previous = scaler.replicas
+        self.child.send(self.checkpoint_signal)
+        rc = self.child.wait(self.checkpoint_timeout_s)
+        if rc is None:
+            scaler.pending = None
+            self.engine.note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint signal; "
+                             f"it keeps running at {previous} replicas")
+            return None
+        if not (rc in RESUMABLE_EXIT_CODES or rc == -self.checkpoint_signal):
+            return exit_status(rc)
+        self._switch(replicas, f"{scaler.reason or 'carbon scaling'}")
+        self._trial = (previous, time.monotonic())
+        self._launch()
+        return None
+
+    def _switch(self, replicas: int, reason: str) -> None:
+        """Relaunch parameters for ``replicas``: the command line, and the remaining running time converted to
+        the new count's throughput (the engine counts work as running time at the current count)."""
+        scaler, engine = self.scaler, self.engine
+        assert scaler is not None
+        old = scaler.replicas
+        progress = engine.progress
+        if progress.work_total_s is not None:
+            left_s = max(0.0, progress.work_total_s - progress.running_s)
+            progress.work_total_s = progress.running_s + left_s * scaler.speed_ratio(old, replicas)
+        self.child.argv = scaler.switch(replicas)
+        engine.io.job_stats.update(replicas_actual=replicas)
+        engine.event("replicas", kind="actual", replicas=replicas, replicas_from=old, reason=reason,
+                     command=" ".join(self.child.argv))
+
+    def _failed_at_new_size(self, rc: int) -> bool:
+        """The first launch at a new count failed soon after it started: relaunch at the count that worked."""
+        trial, self._trial = self._trial, None
+        if trial is None or rc == 0 or self.scaler is None or self._terminating is not None:
+            return False
+        working, started = trial
+        if rc in RESUMABLE_EXIT_CODES or time.monotonic() - started > self.checkpoint_timeout_s:
+            return False
+        failed = self.scaler.replicas
+        self.scaler.failed.add(failed)
+        self.engine.note(f"relaunch at {failed} replicas failed (exit {exit_status(rc)}); falling back to {working} "
+                         f"replicas (the command resumes from its checkpoint); {failed} will not be planned again")
+        self._switch(working, f"launch at {failed} replicas failed")
+        self._launch()
+        return True
 
     def _stop_for_budget(self, decision: Decision) -> int:
         """A budget is spent: ask the command to save and exit (checkpoint modes) or end it (suspend);

@@ -17,6 +17,7 @@ from typing import ClassVar, Literal
 
 from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
+from greentrain.policies.scaling_profile import ScalingProfile
 from greentrain.policies.settings import PolicySettings
 from greentrain.signals.base import IntensityPoint
 
@@ -83,10 +84,26 @@ class Snapshot:
     """What the job draws while paused after its first start, watts: the held devices' idle
     draw for a suspend or an in-process checkpoint wait, 0 when the hardware is released.
     Waiting before the first start is always free. Planners charge it to every pause."""
+    scaling: ScalingProfile | None = None
+    """An elastic job's measured throughput and power per replica count (carbon scaling); None = fixed size."""
+    replicas: int = 0
+    """Replicas running now (0 = paused, released or not started)."""
+    work_replicas: int | None = None
+    """The replica count ``work_remaining_s`` is counted at (with ``scaling``): the job needs that many seconds
+    of running at this count. None = ``replicas``."""
+    min_replicas: int = 1
+    """Fewest replicas the job may run at (0, a pause, is always allowed)."""
+    max_replicas: int | None = None
+    """Most replicas the job may run at; None = the profile's largest count."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.waiting_power_w, int | float) and 0 <= self.waiting_power_w < math.inf):
             raise ConfigError(f"waiting_power_w: must be a number >= 0 watts, got {self.waiting_power_w!r}")
+        if self.replicas < 0 or self.min_replicas < 1:
+            raise ConfigError(f"replicas: must be >= 0 (min_replicas >= 1), got {self.replicas} "
+                              f"(min_replicas {self.min_replicas})")
+        if self.max_replicas is not None and self.max_replicas < self.min_replicas:
+            raise ConfigError(f"max_replicas: {self.max_replicas} is below min_replicas {self.min_replicas}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +129,8 @@ class Decision:
     to_the_end: bool = False
     """RUN with no slack left for any pause: the engine then refuses later pauses, so the reason
     ('running flat out') stays true."""
+    replicas: int | None = None
+    """Carbon scaling: the replica count to run at from now (0 = paused or released); None = leave as is."""
 
 
 class Policy(ABC):

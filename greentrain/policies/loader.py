@@ -30,6 +30,7 @@ from typing import Any
 
 from greentrain import plugins
 from greentrain.errors import ConfigError
+from greentrain.fields import did_you_mean
 from greentrain.policies.base import Policy
 from greentrain.policies.power import CompositePolicy
 from greentrain.policies.settings import PolicySettings
@@ -53,7 +54,7 @@ def policy_kinds() -> list[str]:
 def preset_text(name: str) -> str:
     """The TOML text of preset ``name``."""
     if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+        raise ConfigError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; presets: {', '.join(PRESETS)}")
     return resources.files("greentrain.policies").joinpath(f"presets/{name}.toml").read_text(encoding="utf-8")
 
 
@@ -69,7 +70,8 @@ def load_policy(spec: str | Path | Policy) -> Policy:
     path = Path(spec)
     if path.suffix.lower() == ".toml" or path.exists():
         return _from_text(read_text(path, what="policy file"), str(path))
-    raise ConfigError(f"unknown policy or preset {str(spec)!r}; presets: {', '.join(PRESETS)}; or a .toml file path")
+    raise ConfigError(f"unknown policy or preset {str(spec)!r}{did_you_mean(str(spec), PRESETS)}; presets: "
+                      f"{', '.join(PRESETS)}; or a .toml file path")
 
 
 def _from_text(text: str, source: str) -> Policy:
@@ -143,7 +145,8 @@ def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: Pol
         raise ConfigError(f"{source}: {prefix}.kind: required, a policy name ({', '.join(policy_kinds())})")
     known = policy_kinds()
     if kind not in known:
-        raise ConfigError(f"{source}: {prefix}.kind: unknown policy {kind!r}; valid: {', '.join(known)}")
+        raise ConfigError(f"{source}: {prefix}.kind: unknown policy {kind!r}{did_you_mean(kind, known)}; "
+                          f"valid: {', '.join(known)}")
     try:
         cls = plugins.load("policies", kind)
     except ConfigError as e:
@@ -173,10 +176,11 @@ def _build_dataclass(cls: type, params: dict[str, Any], source: str, prefix: str
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     problems = Problems(source)
+    typed: dict[str, Any] = {}
     for key, value in params.items():
         if key not in fields:
             valid = ", ".join(fields) or "(none)"
-            problems.add(f"{prefix}.{key}", f"unknown key; valid: {valid}")
+            problems.add(f"{prefix}.{key}", f"unknown key{did_you_mean(key, fields)}; valid: {valid}")
             continue
         expected = _allowed_types(hints[key])
         if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
@@ -184,14 +188,29 @@ def _build_dataclass(cls: type, params: dict[str, Any], source: str, prefix: str
             problems.add(f"{prefix}.{key}", f"expected {names}, got {value!r}")
         elif isinstance(value, float) and not math.isfinite(value):
             problems.add(f"{prefix}.{key}", f"must be a finite number, got {value}")
+        else:
+            typed[key] = float(value) if float in expected and int in expected and isinstance(value, int) \
+                and not isinstance(value, bool) and int not in _declared(hints[key]) else value
+    for key, value in typed.items():  # each value's own check too, so one pass reports every problem
+        try:
+            cls(**{key: value})
+        except ConfigError as e:
+            if str(e).startswith(f"{key}: "):
+                problems.add(f"{prefix}.{key}", str(e).removeprefix(f"{key}: "))
+        except (ValueError, TypeError):
+            pass  # a check across fields, or required fields: the whole construction below says it
     problems.raise_if_any()
     try:
-        return cls(**{k: float(v) if float in _allowed_types(hints[k]) and isinstance(v, int)
-                      and not isinstance(v, bool) else v for k, v in params.items()})
+        return cls(**typed)
     except ConfigError as e:  # the dataclass names the field first: "safety_z: must be ..."
         raise ConfigError(f"{source}: {prefix}.{e}") from None
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{source}: {prefix}: {e}") from None
+
+
+def _declared(hint: Any) -> tuple[type, ...]:
+    return typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+        else (hint,)
 
 
 def _allowed_types(hint: Any) -> tuple[type, ...]:

@@ -42,6 +42,8 @@ class Mode:
     power_w: float
     power_limit_w: float | None = None
     sm_clocks_mhz: tuple[int, int] | None = None
+    replicas: int | None = None
+    """Carbon scaling: the replica count this mode runs at (None = not an elastic job)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ from greentrain.report.model import RunData, counterfactual_run_now
 from greentrain.units import format_duration_s, format_energy_j, format_mass_g
 from greentrain.userfile import JSONObject
 
-__all__ = ["render_html", "summary_rows"]
+__all__ = ["render_html", "summary_rows", "html_table", "STYLE"]
 
-_STYLE = """body{font-family:system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .7em;text-align:left}
 th{background:#f4f4f4}img{max-width:100%;display:block;margin:1em 0}.note{color:#666;font-size:.9em}"""
 
@@ -70,6 +70,11 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     pauses = sum(1 for i, (_, state) in enumerate(run.states)
                  if state == "paused" and (i == 0 or run.states[i - 1][1] != "paused"))
     rows.append(("Pauses", str(pauses)))
+    actual = [count for _, kind, count in run.replicas if kind == "actual"]
+    if actual:
+        changes = sum(1 for a, b in zip(actual, actual[1:]) if a != b)
+        rows.append(("Replicas (carbon scaling)", f"{changes} changes; ran at {', '.join(map(str, sorted(set(actual))))}"
+                                                  f" replicas, last {actual[-1]}"))
     return rows
 
 
@@ -82,7 +87,8 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def _table(headers: list[str], rows: list[list[object]]) -> str:
+def html_table(headers: list[str], rows: list[list[object]]) -> str:
+    """A table of escaped cells."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -103,7 +109,7 @@ def _advice_html(run: RunData) -> str:
     return ("<h2>Advisory mode: advised, not applied</h2>"
             "<p class=\"note\">Nothing below was applied to the hardware. Effects are estimated from the job's "
             "operating points: energy per unit of work and running time, against the current setting.</p>"
-            + _table(["time", "power limit advised (W)", "current (W)", "SM clocks (MHz)", "precision",
+            + html_table(["time", "power limit advised (W)", "current (W)", "SM clocks (MHz)", "precision",
                       "energy change", "time change"], rows))
 
 
@@ -112,14 +118,15 @@ def render_html(run: RunData, images: list[str]) -> str:
     summary = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in summary_rows(run))
     figures = "\n".join(f'<img src="{escape(name)}" alt="{escape(name.removesuffix(".png"))}">' for name in images)
     actions = [[_fmt_time(a["t"]), _cell(a.get("action")), _cell(a.get("reason")), _cell(a.get("power_limit_w")),
-                _cell(a.get("precision")), _cell(a.get("until")), _cell(a.get("applied"))] for a in run.actions]
-    actions_html = _table(["time", "action", "reason", "power limit (W)", "precision", "until", "applied"],
-                          actions) if actions else "<p>No policy actions.</p>"
+                _cell(a.get("precision")), _cell(a.get("replicas")), _cell(a.get("until")), _cell(a.get("applied"))]
+               for a in run.actions]
+    actions_html = html_table(["time", "action", "reason", "power limit (W)", "precision", "replicas", "until",
+                               "applied"], actions) if actions else "<p>No policy actions.</p>"
     advice_html = _advice_html(run)
-    notes_html = ("<h2>Notes</h2>" + _table(["time", "note"], [[_fmt_time(t), m] for t, m in run.notes])) \
+    notes_html = ("<h2>Notes</h2>" + html_table(["time", "note"], [[_fmt_time(t), m] for t, m in run.notes])) \
         if run.notes else ""
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>greentrain run report</title><style>{_STYLE}</style></head>
+<html lang="en"><head><meta charset="utf-8"><title>greentrain run report</title><style>{STYLE}</style></head>
 <body>
 <h1>greentrain run report</h1>
 <table>{summary}</table>

@@ -1,7 +1,7 @@
 """Turn a run's JSONL event log into time series for the report.
 
 Reads the events ``greentrain.events`` documents (``sample``, ``step``,
-``carbon``, ``forecast``, ``state``, ``action``, ``summary``) and the
+``carbon``, ``forecast``, ``state``, ``action``, ``replicas``, ``summary``) and the
 engine's ``note``; unknown events
 are skipped so newer logs still render. A field of the wrong type is an error
 naming the line's event number and the field.
@@ -50,6 +50,8 @@ class RunData:
     actions: list[JSONObject] = field(default_factory=list)
     advice: list[JSONObject] = field(default_factory=list)
     """Advisory mode: each decision advised, not applied, with its estimated effect."""
+    replicas: list[tuple[datetime, str, int]] = field(default_factory=list)
+    """Carbon scaling: (t, 'planned' or 'actual', count) from ``replicas`` events; empty for a fixed-size job."""
     summary: JSONObject = field(default_factory=dict)
     notes: list[tuple[datetime, str]] = field(default_factory=list)
     """Engine ``note`` events: what failed or degraded during the run."""
@@ -123,6 +125,10 @@ def _add(run: RunData, event: JSONObject, t: datetime, where: str) -> None:
         run.states.append((t, str(event.get("state", "running"))))
     elif kind == "action":
         run.actions.append({"t": t, **{k: v for k, v in event.items() if k not in ("t", "event")}})
+    elif kind == "replicas":
+        count = _number(event, "replicas", where)
+        if count is not None:
+            run.replicas.append((t, str(event.get("kind", "actual")), int(count)))
     elif kind == "advice":
         run.advice.append({"t": t, **{k: v for k, v in event.items() if k not in ("t", "event")}})
     elif kind == "note":
@@ -146,7 +152,7 @@ def load_run(path: str | Path) -> RunData:
         _add(run, event, t, where)
     if run.start is None:
         raise ConfigError(f"{path}: the run log has no events")
-    for series in (run.intensity, run.forecast, run.states, run.steps):
+    for series in (run.intensity, run.forecast, run.states, run.steps, run.replicas):
         series.sort(key=lambda item: item[0] if isinstance(item, tuple) else item.t)
     return run
 

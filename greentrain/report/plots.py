@@ -114,8 +114,26 @@ def emissions(run: RunData) -> Figure:
     return fig
 
 
-PLOTS = {"power.png": power, "intensity.png": intensity, "state.png": states, "emissions.png": emissions}
-"""File name -> figure builder, in the order the report shows them."""
+def replicas(run: RunData) -> Figure | None:
+    """Carbon scaling: the replica count planned per interval and the count running (None: a fixed-size job)."""
+    if not run.replicas:
+        return None
+    fig, ax = _figure("Replicas (carbon scaling)", "replicas")
+    for kind, style in (("planned", "--"), ("actual", "-")):
+        points = [(t, count) for t, k, count in run.replicas if k == kind]
+        if points and run.end is not None:
+            points.append((run.end, points[-1][1]))
+            ax.step([t for t, _ in points], [c for _, c in points], where="post", ls=style, label=kind)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    _shade_pauses(ax, run)
+    ax.legend(loc="upper right", fontsize="small")
+    return fig
+
+
+PLOTS = {"power.png": power, "intensity.png": intensity, "state.png": states, "replicas.png": replicas,
+         "emissions.png": emissions}
+"""File name -> figure builder, in the order the report shows them (a builder may have nothing to draw)."""
 
 
 def draw_all(run: RunData, out_dir: Path) -> list[Path]:
@@ -123,6 +141,8 @@ def draw_all(run: RunData, out_dir: Path) -> list[Path]:
     paths = []
     for filename, build in PLOTS.items():
         fig = build(run)
+        if fig is None:
+            continue
         if run.start and run.end and run.end > run.start:  # one time axis for every plot
             for ax in fig.axes:
                 ax.set_xlim(run.start, run.end)

@@ -1,9 +1,10 @@
 """Hybrid-parallel training runtime built on PyTorch's own distributed engine.
 
-DeviceMesh (``pp × dp_replicate × dp_shard × tp``), FSDP2 ``fully_shard``,
-DTensor tensor/sequence/loss parallelism, ``torch.distributed.pipelining``
-and ``torch.distributed.checkpoint``, applied to a reference decoder-only
-transformer, with greentrain's step-boundary decisions (pause via checkpoint,
+DeviceMesh (``pp × dp_replicate × dp_shard × cp × ep × tp``), FSDP2
+``fully_shard``, DTensor tensor/sequence/loss parallelism, context
+parallelism, expert parallelism for mixture-of-experts blocks,
+``torch.distributed.pipelining`` and ``torch.distributed.checkpoint``, applied
+to a reference decoder-only transformer, with greentrain's step-boundary decisions (pause via checkpoint,
 precision switch, per-stage timings) built in. Importing this package does not
 import torch.distributed modules until a name is used.
 """
@@ -16,16 +17,17 @@ from typing import Any
 __all__ = [
     "JobConfig", "load_config", "config_from_dict", "list_presets",
     "ParallelDims", "Transformer", "init_weights",
-    "apply_tp", "apply_fsdp", "apply_ac", "apply_compile", "parallelize",
+    "apply_tp", "apply_cp", "apply_ep", "apply_fsdp", "apply_ac", "apply_compile", "parallelize", "MoE",
     "build_schedule", "build_stage_modules",
     "clip_grad_norm_", "grad_norm", "Checkpointer",
-    "Trainer", "StepMetrics", "plan_mesh", "run_training",
+    "Trainer", "StepMetrics", "plan_mesh", "choose_layout", "run_training",
 ]
 
 _WHERE = {
     "JobConfig": "config", "load_config": "config", "config_from_dict": "config", "list_presets": "config",
     "ParallelDims": "parallel_dims", "Transformer": "model", "init_weights": "model",
-    "apply_tp": "tp", "apply_fsdp": "fsdp", "apply_ac": "ac", "apply_compile": "compiling",
+    "apply_tp": "tp", "apply_cp": "cp", "apply_ep": "ep", "MoE": "moe", "choose_layout": "autolayout",
+    "apply_fsdp": "fsdp", "apply_ac": "ac", "apply_compile": "compiling",
     "parallelize": "parallelize", "build_schedule": "pipeline", "build_stage_modules": "pipeline",
     "clip_grad_norm_": "clip", "grad_norm": "clip", "Checkpointer": "checkpoint",
     "Trainer": "trainer", "StepMetrics": "metrics", "plan_mesh": "planner", "run_training": "greentrain_hooks",

@@ -220,6 +220,10 @@ class Checkpointer:
                     log.warning("greentrain: resuming from %s instead", self.path(candidate))
                 return state
             except _LOAD_ERRORS as e:  # whatever a damaged file raises (pickle, torch, DCP): try an older one
+                if not self._peers_alive():  # a rank died mid-load (preempted, killed): the files are not at fault
+                    raise RuntimeError(f"--checkpoint-dir {self.folder}: a rank was lost while loading "
+                                       f"step-{candidate} ({_brief(e)}); the checkpoint is kept for the relaunch"
+                                       ) from None
                 failures.append(f"step-{candidate}: {_brief(e)}")
                 log.warning("greentrain: checkpoint %s is damaged (%s); set aside, trying an older one",
                             self.path(candidate), _brief(e))
@@ -228,6 +232,17 @@ class Checkpointer:
             raise ConfigError(f"--checkpoint-dir {self.folder}: no checkpoint could be loaded ({'; '.join(failures)}); "
                               "they are set aside as step-N.corrupt: run again to start from step 0")
         return None
+
+    def _peers_alive(self) -> bool:
+        """After a failed load: whether every rank is still there (a barrier). A lost peer fails every other
+        rank's load too; only when all ranks answer is the checkpoint itself to blame."""
+        if not self._distributed:
+            return True
+        try:
+            dist.barrier()
+        except Exception:  # gloo/NCCL report a lost peer as RuntimeError or DistError
+            return False
+        return True
 
     def _set_aside(self, step: int) -> None:
         """Rename a damaged ``step-N`` so neither resume nor pruning picks it again (rank 0; all ranks wait)."""

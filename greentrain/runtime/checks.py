@@ -13,7 +13,8 @@ from typing import Any
 
 from greentrain.errors import ConfigError
 
-__all__ = ["Checks", "InvalidConfig", "MAX_COUNT", "MAX_DIM", "MAX_PARAMS", "MAX_SEQ_LEN", "MAX_STEPS", "MAX_VOCAB"]
+__all__ = ["Checks", "InvalidConfig", "MAX_COUNT", "MAX_DIM", "MAX_EXPERTS", "MAX_PARAMS", "MAX_SEQ_LEN", "MAX_STEPS",
+           "MAX_VOCAB"]
 
 # Caps that keep a size within what can be allocated at all, so a typo
 # (vocab_size = 1e11) is refused here, not by the allocator minutes later.
@@ -24,6 +25,8 @@ MAX_PARAMS = 10**12
 MAX_COUNT = 1 << 20
 """Cap for layer, head, batch and mesh counts."""
 MAX_STEPS = 10**12
+MAX_EXPERTS = 1 << 12
+"""Cap for routed experts per block (and top-k)."""
 
 
 class InvalidConfig(ConfigError):

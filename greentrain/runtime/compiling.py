@@ -16,9 +16,14 @@ __all__ = ["apply_compile", "apply_compile_whole"]
 
 
 def apply_compile(model: nn.Module, *, backend: str = "inductor") -> nn.Module:
-    """Compile every transformer block of ``model`` in place (full graph, no dynamic shapes)."""
+    """Compile every transformer block of ``model`` in place (no dynamic shapes).
+
+    A block is one full graph unless it holds collectives with data-dependent sizes (a MoE block's
+    token dispatch, the context-parallel K/V gather): those run eagerly between compiled pieces.
+    """
     for block in model.layers.values():
-        block.compile(backend=backend, fullgraph=True, dynamic=False)
+        whole = not getattr(block, "moe_enabled", False) and getattr(block.attention.core, "graph_safe", True)
+        block.compile(backend=backend, fullgraph=whole, dynamic=False)
     return model
 
 

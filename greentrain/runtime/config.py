@@ -56,6 +56,19 @@ class JobConfig:
         c = Checks("train", self.train)
         c.need(self.train.seq_len <= self.model.max_seq_len, "seq_len",
                f"{self.train.seq_len} exceeds model.max_seq_len={self.model.max_seq_len}")
+        p = Checks("parallel", self.parallel)
+        cp, ep, seq = self.parallel.cp, self.parallel.ep, self.train.seq_len
+        p.need(seq % (2 * cp) == 0, "cp",
+               f"train.seq_len={seq} must divide by 2 x cp = {2 * cp} (each rank holds two of the 2 x cp "
+               "chunks of a sequence, so causal attention work is balanced); change the sequence length or cp")
+        if self.model.moe:
+            p.need(self.model.n_experts % ep == 0, "ep",
+                   f"model.n_experts={self.model.n_experts} must divide by ep={ep} (each rank holds "
+                   "n_experts / ep experts)")
+        else:
+            p.need(ep == 1, "ep", f"{ep}: expert parallelism needs a mixture-of-experts model "
+                                  "(model.n_experts > 0, e.g. --config tiny-moe); this model is dense")
+        c.problems.extend(p.problems)
         c.done()
 
     def replace(self, section: str, **changes: Any) -> "JobConfig":

@@ -93,20 +93,26 @@ class ByteCorpus:
 
 
 class StepBatches:
-    """This data-parallel rank's slice of each step's global batch."""
+    """This data-parallel rank's slice of each step's global batch (and of each sequence, under context
+    parallelism: ``positions`` are the token positions this rank holds)."""
 
-    def __init__(self, corpus: ByteCorpus, global_batch: int, dp_rank: int, dp_size: int) -> None:
+    def __init__(self, corpus: ByteCorpus, global_batch: int, dp_rank: int, dp_size: int,
+                 positions: torch.Tensor | None = None) -> None:
         if global_batch % dp_size:
             raise ConfigError(f"train.global_batch={global_batch} must divide by the data-parallel size {dp_size}")
         self.corpus = corpus
         self.global_batch = global_batch
         self.local_batch = global_batch // dp_size
         self.dp_rank = dp_rank
+        self.positions = positions
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Local (inputs, labels) for 0-based optimizer step ``step``."""
         start = step * self.global_batch + self.dp_rank * self.local_batch
-        return self.corpus.samples(start, self.local_batch)
+        inputs, labels = self.corpus.samples(start, self.local_batch)
+        if self.positions is not None:
+            inputs, labels = inputs[:, self.positions].contiguous(), labels[:, self.positions].contiguous()
+        return inputs, labels
 
     def state_dict(self, step: int) -> dict[str, int]:
         """Everything needed to resume: the position is a function of the step alone."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from greentrain.runtime.metrics import StepMetrics
+from greentrain.runtime.router_stats import RouterSummary
 
 __all__ = ["MetricsFetcher", "fetch_interval"]
 
@@ -38,6 +39,7 @@ class _Pending:
     metrics: StepMetrics
     loss: torch.Tensor
     grad_norm: torch.Tensor
+    extra: torch.Tensor | None = None
 
 
 class MetricsFetcher:
@@ -54,12 +56,17 @@ class MetricsFetcher:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def push(self, metrics: StepMetrics, loss: torch.Tensor, grad_norm: torch.Tensor, started_s: float) -> None:
-        """Add one finished step (``metrics.loss``/``grad_norm`` are placeholders until fetched)."""
+    def push(self, metrics: StepMetrics, loss: torch.Tensor, grad_norm: torch.Tensor, started_s: float,
+             extra: torch.Tensor | None = None) -> None:
+        """Add one finished step (``metrics.loss``/``grad_norm`` are placeholders until fetched).
+
+        ``extra``: the step's packed router statistics (``RouterStats.summarise``), read in the same copy.
+        """
         if not self._pending:
             self._window_start_s = started_s
         self._pending.append(_Pending(metrics, loss.detach().reshape(()).float(),
-                                      grad_norm.detach().reshape(()).float()))
+                                      grad_norm.detach().reshape(()).float(),
+                                      None if extra is None else extra.detach().float().reshape(-1)))
 
     def due(self) -> bool:
         """True when ``every`` steps wait to be read."""
@@ -69,7 +76,8 @@ class MetricsFetcher:
         """Resolve every pending step with one device-to-host copy (the only sync); oldest first."""
         if not self._pending:
             return []
-        values = torch.stack([t for p in self._pending for t in (p.loss, p.grad_norm)]).tolist()
+        flat = [t.reshape(-1) for p in self._pending for t in (p.loss, p.grad_norm, p.extra) if t is not None]
+        values = torch.cat(flat).tolist()
         end_s = time.perf_counter()
         self.fetches += 1
         pending, self._pending = self._pending, []
@@ -77,8 +85,15 @@ class MetricsFetcher:
         if self.device.type == "cuda" and self._window_start_s is not None:
             share_s = (end_s - self._window_start_s) / len(pending)
         out = []
-        for i, p in enumerate(pending):
-            m = replace(p.metrics, loss=values[2 * i], grad_norm=values[2 * i + 1])
+        at = 0
+        for p in pending:
+            m = replace(p.metrics, loss=values[at], grad_norm=values[at + 1])
+            at += 2
+            if p.extra is not None:
+                router = RouterSummary.from_packed(values[at:at + p.extra.numel()], p.extra.numel() - 2)
+                at += p.extra.numel()
+                m = replace(m, aux_loss=router.aux_loss, expert_imbalance=router.imbalance,
+                            expert_tokens=router.tokens_per_expert)
             if share_s is not None and share_s > 0:
                 scale = m.step_time_s / share_s
                 m = replace(m, step_time_s=share_s, tokens_per_s=m.tokens / share_s,

@@ -9,8 +9,11 @@ across groups; with a shard size of 1 that is plain DDP.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
+from torch.distributed.tensor import Shard
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 __all__ = ["apply_fsdp", "DTYPES", "set_fsdp_precision", "fsdp_modules"]
@@ -25,16 +28,35 @@ def _mp_policy(precision: str) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
 
 
+def _expert_placement(expert_mesh) -> Callable[[nn.Parameter], Shard]:
+    """Shard expert weights on the expert dimension when it splits evenly, else on the next one."""
+    size = expert_mesh.size(expert_mesh.ndim - 1)  # the shard dimension (HSDP: the second)
+
+    def place(param: nn.Parameter) -> Shard:
+        rows = param.to_local().shape[0] if hasattr(param, "to_local") else param.shape[0]
+        return Shard(0) if rows % size == 0 else Shard(1)
+
+    return place
+
+
 def apply_fsdp(model: nn.Module, dp_mesh, *, precision: str = "fp32", reshard_after_forward: bool = True,
-               cpu_offload: bool = False) -> nn.Module:
-    """Shard ``model`` in place over ``dp_mesh`` (1-D: FSDP; 2-D: HSDP) and return it."""
+               cpu_offload: bool = False, expert_mesh=None) -> nn.Module:
+    """Shard ``model`` in place over ``dp_mesh`` (1-D: FSDP; 2-D: HSDP) and return it.
+
+    With ``expert_mesh`` (expert parallelism), each MoE block's routed experts, already split over ``ep``,
+    are their own unit sharded over that mesh.
+    """
     # pin_memory needs an accelerator; on a CPU-only host pinning raises.
     offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if cpu_offload else OffloadPolicy()
     kwargs = dict(mesh=dp_mesh, mp_policy=_mp_policy(precision), offload_policy=offload)
     blocks = list(model.layers.values())
     for i, block in enumerate(blocks):
         # The last block's parameters are needed again first in backward: keep them.
-        fully_shard(block, reshard_after_forward=reshard_after_forward and i < len(blocks) - 1, **kwargs)
+        reshard = reshard_after_forward and i < len(blocks) - 1
+        if expert_mesh is not None and getattr(block, "moe_enabled", False):
+            fully_shard(block.moe.experts, reshard_after_forward=reshard,
+                        shard_placement_fn=_expert_placement(expert_mesh), **{**kwargs, "mesh": expert_mesh})
+        fully_shard(block, reshard_after_forward=reshard, **kwargs)
     fully_shard(model, reshard_after_forward=reshard_after_forward, **kwargs)
     _prefetch(blocks)
     return model

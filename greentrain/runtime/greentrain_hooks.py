@@ -12,38 +12,50 @@
   ranks before the next step.
 - without a policy, ``--metrics-port`` still serves step/token counters
   (rank 0) from a :class:`~greentrain.jobstats.JobStats`.
+- with ``[greentrain] scaling_profile`` (carbon scaling) the policy also picks
+  the replica count; a change stops every rank after a checkpoint and sets
+  ``trainer.rescale_to`` for the launcher (``runtime/elastic_hooks.py``).
+
+A MoE model's router statistics (tokens per expert, imbalance) go to the
+same ``JobStats`` either way, so the exporter serves them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from greentrain.job.options import settings_for
 from greentrain.job.state import STATE_FILE_NAME
 from greentrain.jobstats import JobState, JobStats
 from greentrain.runtime.config import JobConfig
+from greentrain.runtime.elastic_hooks import attach_scaler, elastic_config, finish_rescale, observer, single_node
 from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
 
 if TYPE_CHECKING:
     from greentrain.engine.collaborators import Loss
     from greentrain.policies.base import Decision
+    from greentrain.runtime.elastic import RuntimeScaler
     from greentrain.session import Session
 
-__all__ = ["SessionHook", "run_training"]
+__all__ = ["SessionHook", "run_training", "report_router"]
 
 
 class SessionHook:
     """Adapts a Session to the trainer's ``on_step_end`` hook."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, scaler: RuntimeScaler | None = None) -> None:
         self.session = session
+        self.scaler = scaler
 
     @property
     def should_stop(self) -> bool:
-        return bool(self.session.should_stop)
+        """A pause, a spent budget, or (carbon scaling) a new replica count: checkpoint and stop."""
+        return bool(self.session.should_stop) or getattr(self.scaler, "pending", None) is not None
 
     def on_step_end(self, step: int, tokens: int, loss: Loss) -> Decision:
         return self.session.step(tokens=tokens, loss=loss)
@@ -62,7 +74,9 @@ def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, object]) -> Sess
         return trainer.resume() if trainer.checkpointer is not None else None
 
     has_checkpoint = trainer.checkpointer is not None
-    settings: dict[str, object] = {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)}
+    taken = {s.name for s in settings_for("session")} | {"policy"}  # scaling_profile: the runtime's (its scaler)
+    settings: dict[str, object] = {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)
+                                   if f.name in taken}
     settings.update(
         steps_total=cfg.train.steps, pause_mode=settings["pause_mode"] if has_checkpoint else "suspend",
         metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
@@ -85,12 +99,20 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
             from greentrain.errors import ConfigError
 
             raise ConfigError(f"--metrics-port: the exporter is not available ({e})") from None
-        server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port)
+        server = MetricsServer(job=cfg.greentrain.job, job_stats=stats, addr=cfg.metrics.addr, port=cfg.metrics.port,
+                               allow_public=cfg.metrics.allow_public)
         server.start()
+        if not cfg.greentrain.quiet:
+            from greentrain.job.announce import say
+
+            say(f"greentrain: serving metrics at {server.url}")  # with a policy, the plan line says it
+
+    router = report_router(stats)
 
     def on_step(m: StepMetrics) -> None:
         stats.add(steps=1, tokens=m.tokens)
         stats.update(precision=m.precision)
+        router(m)
 
     try:
         yield on_step
@@ -98,6 +120,16 @@ def _plain_metrics(cfg: JobConfig, trainer: Trainer):
         stats.update(state=JobState.WAITING)
         if server is not None:
             server.stop()
+
+
+def report_router(stats: JobStats) -> Callable[[StepMetrics], None]:
+    """An on_step callback that adds a MoE step's router statistics to ``stats`` (the exporter's)."""
+
+    def on_step(m: StepMetrics) -> None:
+        if m.expert_tokens is not None:
+            stats.add_expert_tokens(m.expert_tokens, m.expert_imbalance)
+
+    return on_step
 
 
 def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, object] | None = None,
@@ -109,7 +141,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     ``handle_signals``: on SIGTERM/SIGINT checkpoint at the next step boundary and return (without a
     policy; under a policy the Session owns the signals).
     """
-    trainer = Trainer(cfg)
+    trainer = Trainer(elastic_config(cfg, _world_size()))
     if on_ready is not None:
         on_ready(trainer)
     callbacks = [on_step] if on_step is not None else []
@@ -118,17 +150,32 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
         with _plain_metrics(trainer.cfg, trainer) as count:
             trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
             return trainer, trainer.fit(handle_signals=handle_signals)
+    world_size = trainer.dims.world_size
+    if trainer.cfg.greentrain.scaling_profile and trainer.cfg.greentrain.relaunch == "auto":
+        extra.setdefault("relaunch", "exit")  # the elastic launcher relaunches, at whatever size comes next
     session = _session(trainer.cfg, trainer, extra)
-    trainer.on_step = _chain(callbacks)
+    scaler = attach_scaler(trainer.cfg, world_size, session)
+    if scaler is not None and trainer.rank == 0:
+        callbacks.append(observer(scaler, session, single_node(world_size), str(trainer.cfg.checkpoint.dir)))
+    trainer.on_step = _chain([report_router(session.job_stats)] + callbacks)
+    history: list[StepMetrics] = []
     with session:
-        trainer.hook = SessionHook(session)
+        trainer.hook = SessionHook(session, scaler)
         trainer.step = max(trainer.step, session.start_step)
         first = getattr(session.last_decision, "precision", None)  # decided before step 0
         if first and first != trainer.precision:
             trainer.set_precision(first)
-        history = trainer.fit(resume=False)
+        if scaler is None or scaler.pending is None:  # a new count asked before step 0: relaunch first
+            history = trainer.fit(resume=False)
+    trainer.rescale_to = finish_rescale(trainer.cfg, trainer, scaler, trainer.rank)
     trainer.deadline_exit_code = session.deadline_exit_code  # 3 after a late finish (strict), else 0
     return trainer, history
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _chain(callbacks):

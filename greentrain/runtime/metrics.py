@@ -46,11 +46,19 @@ class StepMetrics:
     step_time_s: float
     precision: str
     mfu: float | None = None
+    aux_loss: float | None = None
+    """MoE: the load-balancing loss (per-block, summed; weighted by ``model.aux_loss_coef`` in the objective,
+    not in ``loss``, which is the language-model loss)."""
+    expert_imbalance: float | None = None
+    """MoE: tokens of the busiest expert over the mean, in the worst block (1.0 = balanced)."""
+    expert_tokens: list[int] | None = None
+    """MoE: tokens routed to each expert this step, summed over blocks and ranks."""
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token (forward + backward)."""
-    non_embedding = count_params(cfg, include_embedding=False)  # the embedding lookup is not a matmul
+    # The embedding lookup is not a matmul; of a MoE block's experts a token uses top_k.
+    non_embedding = count_params(cfg, include_embedding=False, active=True)
     return 6.0 * non_embedding + 12.0 * cfg.n_layers * cfg.dim * seq_len
 
 

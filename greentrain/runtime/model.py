@@ -20,8 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from greentrain.runtime.config import ModelConfig
+from greentrain.runtime.moe import MoE
 
-__all__ = ["Transformer", "TransformerBlock", "RMSNorm", "init_weights", "canonical_name", "count_params"]
+__all__ = ["Transformer", "TransformerBlock", "RMSNorm", "CausalAttention", "init_weights", "canonical_name",
+           "count_params", "expert_params"]
 
 
 class RMSNorm(nn.Module):
@@ -56,6 +58,25 @@ def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return torch.stack((out0, out1), dim=-1).flatten(-2).type_as(x)
 
 
+class CausalAttention:
+    """The attention core on one device: the whole sequence is here, positions 0..seq-1.
+
+    ``apply_cp`` swaps in a context-parallel core (``cp.py``) with the same two methods.
+    """
+
+    def rope_rows(self, table: torch.Tensor, seq: int) -> torch.Tensor:
+        """The rotary table rows of the local tokens' positions."""
+        return table[:seq]
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int) -> torch.Tensor:
+        """Causal attention of (batch, seq, heads, head_dim) tensors; kv heads repeated ``n_rep`` times."""
+        if n_rep > 1:
+            k = k.repeat_interleave(n_rep, dim=2)
+            v = v.repeat_interleave(n_rep, dim=2)
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return out.transpose(1, 2)
+
+
 class Attention(nn.Module):
     """Causal multi-head (optionally grouped-query) attention."""
 
@@ -67,18 +88,18 @@ class Attention(nn.Module):
         self.wk = nn.Linear(cfg.dim, cfg.kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(cfg.dim, cfg.kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(cfg.n_heads * self.head_dim, cfg.dim, bias=False)
+        self.core = CausalAttention()
+        """Where the local tokens sit in the sequence and how they attend (``apply_cp`` replaces it)."""
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
         bsz, seq, _ = x.shape
+        rope = self.core.rope_rows(rope, seq)
         # -1 heads: under tensor parallelism each rank holds n_heads / tp of them.
         q = apply_rope(self.wq(x).view(bsz, seq, -1, self.head_dim), rope)
         k = apply_rope(self.wk(x).view(bsz, seq, -1, self.head_dim), rope)
         v = self.wv(x).view(bsz, seq, -1, self.head_dim)
-        if self.n_rep > 1:
-            k = k.repeat_interleave(self.n_rep, dim=2)
-            v = v.repeat_interleave(self.n_rep, dim=2)
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
-        return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
+        out = self.core(q, k, v, self.n_rep)
+        return self.wo(out.reshape(bsz, seq, -1))
 
 
 class FeedForward(nn.Module):
@@ -95,18 +116,23 @@ class FeedForward(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    """Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x))."""
+    """Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x)); the ffn is a SwiGLU or a MoE."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.attention = Attention(cfg)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg.dim, cfg.ffn_hidden)
+        self.moe_enabled = cfg.moe
+        if cfg.moe:
+            self.moe = MoE(cfg, shared=FeedForward(cfg.dim, cfg.moe_hidden) if cfg.shared_expert else None)
+        else:
+            self.feed_forward = FeedForward(cfg.dim, cfg.ffn_hidden)
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x), rope)
-        return h + self.feed_forward(self.ffn_norm(h))
+        normed = self.ffn_norm(h)
+        return h + (self.moe(normed) if self.moe_enabled else self.feed_forward(normed))
 
 
 class Transformer(nn.Module):
@@ -142,7 +168,7 @@ def _full_init(name: str, shape: torch.Size, cfg: ModelConfig, seed: int, device
     if name.endswith("norm.weight"):
         return torch.ones(shape, device=device)
     # Residual projections scaled by depth (GPT-2 style) keep activations bounded in deep models.
-    std = 0.02 / math.sqrt(2 * cfg.n_layers) if name.endswith(("wo.weight", "w2.weight")) else 0.02
+    std = 0.02 / math.sqrt(2 * cfg.n_layers) if name.endswith(("wo.weight", "w2.weight", "experts.w2")) else 0.02
     if name == "output.weight":
         std = cfg.dim ** -0.5
     full = torch.empty(shape, device=device)
@@ -173,10 +199,25 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.de
             module.rope = rope_tables(cfg.dim // cfg.n_heads, cfg.max_seq_len, cfg.rope_theta, device=device)
 
 
-def count_params(cfg: ModelConfig, include_embedding: bool = True) -> int:
-    """Parameter count from the config alone (no model needed)."""
+def _ffn_params(cfg: ModelConfig, experts: int) -> int:
+    """A block's SwiGLU, or its router, ``experts`` of the routed experts and the shared one."""
+    if not cfg.moe:
+        return 3 * cfg.dim * cfg.ffn_hidden
+    return cfg.dim * cfg.n_experts + 3 * cfg.dim * cfg.moe_hidden * (experts + int(cfg.shared_expert))
+
+
+def count_params(cfg: ModelConfig, include_embedding: bool = True, *, active: bool = False) -> int:
+    """Parameter count from the config alone (no model needed).
+
+    ``active``: what one token uses: of a MoE block's routed experts only ``top_k``.
+    """
     head = cfg.dim // cfg.n_heads
     attn = cfg.dim * cfg.n_heads * head * 2 + cfg.dim * cfg.kv_heads * head * 2
-    block = attn + 3 * cfg.dim * cfg.ffn_hidden + 2 * cfg.dim
+    block = attn + _ffn_params(cfg, cfg.top_k if active else cfg.n_experts) + 2 * cfg.dim
     total = cfg.n_layers * block + cfg.dim + cfg.vocab_size * cfg.dim
     return total + (cfg.vocab_size * cfg.dim if include_embedding else 0)
+
+
+def expert_params(cfg: ModelConfig) -> int:
+    """Parameters of the routed experts (what expert parallelism splits); 0 for a dense model."""
+    return cfg.n_layers * 3 * cfg.dim * cfg.moe_hidden * cfg.n_experts if cfg.moe else 0

@@ -10,6 +10,7 @@ the numbers the stage-clock planner needs to slow down stages that wait.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable
@@ -42,6 +43,8 @@ class TimedStage(PipelineStage):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.sync_device = False
+        self.recording: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+        """Wraps each real forward chunk (the trainer counts MoE routing there, not in shape inference)."""
         self.reset_times()
 
     def reset_times(self) -> None:
@@ -56,7 +59,8 @@ class TimedStage(PipelineStage):
         self._sync()
         start = time.perf_counter()
         try:
-            return super().forward_one_chunk(*args, **kwargs)
+            with self.recording():
+                return super().forward_one_chunk(*args, **kwargs)
         finally:
             self._sync()
             self.forward_s += time.perf_counter() - start

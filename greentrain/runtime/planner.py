@@ -1,16 +1,19 @@
-"""``--mesh auto``: pick a valid layout and say why.
+"""``--mesh auto``: the layouts worth measuring, their estimated cost, and the one estimate-only choice.
 
-Every factorisation ``pp × dp_replicate × dp_shard × tp`` of the world size is
-checked against the model (heads divisible by tp, layers ≥ stages, batch
-divisible by data-parallel size), its per-device memory is estimated (fp32
-weights, gradients and AdamW moments sharded by FSDP/TP/PP; activations after
-Korthikanti et al. 2022, with full activation checkpointing when that is what
-it takes to fit) and its energy per token is estimated from a simple roofline
-step-time model: compute at a fixed efficiency, exposed communication (TP
-all-reduces, FSDP gathers, DDP all-reduce) and pipeline bubbles, with busy
-devices at active power and waiting ones at idle power. The fitting layout
-with the lowest energy per token wins. The numbers rank layouts; they are
-estimates, not measurements.
+Every factorisation ``pp × dp_replicate × dp_shard × cp × ep × tp`` of the
+world size is checked against the model (heads divisible by tp, layers ≥
+stages, batch divisible by data-parallel size, sequence by ``2 × cp``,
+experts by ep, ep only for a mixture of experts), its per-device memory is
+estimated (fp32 weights, gradients and AdamW moments sharded by FSDP/TP/PP,
+experts also by EP; activations after Korthikanti et al. 2022, divided by cp,
+with full activation checkpointing when that is what it takes to fit) and its
+energy per token is estimated from a simple roofline step-time model: compute
+at a fixed efficiency, exposed communication (TP all-reduces, the context-
+parallel K/V all-gather, the expert all-to-alls, FSDP gathers, DDP
+all-reduce) and pipeline bubbles, with busy devices at active power and
+waiting ones at idle power. The numbers rank layouts; they are estimates, not
+measurements: ``autolayout.py`` measures the best of them and chooses by what
+it measured.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greentrain.errors import ConfigError
-from greentrain.runtime.model import count_params
+from greentrain.runtime.model import count_params, expert_params
 
 __all__ = ["Hardware", "LayoutEstimate", "MeshPlan", "plan_mesh", "detect_hardware", "resolve_auto_mesh",
            "choose_reshard_after_forward"]
@@ -67,9 +70,18 @@ class LayoutEstimate:
     memory_gb: float
     step_time_s: float
     energy_per_token_j: float
+    cp: int = 1
+    ep: int = 1
 
     def describe(self) -> str:
-        return f"pp={self.pp} dp_replicate={self.dp_replicate} dp_shard={self.dp_shard} tp={self.tp} ac={self.ac}"
+        extra = "".join(f" {name}={size}" for name, size in (("cp", self.cp), ("ep", self.ep)) if size > 1)
+        return (f"pp={self.pp} dp_replicate={self.dp_replicate} dp_shard={self.dp_shard}{extra} tp={self.tp} "
+                f"ac={self.ac}")
+
+    def parallel(self) -> dict[str, int]:
+        """The ``[parallel]`` sizes of this layout."""
+        return {"pp": self.pp, "dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "cp": self.cp,
+                "ep": self.ep, "tp": self.tp}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,72 +92,149 @@ class MeshPlan:
     candidates: tuple[LayoutEstimate, ...]
     rejected: tuple[str, ...]
     reason: str
+    memory_gb: float = 0.0
+    """The per-device memory the plan fitted the layouts into."""
+    trials: tuple = ()
+    """What each measured layout drew (``autolayout.Trial``, lowest energy per token first); empty when the
+    choice is the estimate's alone."""
 
 
-def _factorisations(world: int) -> list[tuple[int, int, int, int]]:
+Layout = tuple[int, int, int, int, int, int]
+"""(pp, dp_replicate, dp_shard, cp, ep, tp)."""
+
+
+def _factorisations(world: int) -> list[Layout]:
     divisors = [d for d in range(1, world + 1) if world % d == 0]
     out = []
     for pp in divisors:
         for tp in divisors:
             for rep in divisors:
-                if world % (pp * tp * rep) == 0:
-                    out.append((pp, rep, world // (pp * tp * rep), tp))
+                for cp in divisors:
+                    for ep in divisors:
+                        fixed = pp * tp * rep * cp * ep
+                        if world % fixed == 0:
+                            out.append((pp, rep, world // fixed, cp, ep, tp))
     return out
 
 
-def _invalid(model, layout, global_batch: int, hw: Hardware) -> str | None:
-    pp, rep, shard, tp = layout
+def _describe(layout: Layout) -> str:
+    pp, rep, shard, cp, ep, tp = layout
+    return LayoutEstimate(pp, rep, shard, tp, "", 0.0, 0.0, 0.0, cp, ep).describe().removesuffix(" ac=")
+
+
+def _invalid(model, layout: Layout, seq_len: int, global_batch: int, hw: Hardware) -> str | None:
+    pp, rep, shard, cp, ep, tp = layout
+    dp = rep * shard * ep
     if model.n_heads % tp or model.kv_heads % tp:
         return f"tp={tp} does not divide the {model.n_heads} heads / {model.kv_heads} kv heads"
     if tp > hw.gpus_per_node:
         return f"tp={tp} spans nodes (more than {hw.gpus_per_node} devices per node)"
     if pp > model.n_layers:
         return f"pp={pp} exceeds {model.n_layers} layers"
-    if global_batch % (rep * shard):
-        return f"global batch {global_batch} does not divide by dp={rep * shard}"
-    if pp > 1 and (global_batch // (rep * shard)) % pp:
-        return f"pp={pp}: the per-rank batch of {global_batch // (rep * shard)} does not split into {pp} microbatches"
+    if seq_len % (2 * cp):
+        return f"cp={cp}: the sequence of {seq_len} does not split into 2 x cp = {2 * cp} chunks"
+    if ep > 1 and not model.moe:
+        return f"ep={ep}: a dense model has no experts to spread"
+    if model.moe and model.n_experts % ep:
+        return f"ep={ep} does not divide the {model.n_experts} experts"
+    if global_batch % dp:
+        return f"global batch {global_batch} does not divide by dp={dp}"
+    if pp > 1 and (global_batch // dp) % pp:
+        return f"pp={pp}: the per-rank batch of {global_batch // dp} does not split into {pp} microbatches"
     return None
 
 
-def _comm_s(model, layout, tokens_per_rank: float, n_params: int, hw: Hardware) -> tuple[float, float]:
-    """(exposed TP time, FSDP + DDP time before overlap) per step, seconds."""
-    pp, rep, shard, tp = layout
+@dataclass(frozen=True, slots=True)
+class _Params:
+    """The model's parameters by how the layout divides them."""
+
+    tp_split: int
+    """Attention, embeddings, dense SwiGLUs: divided by tp."""
+    replicated: int
+    """MoE routers and shared experts: replicated over tp (a MoE block runs whole on every tp rank)."""
+    experts: int
+    """Routed experts: divided by ep."""
+    active: int
+    """What one token uses (of the routed experts only top_k)."""
+
+
+def _params(model) -> _Params:
+    experts = expert_params(model)
+    replicated = (model.n_layers * (model.dim * model.n_experts + 3 * model.dim * model.moe_hidden
+                                    * int(model.shared_expert)) if model.moe else 0)
+    return _Params(count_params(model) - experts - replicated, replicated, experts,
+                   count_params(model, active=True))
+
+
+def _comm_s(model, layout: Layout, tokens_per_rank: float, params: _Params, hw: Hardware) -> tuple[float, float]:
+    """(exposed time: TP, CP and EP collectives; FSDP + DDP time before overlap) per step, seconds."""
+    pp, rep, shard, cp, ep, tp = layout
     intra, inter = hw.intra_bw_gbps * 1e9, hw.inter_bw_gbps * 1e9
     layers = model.n_layers / pp
+    act = tokens_per_rank * model.dim * hw.bytes_per_value
     # TP: 4 all-reduce-sized collectives of the activations per block (2 forward, 2 backward).
-    tp_s = 0.0 if tp == 1 else 8 * layers * tokens_per_rank * model.dim * hw.bytes_per_value * (tp - 1) / tp / intra
-    # FSDP: all-gather forward, all-gather backward, reduce-scatter gradients.
-    fsdp_s = 0.0 if shard == 1 else 3 * n_params / (tp * pp) * hw.bytes_per_value * (shard - 1) / shard / intra
-    rep_bw = inter if shard * tp * pp >= hw.gpus_per_node else intra
-    ddp_s = 0.0 if rep == 1 else 2 * 4 * n_params / (tp * pp * shard) * (rep - 1) / rep / rep_bw
-    return tp_s, fsdp_s + ddp_s
+    tp_s = 0.0 if tp == 1 else 8 * layers * act * (tp - 1) / tp / intra
+    # CP: K/V all-gathered forward, their gradients reduce-scattered backward, per block.
+    kv = tokens_per_rank * 2 * model.kv_heads * (model.dim // model.n_heads) * hw.bytes_per_value / tp
+    cp_bw = intra if cp * ep * tp <= hw.gpus_per_node else inter
+    cp_s = 0.0 if cp == 1 else 2 * layers * kv * (cp - 1) / cp_bw
+    # EP: dispatch and combine all-to-alls, forward and backward, of top_k copies of each token.
+    ep_bw = intra if ep * tp <= hw.gpus_per_node else inter
+    ep_s = 0.0 if ep == 1 else 4 * layers * act * model.top_k * (ep - 1) / ep / ep_bw
+    fsdp_ways, expert_ways = shard * cp * ep, shard * cp
+    dense_local = (params.tp_split / tp + params.replicated) / pp
+    fsdp_s = 3 * hw.bytes_per_value * (dense_local * (fsdp_ways - 1) / fsdp_ways
+                                       + params.experts / (pp * ep) * (expert_ways - 1) / expert_ways) / intra
+    rep_bw = inter if shard * cp * ep * tp * pp >= hw.gpus_per_node else intra
+    ddp_s = 0.0 if rep == 1 else 2 * 4 * (dense_local / fsdp_ways + params.experts / (pp * ep * expert_ways)) \
+        * (rep - 1) / rep / rep_bw
+    return tp_s + cp_s + ep_s, fsdp_s + ddp_s
 
 
-def _estimate(model, layout, seq_len: int, global_batch: int, hw: Hardware) -> list[LayoutEstimate]:
-    pp, rep, shard, tp = layout
-    n_params = count_params(model)
-    dp = rep * shard
+def _activation_bytes(model, seq_len: int, micro: int, layout: Layout) -> float:
+    """Korthikanti et al.: ~s·b·d·(34 + 5·a·s/d) bytes per layer (attention ~15 of the 34, the SwiGLU ~19),
+    tokens divided by cp, the TP-split parts by tp; a MoE block's SwiGLU part scales with what a token uses."""
+    _pp, _rep, _shard, cp, _ep, tp = layout
+    tokens = seq_len / cp * micro
+    attn = tokens * model.dim * (15 + 5 * model.n_heads * seq_len / model.dim) / tp
+    if model.moe:
+        mlp = tokens * model.dim * 19 * model.moe_hidden * (model.top_k + model.shared_expert) / (4 * model.dim)
+    else:
+        mlp = tokens * model.dim * 19 / tp
+    return attn + mlp
+
+
+def _estimate(model, layout: Layout, seq_len: int, global_batch: int, hw: Hardware) -> list[LayoutEstimate]:
+    pp, rep, shard, cp, ep, tp = layout
+    params = _params(model)
+    dp = rep * shard * ep
     local_batch = global_batch // dp
     microbatches = max(pp, 1) if local_batch >= pp else 1
     micro = max(1, local_batch // microbatches)
     layers = model.n_layers / pp
-    state_gb = 16 * n_params / (tp * pp * shard) / 1e9
-    # Korthikanti et al.: bytes per layer ~ s·b·d·(34 + 5·a·s/d), divided by tp with sequence parallel.
-    act_layer = seq_len * micro * model.dim * (34 + 5 * model.n_heads * seq_len / model.dim) / tp
+    fsdp_ways = shard * cp * ep
+    state_gb = 16 * ((params.tp_split / tp + params.replicated) / (pp * fsdp_ways)
+                     + params.experts / (pp * ep * shard * cp)) / 1e9
+    act_layer = _activation_bytes(model, seq_len, micro, layout)
     in_flight = min(microbatches, pp)  # 1F1B keeps at most pp microbatches alive on the first stage
     tokens = global_batch * seq_len
-    flops = 6 * n_params * tokens + 12 * model.n_layers * model.dim * seq_len * tokens
-    tp_s, dp_s = _comm_s(model, layout, tokens / dp, n_params, hw)
-    for ac, recompute, act_bytes in (("none", 1.0, act_layer), ("full", 4 / 3, seq_len * micro * model.dim * 2)):
+    # Per rank: its tokens (dp x cp ways) through its layers (pp); TP splits all but a MoE block's experts.
+    # FLOPs per token: 6 x the matmul parameters a token uses (not the embedding lookup); a MoE block's
+    # router, shared and top-k experts run whole on every tp rank.
+    matmul = 6 * (params.tp_split - model.vocab_size * model.dim) / tp + 6 * (params.active - params.tp_split)
+    attn_flops = 12 * model.n_layers * model.dim * seq_len / tp
+    flops_rank = tokens / (dp * cp) * (matmul + attn_flops) / pp
+    exposed_s, dp_s = _comm_s(model, layout, tokens / (dp * cp), params, hw)
+    for ac, recompute, act_bytes in (("none", 1.0, act_layer),
+                                     ("full", 4 / 3, seq_len / cp * micro * model.dim * 2)):
         memory_gb = state_gb + act_bytes * layers * in_flight / 1e9
         if memory_gb > 0.85 * hw.memory_gb:
             continue
-        compute = flops * recompute / (pp * tp * dp * hw.peak_flops * hw.efficiency)
-        busy = compute + tp_s + 0.3 * dp_s  # FSDP/DDP traffic mostly overlaps compute
+        compute = flops_rank * recompute / (hw.peak_flops * hw.efficiency)
+        busy = compute + exposed_s + 0.3 * dp_s  # FSDP/DDP traffic mostly overlaps compute
         bubble = busy * (pp - 1) / microbatches if pp > 1 else 0.0
-        energy = pp * dp * tp * (hw.active_power_w * busy + hw.idle_power_w * bubble)
-        return [LayoutEstimate(pp, rep, shard, tp, ac, memory_gb, busy + bubble, energy / tokens)]
+        energy = pp * dp * cp * tp * (hw.active_power_w * busy + hw.idle_power_w * bubble)
+        return [LayoutEstimate(pp, rep, shard, tp, ac, memory_gb, busy + bubble, energy / tokens, cp, ep)]
     return []  # does not fit, even with full activation checkpointing
 
 
@@ -156,15 +245,14 @@ def plan_mesh(model, *, world_size: int, seq_len: int, global_batch: int,
     candidates: list[LayoutEstimate] = []
     rejected: list[str] = []
     for layout in _factorisations(world_size):
-        why = _invalid(model, layout, global_batch, hw)
+        why = _invalid(model, layout, seq_len, global_batch, hw)
         if why:
             rejected.append(why)
             continue
         est = _estimate(model, layout, seq_len, global_batch, hw)
         if not est:
-            pp, rep, shard, tp = layout
-            rejected.append(f"pp={pp} dp_replicate={rep} dp_shard={shard} tp={tp} does not fit in "
-                            f"{hw.memory_gb:g} GB even with full activation checkpointing")
+            rejected.append(f"{_describe(layout)} does not fit in {hw.memory_gb:g} GB even with full "
+                            "activation checkpointing")
         candidates.extend(est)
     if not candidates:
         raise ConfigError(f"--mesh auto: no layout of {world_size} devices fits this model "
@@ -177,7 +265,7 @@ def plan_mesh(model, *, world_size: int, seq_len: int, global_batch: int,
     reason = (f"{best.describe()}: fits ({best.memory_gb:.1f} of {hw.memory_gb:.3g} GB per device) with the lowest "
               f"estimated energy per token, {best.energy_per_token_j * 1e3:.3g} mJ, of {len(candidates)} valid "
               f"layouts{runner_up}; {len(rejected)} rejected")
-    return MeshPlan(best, tuple(candidates), tuple(rejected), reason)
+    return MeshPlan(best, tuple(candidates), tuple(rejected), reason, hw.memory_gb)
 
 
 def detect_hardware(device_type: str, precision: str, memory_gb: float | None = None,
@@ -209,11 +297,15 @@ def resolve_auto_mesh(cfg, world_size: int, device_type: str):
     plan = plan_mesh(cfg.model, world_size=world_size, seq_len=cfg.train.seq_len,
                      global_batch=cfg.train.global_batch // cfg.train.grad_accum, hardware=hw)
     best = plan.best
-    local_batch = cfg.train.global_batch // (best.dp_replicate * best.dp_shard) // cfg.train.grad_accum
-    microbatches = best.pp if best.pp > 1 and local_batch % best.pp == 0 else None
-    cfg = cfg.replace("parallel", mesh="manual", pp=best.pp, dp_replicate=best.dp_replicate,
-                      dp_shard=best.dp_shard, tp=best.tp, pp_schedule="1f1b",
-                      microbatches=microbatches if best.pp > 1 else None)
-    if best.ac != "none" and cfg.train.ac == "none":
-        cfg = cfg.replace("train", ac=best.ac)
-    return cfg, plan
+    return apply_layout(cfg, best), plan
+
+
+def apply_layout(cfg, layout: LayoutEstimate):
+    """A copy of ``cfg`` with ``layout``'s sizes (1F1B with one microbatch per stage; its AC when needed)."""
+    local_batch = cfg.train.global_batch // (layout.dp_replicate * layout.dp_shard * layout.ep) // cfg.train.grad_accum
+    microbatches = layout.pp if layout.pp > 1 and local_batch % layout.pp == 0 else None
+    cfg = cfg.replace("parallel", mesh="manual", **layout.parallel(), pp_schedule="1f1b",
+                      microbatches=microbatches if layout.pp > 1 else None)
+    if layout.ac != "none" and cfg.train.ac == "none":
+        cfg = cfg.replace("train", ac=layout.ac)
+    return cfg

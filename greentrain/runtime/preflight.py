@@ -17,9 +17,9 @@ from pathlib import Path
 from greentrain.errors import ConfigError
 from greentrain.runtime.config import JobConfig
 
-__all__ = ["preflight"]
+__all__ = ["preflight", "outside_problems"]
 
-_MESH_KEYS = ("dp_replicate", "dp_shard", "tp", "pp")
+_MESH_KEYS = ("pp", "dp_replicate", "dp_shard", "cp", "ep", "tp")
 
 
 def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, probe_folders: bool = True) -> None:
@@ -35,7 +35,7 @@ def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, p
     if cfg.train.device == "cuda":
         check("train.device", _check_cuda)
     if cfg.parallel.mesh == "manual":
-        check(_mesh_blame(cfg), lambda: _check_mesh(cfg, world_size))
+        check(_mesh_blame(cfg), lambda: _check_mesh(cfg, world_size, where))
     check("data.source", lambda: _check_data(cfg.data.source))
     if probe_folders:
         from greentrain.userfile import check_writable_dir
@@ -44,15 +44,40 @@ def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, p
             check("checkpoint.dir", lambda: _probe(check_writable_dir, cfg.checkpoint.dir))
         if cfg.metrics.jsonl:
             check("metrics.jsonl", lambda: _probe(check_writable_dir, str(Path(cfg.metrics.jsonl).parent)))
-    g = cfg.greentrain
-    if g.policy:
-        check("greentrain.policy", lambda: _check_policy(g.policy))
-    if g.provider:
-        check("greentrain.provider", lambda: _check_provider(g.provider))
-    if g.zone:
-        check("greentrain.zone", lambda: _check_zone(g.zone, g.provider))
+    if cfg.metrics.port is not None:
+        check("metrics.addr", lambda: _check_addr(cfg.metrics.addr, cfg.metrics.allow_public))
+    lines += outside_problems(cfg.greentrain.policy, cfg.greentrain.provider, cfg.greentrain.zone, where)
     if lines:
         raise ConfigError("\n".join(lines))
+
+
+def outside_problems(policy: object, provider: object, zone: object, where: Callable[[str], str]) -> list[str]:
+    """One line per ``[greentrain]`` policy, provider or zone that does not resolve (values of another type are
+    the section's own problem). Also asked while the rest of a file has problems, so one pass says them all."""
+    lines: list[str] = []
+
+    def check(key: str, run: Callable[[], None]) -> None:
+        try:
+            run()
+        except ConfigError as e:
+            lines.extend(f"{where(key)}: {line}" for line in str(e).splitlines())
+
+    provider_text = provider if isinstance(provider, str) else None
+    if isinstance(policy, str) and policy:
+        check("greentrain.policy", lambda: _check_policy(policy))
+    if provider_text:
+        check("greentrain.provider", lambda: _check_provider(provider_text))
+    if isinstance(zone, str) and zone:
+        check("greentrain.zone", lambda: _check_zone(zone, provider_text))
+    return lines
+
+
+def _check_addr(addr: str, allow_public: bool) -> None:
+    from greentrain.exporters.server import is_loopback
+
+    if not is_loopback(addr) and not allow_public:
+        raise ConfigError(f"{addr or '(all interfaces)'} is not a loopback address, so anyone on the network could "
+                          "read these metrics; allow it with --metrics-allow-public or [metrics] allow_public = true")
 
 
 def _check_cuda() -> None:
@@ -64,21 +89,24 @@ def _check_cuda() -> None:
 
 def _mesh_blame(cfg: JobConfig) -> str:
     """The mesh key to name: the first one set above 1 (tp = 2 on one process names tp)."""
-    for key in ("tp", "pp", "dp_replicate", "dp_shard"):
+    for key in ("tp", "cp", "ep", "pp", "dp_replicate", "dp_shard"):
         if getattr(cfg.parallel, key) > 1:
             return f"parallel.{key}"
     return "parallel.dp_shard"
 
 
-def _check_mesh(cfg: JobConfig, world_size: int) -> None:
+def _check_mesh(cfg: JobConfig, world_size: int, where: Callable[[str], str]) -> None:
     p = cfg.parallel
     sizes = {k: getattr(p, k) for k in _MESH_KEYS}
-    fixed = p.dp_replicate * p.tp * p.pp * (p.dp_shard if p.dp_shard != -1 else 1)
+    fixed = p.dp_replicate * p.tp * p.pp * p.cp * p.ep * (p.dp_shard if p.dp_shard != -1 else 1)
     fits = world_size % fixed == 0 if p.dp_shard == -1 else world_size == fixed
     if not fits:
         layout = " * ".join(f"{k}={v}" for k, v in sizes.items() if v != -1)
-        raise ConfigError(f"{layout} = {fixed} processes, but this job has {world_size}; "
-                          f"launch with --nproc {fixed} (or torchrun) or lower the sizes")
+        # "--tp", "--set parallel.tp" or "job.toml: parallel.tp": the flag, or the key in the file
+        named = ", ".join(where(f"parallel.{k}").rsplit(": ", 1)[-1] for k, v in sizes.items() if v > 1)
+        given = f" (from {named})" if named else ""
+        raise ConfigError(f"{layout} = {fixed} processes{given}, but this job has {world_size}; "
+                          f"launch with --nproc {fixed} (or torchrun) or change the sizes")
 
 
 def _check_data(source: str) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, make_dataclass
 
 from greentrain.runtime.checks import (
     MAX_COUNT,
+    MAX_EXPERTS,
     MAX_DIM,
     MAX_PARAMS,
     MAX_SEQ_LEN,
@@ -67,13 +68,31 @@ class ModelConfig:
     """RoPE base frequency."""
     max_seq_len: int = 2048
     """Longest sequence RoPE tables are built for."""
+    n_experts: int = 0
+    """Mixture of experts: routed experts per block (0: a dense model, every block a SwiGLU)."""
+    top_k: int = 2
+    """MoE: experts each token is routed to."""
+    expert_hidden: int | None = None
+    """MoE: hidden size of each expert's SwiGLU (unset: the dense ``ffn_hidden``)."""
+    shared_expert: bool = False
+    """MoE: add one always-on expert (a SwiGLU of ``expert_hidden``) that every token passes through."""
+    aux_loss_coef: float = 0.01
+    """MoE: weight of the load-balancing loss (per sequence, summed over MoE blocks) in the objective."""
+    capacity_factor: float | None = None
+    """MoE: unset = dropless (every token reaches its top-k experts); else each expert takes at most
+    ``capacity_factor × tokens × top_k / n_experts`` tokens of a batch and drops the rest (their residual
+    passes through)."""
 
     def __post_init__(self) -> None:
         c = Checks("model", self)
         sizes_ok = all([c.int_range("dim", 1, MAX_DIM), c.int_range("n_layers", 1, MAX_COUNT),
                         c.int_range("n_heads", 1, MAX_DIM), c.int_range("vocab_size", 1, MAX_VOCAB),
                         c.int_range("ffn_multiple_of", 1, MAX_DIM), c.int_range("max_seq_len", 2, MAX_SEQ_LEN),
-                        c.int_range("n_kv_heads", 1, MAX_DIM, none_ok=True)])
+                        c.int_range("n_kv_heads", 1, MAX_DIM, none_ok=True),
+                        c.int_range("n_experts", 0, MAX_EXPERTS), c.int_range("top_k", 1, MAX_EXPERTS),
+                        c.int_range("expert_hidden", 1, MAX_DIM * 64, none_ok=True)])
+        c.finite("aux_loss_coef", low=0, high=1e3)
+        c.finite("capacity_factor", low=0, high=1e3, low_open=True, none_ok=True)
         c.finite("ffn_dim_multiplier", low=0, high=64, low_open=True, none_ok=True)
         c.finite("norm_eps", low=0, high=1, low_open=True)
         c.finite("rope_theta", low=0, low_open=True)
@@ -82,6 +101,8 @@ class ModelConfig:
             c.need((self.dim // self.n_heads) % 2 == 0, "dim", "head size (dim / n_heads) must be even for RoPE")
             kv = self.kv_heads
             c.need(self.n_heads % kv == 0, "n_kv_heads", f"{kv} must divide n_heads={self.n_heads}")
+            c.need(self.n_experts == 0 or self.top_k <= self.n_experts, "top_k",
+                   f"{self.top_k} is more than model.n_experts={self.n_experts}")
             if not c.problems:
                 params = self.approx_params()
                 c.need(params <= MAX_PARAMS, "dim",
@@ -93,11 +114,25 @@ class ModelConfig:
     def kv_heads(self) -> int:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
+    @property
+    def moe(self) -> bool:
+        """True for a mixture-of-experts model (``n_experts > 0``)."""
+        return self.n_experts > 0
+
+    @property
+    def moe_hidden(self) -> int:
+        """Hidden size of one expert (``expert_hidden``, else the dense ``ffn_hidden``)."""
+        return self.expert_hidden if self.expert_hidden is not None else self.ffn_hidden
+
     def approx_params(self) -> float:
         """Parameter count, embeddings and output included (float: no overflow for absurd sizes)."""
         head = self.dim // self.n_heads
         attn = self.dim * head * (2 * self.n_heads + 2 * self.kv_heads)
-        return float(self.n_layers) * (attn + 3.0 * self.dim * self.ffn_hidden) + 2.0 * self.vocab_size * self.dim
+        if self.moe:
+            ffn = 3.0 * self.dim * self.moe_hidden * (self.n_experts + self.shared_expert) + self.dim * self.n_experts
+        else:
+            ffn = 3.0 * self.dim * self.ffn_hidden
+        return float(self.n_layers) * (attn + ffn) + 2.0 * self.vocab_size * self.dim
 
     @property
     def ffn_hidden(self) -> int:
@@ -122,6 +157,12 @@ class ParallelConfig:
     """Tensor-parallel degree (DTensor ColwiseParallel/RowwiseParallel)."""
     pp: int = 1
     """Pipeline stages across ranks."""
+    cp: int = 1
+    """Context-parallel degree: each sequence is split over this many ranks (exact attention; the sequence
+    length must divide by ``2 × cp`` for causal load balancing)."""
+    ep: int = 1
+    """Expert-parallel degree (MoE models only): routed experts are spread over this many ranks, which are
+    data-parallel ranks for every other parameter; tokens reach their experts by all-to-all."""
     pp_schedule: str = "1f1b"
     """``gpipe``, ``1f1b`` or ``interleaved`` (interleaved 1F1B)."""
     microbatches: int | None = None
@@ -139,12 +180,18 @@ class ParallelConfig:
     """FSDP2: keep sharded parameters and optimizer state on the CPU."""
     device_memory_gb: float | None = None
     """Per-device memory for the ``auto`` planner (default: detected)."""
+    auto_trials: int | None = None
+    """``auto``: how many of the layouts that fit are measured before one is chosen: unset = every one of them
+    (the estimate only orders them), N = the N best by the estimate, 0 = choose by the estimate alone."""
+    auto_trial_steps: int = 3
+    """``auto``: measured steps per trial (after one warm-up step)."""
 
     def __post_init__(self) -> None:
         c = Checks("parallel", self)
         c.need(self.mesh in ("manual", "auto"), "mesh", f"{self.mesh!r} is not 'manual' or 'auto'")
-        for key in ("dp_replicate", "tp", "pp", "virtual_stages"):
+        for key in ("dp_replicate", "tp", "pp", "cp", "ep", "virtual_stages", "auto_trial_steps"):
             c.int_range(key, 1, MAX_COUNT)
+        c.int_range("auto_trials", 0, MAX_COUNT, none_ok=True)
         c.need(self.dp_shard == -1 or 1 <= self.dp_shard <= MAX_COUNT, "dp_shard",
                f"must be within 1..{MAX_COUNT:,} or -1 (auto), got {self.dp_shard}")
         c.need(self.pp_schedule in PP_SCHEDULES, "pp_schedule",

@@ -2,7 +2,8 @@
 
 Attention and SwiGLU projections are split Megatron-style (column-wise in,
 row-wise out) so each block needs one all-reduce (or, with sequence
-parallelism, one all-gather and one reduce-scatter) per direction. With
+parallelism, one all-gather and one reduce-scatter) per direction. A MoE
+block is replicated over tp (its experts are split by ``ep`` instead). With
 sequence parallelism the norms and the residual stream are sharded along the
 sequence. With loss parallelism the logits stay sharded over the vocabulary and
 cross-entropy runs on the shards (``loss_parallel()`` context).
@@ -15,6 +16,7 @@ from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
+    PrepareModuleInputOutput,
     RowwiseParallel,
     SequenceParallel,
     parallelize_module,
@@ -39,7 +41,7 @@ class SyncRowwiseParallel(RowwiseParallel):
         return outputs.to_local() if use_local_output else outputs
 
 
-def _block_plan(sequence_parallel: bool) -> dict[str, object]:
+def _block_plan(sequence_parallel: bool, moe: bool) -> dict[str, object]:
     residual = Shard(1) if sequence_parallel else Replicate()
     plan: dict[str, object] = {
         "attention": PrepareModuleInput(input_layouts=(residual, None), desired_input_layouts=(Replicate(), None)),
@@ -47,11 +49,22 @@ def _block_plan(sequence_parallel: bool) -> dict[str, object]:
         "attention.wk": ColwiseParallel(),
         "attention.wv": ColwiseParallel(),
         "attention.wo": RowwiseParallel(output_layouts=residual),
-        "feed_forward": PrepareModuleInput(input_layouts=(residual,), desired_input_layouts=(Replicate(),)),
-        "feed_forward.w1": ColwiseParallel(),
-        "feed_forward.w2": RowwiseParallel(output_layouts=residual),
-        "feed_forward.w3": ColwiseParallel(),
     }
+    if moe:
+        # The MoE block is replicated over tp: every tp rank routes the whole (local) sequence and
+        # runs the same experts (split over ep, not tp); under sequence parallelism its input is
+        # gathered and its output cut back to this rank's slice of the sequence.
+        if sequence_parallel:
+            plan["moe"] = PrepareModuleInputOutput(
+                input_layouts=(residual,), desired_input_layouts=(Replicate(),), use_local_input=True,
+                output_layouts=(Replicate(),), desired_output_layouts=(residual,), use_local_output=True)
+    else:
+        plan.update({
+            "feed_forward": PrepareModuleInput(input_layouts=(residual,), desired_input_layouts=(Replicate(),)),
+            "feed_forward.w1": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=residual),
+            "feed_forward.w3": ColwiseParallel(),
+        })
     if sequence_parallel:
         plan["attention_norm"] = SequenceParallel()
         plan["ffn_norm"] = SequenceParallel()
@@ -82,5 +95,5 @@ def apply_tp(model: nn.Module, tp_mesh, *, sequence_parallel: bool = True, loss_
     if top:
         parallelize_module(model, tp_mesh, top)
     for block in model.layers.values():
-        parallelize_module(block, tp_mesh, _block_plan(sequence_parallel))
+        parallelize_module(block, tp_mesh, _block_plan(sequence_parallel, getattr(block, "moe_enabled", False)))
     return model

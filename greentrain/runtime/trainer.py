@@ -29,17 +29,19 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from greentrain.errors import ConfigError
+from greentrain.runtime.autolayout import EnergyMeter, choose_layout
 from greentrain.runtime.builder import build, cross_entropy, pick_device
 from greentrain.runtime.checkpoint import Checkpointer
 from greentrain.runtime.clip import clip_grad_norm_
 from greentrain.runtime.config import PRECISIONS, JobConfig
+from greentrain.runtime.cp import load_balanced_positions
 from greentrain.runtime.data import ByteCorpus, StepBatches, load_corpus
 from greentrain.runtime.deferred import MetricsFetcher, fetch_interval
 from greentrain.runtime.fsdp import DTYPES, set_fsdp_precision
 from greentrain.runtime.metrics import MetricsWriter, StepMetrics, flops_per_token, peak_flops
 from greentrain.runtime.parallel_dims import ParallelDims
-from greentrain.runtime.planner import resolve_auto_mesh
 from greentrain.runtime.prefetch import Prefetcher
+from greentrain.runtime.router_stats import RouterStats, set_aux_grad_scale
 
 __all__ = ["Trainer", "StepHook"]
 
@@ -62,7 +64,9 @@ class Trainer:
     """Trains the reference transformer on the configured mesh."""
 
     def __init__(self, cfg: JobConfig, *, hook: StepHook | None = None,
-                 on_step: Callable[[StepMetrics], None] | None = None) -> None:
+                 on_step: Callable[[StepMetrics], None] | None = None, layout_meter: EnergyMeter | None = None) -> None:
+        """``layout_meter``: what ``parallel.mesh = "auto"`` measures its trial layouts with (default:
+        ``autolayout.default_meter``, this node's energy counters or the ranks' CPU time)."""
         self.cfg = cfg
         self.hook = hook
         self.on_step = on_step
@@ -70,11 +74,11 @@ class Trainer:
         self.rank = dist.get_rank() if distributed else 0
         world_size = dist.get_world_size() if distributed else 1
         self.device = pick_device(cfg.train.device)
-        cfg, self.plan = resolve_auto_mesh(cfg, world_size, self.device.type)
+        cfg, self.plan = choose_layout(cfg, world_size, self.device.type, type(self), layout_meter)
         self.cfg = cfg
         par = cfg.parallel
         self.dims = ParallelDims(dp_replicate=par.dp_replicate, dp_shard=par.dp_shard, tp=par.tp, pp=par.pp,
-                                 world_size=world_size)
+                                 cp=par.cp, ep=par.ep, world_size=world_size)
         if self.dims.distributed:
             self.dims.build_mesh(self.device.type)
         local_batch = cfg.train.global_batch // self.dims.dp if cfg.train.global_batch % self.dims.dp == 0 else 0
@@ -87,8 +91,14 @@ class Trainer:
         self.built = build(cfg, self.dims, self.device, local_batch, lambda p, y: cross_entropy(p, y) / ga)
         self.uses_fsdp = self.dims.dp_enabled
         self.set_precision(cfg.train.dtype)
+        self.router_stats = RouterStats(self.built.parts, cfg.model.n_layers, cfg.model.n_experts)
+        set_aux_grad_scale(self.built.parts, cfg.model.aux_loss_coef / ga)
+        for stage in self.built.stages:
+            stage.recording = self.router_stats.recording
         corpus = ByteCorpus(load_corpus(cfg.data.source, cfg.data.max_bytes), cfg.train.seq_len, cfg.train.seed)
-        self.batches = StepBatches(corpus, cfg.train.global_batch, self.dims.dp_rank(), self.dims.dp)
+        positions = (load_balanced_positions(cfg.train.seq_len, self.dims.cp, self.dims.cp_rank())
+                     if self.dims.cp_enabled else None)
+        self.batches = StepBatches(corpus, cfg.train.global_batch, self.dims.dp_rank(), self.dims.dp, positions)
         self.prefetcher = Prefetcher(self.batches, self.device)
         self.fetcher = MetricsFetcher(fetch_interval(cfg.metrics.fetch_every, self.device), self.device)
         self.checkpointer = (Checkpointer(cfg.checkpoint.dir, self.built.parts, self.built.optimizers,
@@ -162,7 +172,7 @@ class Trainer:
                 model.set_requires_gradient_sync(i == ga - 1)  # reduce gradients once per step
             t0 = self._now()
             with self._loss_parallel():
-                with self._autocast():
+                with self._autocast(), self.router_stats.recording():
                     loss = cross_entropy(model(x), y) / ga
                 t1 = self._now()
                 loss.backward()
@@ -194,10 +204,21 @@ class Trainer:
         # Collectives are enqueued on the device: no host sync here (the fetcher reads later).
         if self.dims.pp_enabled:
             dist.all_reduce(loss, group=self.dims.mesh["pp"].get_group())  # only the last stage is non-zero
-        if self.dims.dp_enabled:
-            dist.all_reduce(loss, group=self.dims.dp_mesh().get_group())
-            loss = loss / self.dims.dp
+        if self.dims.dp_enabled:  # every rank with other tokens: data, expert and context parallel
+            dist.all_reduce(loss, group=self.dims.dp_cp_mesh().get_group())
+            loss = loss / self.dims.dp_cp
         return loss
+
+    def _router_summary(self) -> torch.Tensor | None:
+        """This step's router statistics over all ranks, still on the device (None for a dense model)."""
+        if not self.router_stats.enabled:
+            return None
+        groups = []
+        if self.dims.pp_enabled:
+            groups.append(self.dims.mesh["pp"].get_group())
+        if self.dims.dp_enabled:
+            groups.append(self.dims.dp_cp_mesh().get_group())
+        return self.router_stats.summarise(self.device, groups)
 
     def lr_at(self, step: int) -> float:
         """Learning rate for 0-based step ``step``: linear warm-up, then the configured decay."""
@@ -229,6 +250,7 @@ class Trainer:
         start = time.perf_counter()
         inputs, labels = self.prefetcher.get(self.step)
         lr = self.lr_at(self.step)
+        self.router_stats.start_step(self.device)
         for opt in self.built.optimizers:
             opt.zero_grad(set_to_none=True)
             for group in opt.param_groups:
@@ -239,6 +261,7 @@ class Trainer:
         for opt in self.built.optimizers:
             opt.step()
         loss = self._global_loss(local)
+        router = self._router_summary()
         elapsed = time.perf_counter() - start  # host time; on a GPU the fetcher replaces it by the window's
         tokens = self.tokens_per_step
         self.step += 1
@@ -247,8 +270,14 @@ class Trainer:
         mfu = tokens / elapsed * self._flops_per_token / (peak * self.dims.world_size) if peak else None
         metrics = StepMetrics(step=self.step, loss=math.nan, grad_norm=math.nan, lr=lr, tokens=tokens,
                               tokens_per_s=tokens / elapsed, step_time_s=elapsed, precision=self.precision, mfu=mfu)
-        self.fetcher.push(metrics, loss, norm, start)
+        self.fetcher.push(metrics, loss, norm, start, extra=router)
         return loss
+
+    def close(self) -> None:
+        """Release the background threads (prefetch, async checkpoints) of a trainer that is done with."""
+        self.prefetcher.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
 
     # ---- checkpoints --------------------------------------------------------
     def save_checkpoint(self) -> None:

@@ -71,6 +71,9 @@ class CarbonIntensityProvider(ABC):
     """Registry name, e.g. 'electricitymaps', 'csv'."""
     uses_network: ClassVar[bool] = True
     """Whether answers may wait on the network (then the engine reads it off the training thread)."""
+    issues_forecasts: ClassVar[bool] = True
+    """Whether ``forecast()`` is the source's own forecast, worth recording in the forecast archive
+    (False for a trace replayed through greentrain's forecaster, or a static average)."""
 
     @abstractmethod
     def latest(self, zone: str) -> IntensityPoint:

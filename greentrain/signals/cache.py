@@ -142,6 +142,7 @@ class CachedProvider(CarbonIntensityProvider):
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]  # report the wrapped provider's name
         self.uses_network = getattr(inner, "uses_network", True)  # type: ignore[misc]
+        self.issues_forecasts = getattr(inner, "issues_forecasts", True)  # type: ignore[misc]
         self.cache = TTLCache(clock=clock or SystemClock(), ttl_s=ttl_s, cache_dir=cache_dir)
         self._prefix = f"{key_prefix}|{inner.name}"
 
@@ -158,8 +159,13 @@ class CachedProvider(CarbonIntensityProvider):
     def latest(self, zone: str) -> IntensityPoint:
         return self.latest_entry(zone)[0]
 
+    def forecast_entry(self, zone: str, horizon_h: float = 72.0) -> CacheEntry:
+        """The forecast and when it was fetched from the provider (its issue time for the archive)."""
+        points, fetched_at = self._cached(f"forecast|{zone}|{horizon_h}", lambda: self.inner.forecast(zone, horizon_h))
+        return list(points), fetched_at
+
     def forecast(self, zone: str, horizon_h: float = 72.0) -> list[IntensityPoint]:
-        return list(self._cached(f"forecast|{zone}|{horizon_h}", lambda: self.inner.forecast(zone, horizon_h))[0])
+        return self.forecast_entry(zone, horizon_h)[0]
 
     def history(self, zone: str, start: datetime, end: datetime) -> list[IntensityPoint]:
         key = f"history|{zone}|{start.isoformat()}|{end.isoformat()}"

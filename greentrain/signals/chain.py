@@ -5,6 +5,12 @@ takes the first good answer, and never raises while it has *some* value: when
 every provider fails it serves the last good one and ``status()`` says it is
 stale. ``forecast()`` prefers a provider's own forecast and fills the rest of
 the horizon (or all of it) with the causal ``Forecaster`` over recent history.
+
+Every forecast a provider issues, the actuals read and greentrain's own
+forecast (hourly) are recorded in the forecast archive (``archive``: on by
+default, in ``cache_dir`` or the user cache; see ``signals/chainarchive``),
+and the provider's forecast is blended with greentrain's own by the skill
+that archive measured.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from greentrain.errors import GreentrainError, RateLimitedError, SignalError
 from greentrain.signals.backoff import Backoff
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, ProviderStatus
 from greentrain.signals.cache import CachedProvider
+from greentrain.signals.chainarchive import ChainArchive
 from greentrain.signals.forecast import Forecaster, floor_hour
+from greentrain.signals.recording import ArchiveRecorder, default_archive_path
 
 __all__ = ["SignalChain"]
 
@@ -52,8 +60,16 @@ class SignalChain:
         backoff_max_s: float = 3600.0,
         history_days: int = 28,
         rng: random.Random | None = None,
+        archive: ChainArchive | Path | str | bool = True,
     ) -> None:
-        """Each provider is wrapped in a TTL cache (``cache_dir`` shares it across processes)."""
+        """Each provider is wrapped in a TTL cache (``cache_dir`` shares it across processes).
+
+        ``archive``: the forecast archive file; True = the default one (``default_archive_path``: in
+        ``cache_dir``, ``$GREENTRAIN_FORECAST_ARCHIVE`` or the user cache), False = record nothing.
+        Only chains with a provider that issues forecasts record, and their provider's forecast is
+        weighed against greentrain's own by the archive's measured skill; a ``ChainArchive`` of your
+        own sets that up otherwise (e.g. ``blend=False``: record only).
+        """
         if not providers:
             raise SignalError("SignalChain: needs at least one provider")
         self.zone, self._clock = zone, clock
@@ -76,6 +92,18 @@ class SignalChain:
         self._serving_last_good = False
         self._last_error: str | None = None
         self._last_forecast: list[IntensityPoint] = []
+        self._archive = archive if isinstance(archive, ChainArchive) else self._default_archive(archive, cache_dir)
+
+    def _default_archive(self, archive: Path | str | bool, cache_dir: Path | str | None) -> ChainArchive | None:
+        path = default_archive_path(cache_dir) if archive is True else (Path(archive) if archive else None)
+        if path is None or not any(getattr(p, "issues_forecasts", True) for p in self._providers):
+            return None
+        return ChainArchive(ArchiveRecorder(path, clock=self._clock), self.zone)
+
+    @property
+    def archive(self) -> ChainArchive | None:
+        """What this chain records into and blends by (None: recording off, or nothing to record)."""
+        return self._archive
 
     @property
     def uses_network(self) -> bool:
@@ -110,7 +138,8 @@ class SignalChain:
         except Exception as e:  # noqa: BLE001 - a provider fault must never reach training
             retry_after = e.retry_after_s if isinstance(e, RateLimitedError) else None
             wait_s = backoff.failed(now, retry_after)
-            self._last_error = f"{provider.name}: {_describe(e)}"
+            said = _describe(e)
+            self._last_error = said if said.startswith(f"{provider.name}:") else f"{provider.name}: {said}"
             log.warning("carbon provider %s failed, retry in %.0f s: %s", provider.name, wait_s, _describe(e))
             return None
         backoff.succeeded()
@@ -121,6 +150,8 @@ class SignalChain:
         with self._lock:
             for index in range(len(self._providers)):
                 entry = self._try(index, lambda p: p.latest_entry(self.zone))
+                if entry is not None and self._archive is not None:
+                    self._archive.record_actuals([entry[0]])
                 if entry is not None:
                     self._last_good, self._serving_last_good = entry, False
                     if index == 0:
@@ -135,20 +166,38 @@ class SignalChain:
         """Hourly-or-finer points covering up to ``horizon_h`` hours ahead; [] if nothing is known."""
         with self._lock:
             now = self._clock.now()
+            hours = -int(-horizon_h // 1)  # whole hours (callers pass 72.0)
             for index in range(len(self._providers)):
                 # A failed forecast call still leaves history + Forecaster (e.g. a plan without /forecast).
-                points = self._try(index, lambda p: p.forecast(self.zone, float(horizon_h)), "forecast")
-                points = [p for p in points or [] if p.end > now]
+                entry = self._try(index, lambda p: p.forecast_entry(self.zone, float(horizon_h)), "forecast")
+                points = [p for p in (entry[0] if entry else []) if p.end > now]
+                own = self._archived(index, entry, points, now, hours)
                 covered_until = points[-1].end if points else floor_hour(now) + timedelta(hours=1)
                 if covered_until >= now + timedelta(hours=horizon_h):
                     self._last_forecast = points
                     return points
-                extension = self._own_forecast(index, now, -int(-horizon_h // 1))  # whole hours (callers pass 72.0)
+                extension = own if own is not None else self._own_forecast(index, now, hours)
                 tail = [p for p in extension if p.start >= covered_until]
                 if points or tail:
                     self._last_forecast = points + tail
                     return points + tail
             return []
+
+    def _archived(self, index: int, entry: tuple[list[IntensityPoint], datetime] | None,
+                  points: list[IntensityPoint], now: datetime, hours: int) -> list[IntensityPoint] | None:
+        """Record provider ``index``'s forecast, and blend ``points`` in place by the archive's skill; returns
+        greentrain's own forecast when one was made for that (else None)."""
+        provider = self._providers[index]
+        if self._archive is None or not getattr(provider, "issues_forecasts", True):
+            return None
+        if entry is not None:
+            self._archive.record_forecast(entry[0], entry[1], provider.name)
+        if not points or not self._archive.wants_own(provider.name, now):
+            return None
+        own = self._own_forecast(index, now, hours)
+        self._archive.record_own(own, now)
+        points[:] = self._archive.blend(points, own, provider.name, now)
+        return own
 
     def peek(self) -> IntensityPoint | None:
         """The value in use, from memory: no I/O and no waiting on a fetch (for scrape threads)."""
@@ -166,6 +215,8 @@ class SignalChain:
         history = self._try(index, lambda p: p.history(self.zone, end - self._history, end), "history")
         if not history:
             return []
+        if self._archive is not None:
+            self._archive.record_actuals(history)
         return self._forecaster.forecast(history, now, horizon_h)
 
     def history(self, start: datetime, end: datetime) -> list[IntensityPoint]:
@@ -174,6 +225,8 @@ class SignalChain:
             for index in range(len(self._providers)):
                 points = self._try(index, lambda p: p.history(self.zone, start, end), "history")
                 if points:
+                    if self._archive is not None:
+                        self._archive.record_actuals(points)
                     return points
             return []
 
@@ -197,6 +250,8 @@ class SignalChain:
         )
 
     def close(self) -> None:
-        """Close every provider's connections."""
+        """Close every provider's connections (and the archive file)."""
         for provider in self._providers:
             provider.close()
+        if self._archive is not None:
+            self._archive.close()

@@ -34,10 +34,11 @@ from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kin
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
 
-__all__ = ["CSVTraceProvider"]
+__all__ = ["CSVTraceProvider", "shift_years"]
 
 
-def _shift_years(when: datetime, years: int) -> datetime:
+def shift_years(when: datetime, years: int) -> datetime:
+    """``when`` moved by whole years (29 February to the 28th in a year without one)."""
     try:
         return when.replace(year=when.year + years)
     except ValueError:  # 29 February into a non-leap year
@@ -49,6 +50,7 @@ class CSVTraceProvider(CarbonIntensityProvider):
 
     name: ClassVar[str] = "csv"
     uses_network: ClassVar[bool] = False
+    issues_forecasts: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -107,7 +109,7 @@ class CSVTraceProvider(CarbonIntensityProvider):
             years = self._year_offset()
             if not years:
                 return point
-            return replace(point, start=_shift_years(point.start, years), end=_shift_years(point.end, years))
+            return replace(point, start=shift_years(point.start, years), end=shift_years(point.end, years))
         start = self._created + (point.start - self._replay_start) / self._speedup
         end = self._created + (point.end - self._replay_start) / self._speedup
         return replace(point, start=start, end=end)
@@ -116,15 +118,24 @@ class CSVTraceProvider(CarbonIntensityProvider):
         when = ensure_aware_utc(when, "time")
         if self._replay_start is None:
             inside = self._points[0].start <= when <= self._points[-1].end
-            return when if inside else _shift_years(when, -self._year_offset())
+            return when if inside else shift_years(when, -self._year_offset())
         return self._replay_start + (when - self._created) * self._speedup
 
-    def _check_zone(self, zone: str) -> None:
-        # The export's 'Zone Id' can be coarser than the zone the file was exported for (DE-LU_*.csv says
-        # 'DE'), so the file-name prefix is accepted too.
+    def zone_mismatch(self, zone: str) -> str | None:
+        """None when this trace can answer for ``zone``; else why not, naming the zone it is for.
+
+        The export's 'Zone Id' can be coarser than the zone the file was exported for (DE-LU_*.csv says 'DE'),
+        so the file-name prefix is accepted too."""
         accepted = {self.zone.upper(), self.path.stem.split("_")[0].upper()}
-        if zone.upper() not in accepted:
-            raise SignalError(f"csv {self.path.name}: trace is for zone {self.zone!r}, asked for {zone!r}")
+        if zone.upper() in accepted:
+            return None
+        return f"trace {self.path.name} is for zone {self.zone!r}, not {zone!r}; give --zone {self.zone} or leave " \
+               f"--zone out (the trace's zone is used)"
+
+    def _check_zone(self, zone: str) -> None:
+        why = self.zone_mismatch(zone)
+        if why is not None:
+            raise SignalError(f"csv {why}")
 
     def _index_at(self, when: datetime) -> int:
         index = bisect_right(self._starts, when) - 1

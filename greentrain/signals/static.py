@@ -21,7 +21,7 @@ from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, Int
 from greentrain.signals.forecast import floor_hour
 from greentrain.signals.watttime import LBS_PER_MWH_TO_G_PER_KWH
 
-__all__ = ["StaticProvider", "static_intensity"]
+__all__ = ["StaticProvider", "static_intensity", "us_zone_states"]
 
 # Electricity Maps US balancing-authority zones -> the eGRID state that dominates each.
 _US_ZONES = {
@@ -38,6 +38,11 @@ _HINT = (
     "use an Electricity Maps zone id such as 'GB', 'DE-LU', 'FR', 'US-CAL-CISO' or 'SE-SE3' "
     "(list: https://app.electricitymaps.com/map or `curl https://api.electricitymaps.com/v3/zones`)"
 )
+
+
+def us_zone_states() -> dict[str, str]:
+    """Electricity Maps US zone id -> the (lower-case) state whose eGRID average prices it."""
+    return dict(_US_ZONES)
 
 
 @cache
@@ -89,6 +94,7 @@ class StaticProvider(CarbonIntensityProvider):
 
     name: ClassVar[str] = "static"
     uses_network: ClassVar[bool] = False
+    issues_forecasts: ClassVar[bool] = False
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()

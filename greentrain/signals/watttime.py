@@ -29,6 +29,7 @@ __all__ = [
     "WattTimeProvider",
     "SignalIndexPoint",
     "parse_data",
+    "parse_forecast_history",
     "parse_signal_index",
     "LBS_PER_MWH_TO_G_PER_KWH",
     "DEFAULT_API_BASE",
@@ -67,19 +68,11 @@ def _period(meta: dict[str, Any], where: str) -> timedelta:
     return timedelta(seconds=float(seconds))
 
 
-def parse_data(body: Any, region: str, kind: Kind, where: str = "watttime") -> list[IntensityPoint]:
-    """``/v3/forecast`` or ``/v3/historical`` body as g/kWh points; SignalError if malformed.
-
-    Refuses units that are not an emission rate (e.g. 'percentile').
-    """
-    items, meta = _meta(body, region, where)
-    units = str(meta.get("units", "lbs_co2_per_mwh")).lower()
-    if units not in _UNITS:
-        raise SignalError(f"{where}.meta.units: {units[:40]!r} is not an emission rate ({', '.join(_UNITS)})")
-    scale, period = _UNITS[units], _period(meta, where)
+def _parse_points(items: list[Any], region: str, kind: Kind, scale: float, period: timedelta,
+                  where: str) -> list[IntensityPoint]:
     points = []
     for i, item in enumerate(items):
-        at = f"{where}.data[{i}]"
+        at = f"{where}[{i}]"
         start = v.timestamp(v.field(item, "point_time", at), f"{at}.point_time")
         points.append(
             IntensityPoint(
@@ -94,6 +87,38 @@ def parse_data(body: Any, region: str, kind: Kind, where: str = "watttime") -> l
             )
         )
     return v.in_order(points, where)
+
+
+def _scale(meta: dict[str, Any], where: str) -> float:
+    units = str(meta.get("units", "lbs_co2_per_mwh")).lower()
+    if units not in _UNITS:
+        raise SignalError(f"{where}.meta.units: {units[:40]!r} is not an emission rate ({', '.join(_UNITS)})")
+    return _UNITS[units]
+
+
+def parse_data(body: Any, region: str, kind: Kind, where: str = "watttime") -> list[IntensityPoint]:
+    """``/v3/forecast`` or ``/v3/historical`` body as g/kWh points; SignalError if malformed.
+
+    Refuses units that are not an emission rate (e.g. 'percentile').
+    """
+    items, meta = _meta(body, region, where)
+    return _parse_points(items, region, kind, _scale(meta, where), _period(meta, where), f"{where}.data")
+
+
+def parse_forecast_history(body: Any, region: str,
+                           where: str = "watttime forecast/historical") -> list[tuple[datetime, list[IntensityPoint]]]:
+    """``/v3/forecast/historical`` body: (generated_at, forecast points in g/kWh) per past forecast, in order."""
+    items, meta = _meta(body, region, where)
+    scale, period = _scale(meta, where), _period(meta, where)
+    issued = []
+    for i, item in enumerate(items):
+        at = f"{where}.data[{i}]"
+        generated_at = v.timestamp(v.field(item, "generated_at", at), f"{at}.generated_at")
+        forecast = v.as_list(v.field(item, "forecast", at), f"{at}.forecast")
+        issued.append((generated_at, _parse_points(forecast, region, Kind.FORECAST, scale, period, f"{at}.forecast")))
+    if any(later[0] < earlier[0] for earlier, later in zip(issued, issued[1:])):
+        raise SignalError(f"{where}.data: generated_at times out of order")
+    return issued
 
 
 def parse_signal_index(body: Any, region: str, where: str = "watttime signal-index") -> SignalIndexPoint:
@@ -202,6 +227,16 @@ class WattTimeProvider(CarbonIntensityProvider):
         with self._http.call("history"):
             points = parse_data(self._get("v3/historical", params), zone, Kind.ACTUAL, "watttime historical")
             return [p for p in points if p.end > start and p.start < end]
+
+    def forecast_history(self, zone: str, start: datetime, end: datetime,
+                         horizon_h: float = 72.0) -> list[tuple[datetime, list[IntensityPoint]]]:
+        """Past forecasts generated in [start, end] (``/v3/forecast/historical``; keep ranges to a day or
+        less: one forecast every 5 minutes, each ``horizon_h`` hours long), as (generated_at, points)."""
+        start, end = ensure_aware_utc(start, "start"), ensure_aware_utc(end, "end")
+        params = {"region": zone, "signal_type": self._signal_type, "start": start.isoformat(),
+                  "end": end.isoformat(), "horizon_hours": int(min(max(horizon_h, 0), 72))}
+        with self._http.call("forecast-historical"):
+            return parse_forecast_history(self._get("v3/forecast/historical", params), zone)
 
     def signal_index(self, zone: str) -> SignalIndexPoint:
         """The current percentile signal (free for every region); not in g/kWh."""

@@ -23,7 +23,13 @@ import pycountry  # a dependency of codecarbon
 
 from greentrain.errors import ConfigError
 
-__all__ = ["check_zone", "require_zone", "known_zones", "ZONE_CHECKED_PROVIDERS"]
+__all__ = ["check_zone", "require_zone", "known_zones", "ZONE_CHECKED_PROVIDERS", "ALIASES"]
+
+ALIASES = {"UK": "GB", "GREAT BRITAIN": "GB", "BRITAIN": "GB", "ENGLAND": "GB", "SCOTLAND": "GB", "WALES": "GB",
+           "EL": "GR", "CAISO": "US-CAL-CISO", "CALIFORNIA": "US-CAL-CISO", "ERCOT": "US-TEX-ERCO",
+           "TEXAS": "US-TEX-ERCO", "PJM": "US-MIDA-PJM", "MISO": "US-MIDW-MISO", "NYISO": "US-NY-NYIS",
+           "ISONE": "US-NE-ISNE", "ISO-NE": "US-NE-ISNE"}
+"""Names people use for a grid that are not its Electricity Maps id (UK is GB in ISO 3166)."""
 
 ZONE_CHECKED_PROVIDERS = frozenset({"electricitymaps", "static"})
 """Providers whose zones are Electricity Maps ids (None, the default chain, is one of them too)."""
@@ -67,6 +73,9 @@ def check_zone(zone: str, provider: str | None = None) -> str | None:
         if country == "US" and _provider_name(provider) != "electricitymaps":  # static maps only these
             return _unknown(zone, [z for z in zones if z.startswith("US-")], "US zone")
         return None  # a sub-zone the static table maps to its country
+    alias = ALIASES.get(upper)
+    if alias is not None and alias in zones:
+        return f"{zone!r} is not an Electricity Maps zone id; did you mean {alias!r} ({zones[alias]})?"
     record = _country_record(text)
     if record is not None:
         return f"{zone!r} is not an Electricity Maps zone id; did you mean {record.alpha_2!r} ({record.name})?"

@@ -4,7 +4,7 @@ The policy code is the same the live engine runs; forecasts come from the
 forecaster fed only the trace up to each decision. See ``docs/policies.md``.
 """
 
-from greentrain.sim.baselines import best_window, oracle, run_now
+from greentrain.sim.baselines import best_window, oracle, run_now, scaling_oracle, timing_only
 from greentrain.sim.job import SimJob, profile_modes
 from greentrain.sim.ledger import Interval, Ledger
 from greentrain.sim.noise import NO_NOISE, RateNoise, RateProfile, parse_rate_noise
@@ -27,8 +27,10 @@ __all__ = [
     "oracle",
     "profile_modes",
     "run_now",
+    "scaling_oracle",
     "run_to_json",
     "simulate",
     "simulate_run",
     "summarize",
+    "timing_only",
 ]

@@ -6,6 +6,11 @@
 * ``oracle``: the minimum-emission schedule over pause and every mode, by the
   same DP the policies use, fed the actual intensities, with the same waiting
   cost (idle-aware: it pauses only where the pause pays for the held draw).
+  For an elastic job this is ``timing_only``: the best timing at its fixed
+  count N.
+* ``scaling_oracle``: an elastic job's minimum-emission replica count per
+  interval (pause included), every change paying the restart overhead, by the
+  scaling DP fed the actual intensities.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from greentrain.policies.planner import Slot, StartState, plan_schedule
+from greentrain.policies.scaling_planner import FRESH, plan_scaling
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.noise import RateProfile
 from greentrain.sim.replay import TraceIndex
 
-__all__ = ["best_window", "oracle", "run_now"]
+__all__ = ["best_window", "oracle", "run_now", "scaling_oracle", "timing_only"]
 
 
 def run_now(trace: TraceIndex, start: datetime, job: SimJob, rates: RateProfile | None = None) -> Ledger:
@@ -53,6 +59,17 @@ def best_window(trace: TraceIndex, start: datetime, job: SimJob,
     return best if best is not None else (run_now(trace, start, job, rates), start)
 
 
+def _slots(trace: TraceIndex, start: datetime, job: SimJob) -> list[Slot]:
+    """The actual intensities from ``start`` to the deadline, one slot per trace interval."""
+    deadline = start + timedelta(seconds=job.deadline_s)
+    slots = []
+    for point in trace.points[trace.index(start):]:
+        if point.start >= deadline:
+            break
+        slots.append(Slot(point.start, min(point.end, deadline), point.intensity_g_per_kwh))
+    return slots
+
+
 def oracle(trace: TraceIndex, start: datetime, job: SimJob, max_bins: int = 4000,
            rates: RateProfile | None = None) -> Ledger:
     """The perfect-foresight optimum over pause and every mode (run-now if the deadline is impossible),
@@ -83,6 +100,28 @@ def oracle(trace: TraceIndex, start: datetime, job: SimJob, max_bins: int = 4000
     if plan is None:
         return run_now(trace, start, job, rates)
     ledger = Ledger(job, rates=rates, origin=start)
+    for point, mode in zip(trace.points[first:], plan.modes):
+        ledger.step(point, mode)
+    return ledger
+
+
+def timing_only(trace: TraceIndex, start: datetime, job: SimJob, max_bins: int = 4000) -> Ledger:
+    """The best timing at the job's fixed count (``modes[0]``): what pausing alone could reach."""
+    return oracle(trace, start, job, max_bins)
+
+
+def scaling_oracle(trace: TraceIndex, start: datetime, job: SimJob, max_bins: int = 6000) -> Ledger:
+    """An elastic job's perfect-foresight optimum over pause and every allowed replica count, each change
+    paying the restart overhead (run-now if the deadline is impossible)."""
+    first = trace.index(start)
+    options = job.replica_modes()
+    if not options:
+        raise ValueError("scaling_oracle: the job has no scaling profile")
+    plan = plan_scaling(_slots(trace, start, job), job.work_s, options, overhead_s=job.resume_overhead_s,
+                        state=FRESH, waiting_power_w=job.waiting_power_w, max_bins=max_bins)
+    if plan is None:
+        return run_now(trace, start, job)
+    ledger = Ledger(job)
     for point, mode in zip(trace.points[first:], plan.modes):
         ledger.step(point, mode)
     return ledger

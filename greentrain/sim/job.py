@@ -4,6 +4,10 @@ Work is measured in seconds at full speed. Without a GPU profile the job has
 one mode (full speed at ``power_kw``). With a measured Zeus profile each
 power limit p is a mode: speed ``t_epoch(max) / t_epoch(p)``, draw
 ``average_power(p) × gpus``; full speed is the profile's maximum limit.
+An elastic job has a scaling profile instead: its one mode runs at
+``replicas`` N (the count without greentrain), work is counted at N, and
+r replicas run at speed ``throughput(r) / throughput(N)`` drawing
+``power_w(r)``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from greentrain.device.profiles import GPUProfile
 from greentrain.errors import ConfigError
 from greentrain.policies.base import OperatingPoint
 from greentrain.policies.planner import Mode
+from greentrain.policies.scaling_profile import ScalingProfile
 
 __all__ = ["SimJob", "profile_modes"]
 
@@ -35,6 +40,14 @@ class SimJob:
     """Give the policy the modes as measured operating points (power dimension)."""
     waiting_power_w: float = 0.0
     """Draw while paused between the first start and the finish (held hardware idle; 0 = released)."""
+    scaling: ScalingProfile | None = None
+    """An elastic job's scaling profile (carbon scaling); None = a fixed-size job."""
+    replicas: int | None = None
+    """With ``scaling``: the count the job runs at without greentrain (``modes[0]``); work is counted there."""
+    min_replicas: int = 1
+    """With ``scaling``: the fewest replicas a policy may run it at (a pause is always allowed)."""
+    max_replicas: int | None = None
+    """With ``scaling``: the most replicas a policy may run it at (None = the profile's largest count)."""
 
     def __post_init__(self) -> None:
         if not self.work_s > 0:
@@ -49,6 +62,35 @@ class SimJob:
             raise ConfigError(f"--idle-power-kw: must be a number >= 0, got {self.waiting_power_w / 1000:g}")
         if not self.modes or any(m.speed <= 0 or m.power_w <= 0 for m in self.modes):
             raise ConfigError("modes: need at least one mode with speed > 0 and power > 0")
+        self._check_scaling()
+
+    def _check_scaling(self) -> None:
+        if self.scaling is None:
+            return
+        counts = self.scaling.replica_counts
+        if self.replicas not in counts:
+            raise ConfigError(f"--replicas: {self.replicas} is not a count in {self.scaling.origin} "
+                              f"(valid: {', '.join(map(str, counts))})")
+        high = max(counts) if self.max_replicas is None else self.max_replicas
+        if not 1 <= self.min_replicas <= high:
+            raise ConfigError(f"--min-replicas/--max-replicas: need 1 <= min <= max, got {self.min_replicas} "
+                              f"and {high}")
+        if not any(self.min_replicas <= r <= high for r in counts):
+            raise ConfigError(f"--min-replicas/--max-replicas: no count of {self.scaling.origin} lies in "
+                              f"[{self.min_replicas}, {high}] (it has {', '.join(map(str, counts))})")
+
+    def replica_mode(self, replicas: int) -> Mode:
+        """The mode of running at ``replicas`` (speed relative to ``self.replicas``)."""
+        if self.scaling is None or self.replicas is None:
+            raise ConfigError("replica_mode: this job has no scaling profile")
+        return Mode(self.scaling.speed(replicas, self.replicas), self.scaling.power_w(replicas), replicas=replicas)
+
+    def replica_modes(self) -> tuple[Mode, ...]:
+        """Every allowed count as a mode, fewest replicas first (empty for a fixed-size job)."""
+        if self.scaling is None:
+            return ()
+        high = max(self.scaling.replica_counts) if self.max_replicas is None else self.max_replicas
+        return tuple(self.replica_mode(r) for r in self.scaling.replica_counts if self.min_replicas <= r <= high)
 
     @property
     def full(self) -> Mode:
@@ -78,6 +120,19 @@ class SimJob:
             raise ConfigError(f"--power-kw: must be > 0, got {power_kw}")
         return cls(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, power_kw * 1000.0),),
                    resume_overhead_s=resume_overhead_min * 60, waiting_power_w=idle_power_kw * 1000.0)
+
+    @classmethod
+    def from_scaling_profile(cls, profile: ScalingProfile, replicas: int, *, work_h: float, deadline_h: float,
+                             resume_overhead_min: float = 5.0, idle_power_kw: float = 0.0, min_replicas: int = 1,
+                             max_replicas: int | None = None) -> SimJob:
+        """An elastic job: ``work_h`` hours of running at ``replicas``; any allowed count per interval."""
+        if replicas not in profile.replica_counts:
+            raise ConfigError(f"--replicas: {replicas} is not a count in {profile.origin} "
+                              f"(valid: {', '.join(map(str, profile.replica_counts))})")
+        full = Mode(1.0, profile.power_w(replicas), replicas=replicas)
+        return cls(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(full,),
+                   resume_overhead_s=resume_overhead_min * 60, waiting_power_w=idle_power_kw * 1000.0,
+                   scaling=profile, replicas=replicas, min_replicas=min_replicas, max_replicas=max_replicas)
 
     @classmethod
     def from_profile(cls, profile: GPUProfile, workload: str, *, work_h: float, deadline_h: float,

@@ -5,6 +5,8 @@ after a pause first spends the resume overhead at full power without
 progress; the job stops part-way through the interval where its work ends.
 A paused interval after the first start draws the job's ``waiting_power_w``
 (held hardware idling); waiting before the first start draws nothing.
+An elastic job (modes with ``replicas``) also pays the overhead, at the new
+count's power, whenever it runs at another count than in the interval before.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Interval:
     start: datetime
     end: datetime
     power_limit_w: float | None = None
+    replicas: int | None = None
+    """Carbon scaling: the replica count (None for a fixed-size job)."""
 
 
 @dataclass(slots=True)
@@ -44,6 +48,10 @@ class Ledger:
     waiting_energy_j: float = 0.0
     """Of ``energy_j``: drawn while paused after the first start."""
     resumes: int = 0
+    rescales: int = 0
+    """Changes of replica count while running (each paid the overhead); resumes are counted apart."""
+    replicas: int = 0
+    """Replicas running after the last interval (0 = paused or not started)."""
     schedule: list[Interval] = field(default_factory=list)
     finished_at: datetime | None = None
     rates: RateProfile | None = None
@@ -71,26 +79,35 @@ class Ledger:
                 self.energy_j += wait_j
                 self.emissions_g += wait_j * point.intensity_g_per_kwh / J_PER_KWH
                 self.state = StartState.PAUSED
+                self.replicas = 0
             return
         length_s = (point.end - point.start).total_seconds()
         rate = self.rate_over(point.start, point.end)
         self.last_rate = rate
-        over_s = min(self.job.resume_overhead_s, length_s) if self.state == StartState.PAUSED else 0.0
+        resume = self.state == StartState.PAUSED
+        rescale = (self.state == StartState.RUNNING and mode.replicas is not None
+                   and mode.replicas != self.replicas)
+        over_s = min(self.job.resume_overhead_s, length_s) if resume or rescale else 0.0
         run_s = min(length_s, over_s + self.remaining_s / (mode.speed * rate))
-        # The same work costs the same energy at any rate: a slowed job (shared node, stalled loader) draws
-        # less while it takes longer (sim/noise.py).
-        slot_j = self.job.full.power_w * over_s + mode.power_w * rate * (run_s - over_s)
+        # A relaunch at a new count runs at that count's power; a plain resume at full power. The same work
+        # costs the same energy at any rate: a slowed job (shared node, stalled loader) draws less while it
+        # takes longer (sim/noise.py).
+        over_w = mode.power_w if mode.replicas is not None else self.job.full.power_w
+        slot_j = over_w * over_s + mode.power_w * rate * (run_s - over_s)
         self.remaining_s -= mode.speed * rate * (run_s - over_s)
         self.energy_j += slot_j
         self.emissions_g += slot_j * point.intensity_g_per_kwh / J_PER_KWH
-        self.resumes += over_s > 0
+        self.resumes += resume and over_s > 0
+        self.rescales += rescale
         self.state = StartState.RUNNING
+        self.replicas = mode.replicas or 0
         end = point.start + timedelta(seconds=run_s)
         last = self.schedule[-1] if self.schedule else None
-        if last is not None and last.end == point.start and last.power_limit_w == mode.power_limit_w:
+        if (last is not None and last.end == point.start and last.power_limit_w == mode.power_limit_w
+                and last.replicas == mode.replicas):
             last.end = end
         else:
-            self.schedule.append(Interval(point.start, end, mode.power_limit_w))
+            self.schedule.append(Interval(point.start, end, mode.power_limit_w, mode.replicas))
         if self.done:
             self.remaining_s = 0.0
             self.finished_at = end

@@ -4,7 +4,8 @@ At the start of each interval the simulator builds the same ``Snapshot`` the
 live engine would: the actual intensity of this interval, a forecast made by
 the forecaster from the trace *up to and including this interval only*, the
 remaining work, the deadline, the resume overhead and (with a GPU profile)
-the measured operating points. It calls ``policy.decide(snapshot, now)``,
+the measured operating points (or an elastic job's scaling profile, its
+current replica count and the count its work is counted at). It calls ``policy.decide(snapshot, now)``,
 the very function the engine calls, and charges the interval in the Ledger.
 A PAUSE/DELAY_START is honoured until ``Decision.until``, as the engine does.
 """
@@ -26,7 +27,7 @@ from greentrain.policies.planner import StartState
 from greentrain.policies.rate import RateEstimator
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, keep_latest_start, worth_waiting
 from greentrain.signals.base import IntensityPoint
-from greentrain.signals.skill import ForecastSkill
+from greentrain.signals.liveskill import ForecastSkill
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.noise import RateProfile
@@ -135,6 +136,8 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
             wake = decision.until if paused else None
             if not paused:
                 mode = job.mode_for(decision.power_limit_w, mode)
+                if decision.replicas and job.scaling is not None:
+                    mode = job.replica_mode(decision.replicas)
         if not paused and started_at is None:
             started_at = now
         ledger.step(point, None if paused else mode)
@@ -173,4 +176,9 @@ def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: 
         current_power_limit_w=mode.power_limit_w,
         waiting_power_w=job.waiting_power_w,
         forecast_error_g_per_kwh=skill.errors_g_per_kwh(),
+        scaling=job.scaling,
+        replicas=ledger.replicas,
+        work_replicas=job.replicas,
+        min_replicas=job.min_replicas,
+        max_replicas=job.max_replicas,
     )

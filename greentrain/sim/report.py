@@ -25,7 +25,8 @@ def iso(when: datetime | None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """One start: the policy's run and the three baselines."""
+    """One start: the policy's run and the baselines (an elastic job's ``oracle`` is the scaling oracle, and
+    ``timing_only`` the best timing at its fixed count)."""
 
     start: datetime
     deadline: datetime
@@ -35,6 +36,7 @@ class RunResult:
     best_window: Ledger
     best_window_start: datetime
     oracle: Ledger
+    timing_only: Ledger | None = None
 
     @property
     def deadline_met(self) -> bool:
@@ -55,10 +57,14 @@ def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy:
         run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error,
                            engine_gate=engine_gate)
         window, window_start = baselines.best_window(trace, start, job, rates)
+        fixed = baselines.oracle(trace, start, job, oracle_bins, rates)
+        scaled = job.scaling is not None  # the CLI refuses rate noise with a scaling profile
         results.append(RunResult(
             start=start, deadline=run.deadline, policy=run.ledger, decisions=run.decisions,
             run_now=baselines.run_now(trace, start, job, rates), best_window=window,
-            best_window_start=window_start, oracle=baselines.oracle(trace, start, job, oracle_bins, rates),
+            best_window_start=window_start,
+            oracle=baselines.scaling_oracle(trace, start, job) if scaled else fixed,
+            timing_only=fixed if scaled else None,
         ))
     return results
 
@@ -69,13 +75,26 @@ def _totals(ledger: Ledger) -> dict[str, Any]:
 
 
 def run_to_json(result: RunResult, *, power: bool = False) -> dict[str, Any]:
-    """One entry of ``runs`` (``power_limit_w`` per interval when ``power``)."""
+    """One entry of ``runs`` (``power_limit_w`` per interval when ``power``; ``replicas`` for an elastic job)."""
     schedule = []
     for interval in result.policy.schedule:
         item: dict[str, Any] = {"start": iso(interval.start), "end": iso(interval.end)}
         if power:
             item["power_limit_w"] = interval.power_limit_w
+        if interval.replicas is not None:
+            item["replicas"] = interval.replicas
         schedule.append(item)
+    baselines_json: dict[str, Any] = {
+        "run_now": _totals(result.run_now),
+        "best_window": {**_totals(result.best_window), "start": iso(result.best_window_start)},
+        "oracle": {**_totals(result.oracle), "resumes": result.oracle.resumes},
+    }
+    if result.timing_only is not None:
+        baselines_json["oracle"]["rescales"] = result.oracle.rescales
+        baselines_json["oracle"]["schedule"] = [
+            {"start": iso(i.start), "end": iso(i.end), "replicas": i.replicas} for i in result.oracle.schedule]
+        baselines_json["timing_only"] = {**_totals(result.timing_only), "resumes": result.timing_only.resumes}
+    scaling = {"rescales": result.policy.rescales} if result.timing_only is not None else {}
     return {
         "start": iso(result.start),
         "deadline": iso(result.deadline),
@@ -84,11 +103,8 @@ def run_to_json(result: RunResult, *, power: bool = False) -> dict[str, Any]:
         "deadline_met": result.deadline_met,
         **_totals(result.policy),
         "resumes": result.policy.resumes,
-        "baselines": {
-            "run_now": _totals(result.run_now),
-            "best_window": {**_totals(result.best_window), "start": iso(result.best_window_start)},
-            "oracle": {**_totals(result.oracle), "resumes": result.oracle.resumes},
-        },
+        **scaling,
+        "baselines": baselines_json,
     }
 
 
@@ -102,6 +118,13 @@ def summarize(results: Sequence[RunResult], policy_name: str) -> dict[str, Any]:
     run_now_g = sum(r.run_now.emissions_g for r in results)
     window_g = sum(r.best_window.emissions_g for r in results)
     oracle_g = sum(r.oracle.emissions_g for r in results)
+    timing = [r.timing_only for r in results if r.timing_only is not None]
+    extra: dict[str, Any] = {}
+    if timing and len(timing) == len(results):
+        timing_g = sum(t.emissions_g for t in timing)
+        extra = {"timing_only_emissions_g": round(timing_g, 6),
+                 "timing_only_saving_vs_run_now": _ratio(run_now_g - timing_g, run_now_g),
+                 "rescales": sum(r.policy.rescales for r in results)}
     return {
         "policy": policy_name,
         "runs": len(results),
@@ -116,4 +139,5 @@ def summarize(results: Sequence[RunResult], policy_name: str) -> dict[str, Any]:
         "fraction_of_oracle_saving": _ratio(run_now_g - policy_g, run_now_g - oracle_g),
         "waiting_energy_kwh": round(sum(r.policy.waiting_energy_kwh for r in results), 9),
         "runs_worse_than_run_now": sum(r.policy.emissions_g > r.run_now.emissions_g + 1e-9 for r in results),
+        **extra,
     }

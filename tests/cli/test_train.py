@@ -75,8 +75,19 @@ def test_torchrun_launch_matches_single_process(job_toml: Path, tmp_path: Path, 
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--tp", "2"], "--tp: dp_replicate=1 * tp=2 * pp=1 = 2 processes, but this job has 1"),
-    (["--nproc", "2", "--tp", "3"], "--tp: dp_replicate=1 * tp=3 * pp=1 = 3 processes, but this job has 2"),
+    (["--tp", "2"], "--tp: pp=1 * dp_replicate=1 * cp=1 * ep=1 * tp=2 = 2 processes (from --tp), but this job has 1"),
+    (["--nproc", "2", "--tp", "3"], "--tp: pp=1 * dp_replicate=1 * cp=1 * ep=1 * tp=3 = 3 processes (from --tp), "
+                                    "but this job has 2"),
+    # context and expert parallelism: the mesh names every flag that set it; one line, exit 2
+    (["--nproc", "4", "--cp", "2", "--tp", "2", "--dp-shard", "2"],
+     "--tp: pp=1 * dp_replicate=1 * dp_shard=2 * cp=2 * ep=1 * tp=2 = 8 processes (from --dp-shard, --cp, --tp), "
+     "but this job has 4"),
+    (["--config", "tiny-moe", "--nproc", "2", "--ep", "2", "--dp-shard", "2"],
+     "--ep: pp=1 * dp_replicate=1 * dp_shard=2 * cp=1 * ep=2 * tp=1 = 4 processes (from --dp-shard, --ep), "
+     "but this job has 2"),
+    (["--nproc", "2", "--cp", "2", "--seq-len", "62"], "--cp: train.seq_len=62 must divide by 2 x cp = 4"),
+    (["--config", "tiny-moe", "--nproc", "3", "--ep", "3"], "--ep: model.n_experts=8 must divide by ep=3"),
+    (["--nproc", "2", "--ep", "2"], "--ep: 2: expert parallelism needs a mixture-of-experts model"),
     (["--set", "train.lr"], "is not section.key=value"),
     (["--set", "train.dtype=\"fp8\""], "train.dtype: 'fp8' is not one of"),
     (["--config", "nope"], "no such file or preset"),
@@ -104,7 +115,7 @@ def test_help_lists_the_documented_flags(capsys) -> None:
         assert e.code == 0
     out = capsys.readouterr().out
     for flag in ("--config", "--steps", "--seed", "--dp-replicate", "--dp-shard", "--tp", "--pp", "--pp-schedule",
-                 "--microbatches", "--dtype", "--metrics-jsonl", "--metrics-port", "--metrics-addr",
+                 "--microbatches", "--cp", "--ep", "--dtype", "--metrics-jsonl", "--metrics-port", "--metrics-addr",
                  "--checkpoint-dir", "--policy", "--zone", "--provider", "--deadline", "--nproc", "--mesh"):
         assert flag in out
 

@@ -53,11 +53,11 @@ def test_summary_of_a_finished_run(tmp_path: Path) -> None:
     assert "gpu0: measured" in table["Energy"] and "cpu-estimate: estimated" in table["Energy"]
     assert "deadline met" in table["Finished vs deadline (simulated)"]
     # Net first (run-now 3 - emitted 2.5 = 0.5 mg), then its breakdown: timing 1.0 minus waiting 0.5.
-    assert table["Avoided vs run-now (net)"] == "0.500 mgCO2eq (16.7 %) = timing the steps 1.00 mgCO2eq − idle while waiting 0.500 mgCO2eq"
+    assert table["Avoided vs run-now (net)"] == "0.50 mgCO2eq (16.7 %) = timing the steps 1.00 mgCO2eq − idle while waiting 0.50 mgCO2eq"
     doc = summary_json(s)
     assert doc["emissions_avoided_net_g"] == 0.0005 and abs(doc["emissions_avoided_gross_g"] - 0.001) < 1e-12
     assert abs(doc["waiting_emissions_g"] - 0.0005) < 1e-12 and doc["deadline_met"] is True
-    assert "idle while waiting 0.500 mgCO2eq" in table["Emissions"]
+    assert "idle while waiting 0.50 mgCO2eq" in table["Emissions"]
 
 
 def test_summary_flags_a_missed_deadline_and_an_unfinished_job(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """One real Prometheus (and Pushgateway) per test session, scraping greentrain every second.
 
 Targets: a two-rank job endpoint (rank 1 aggregated through the multiprocess
-dir), a node endpoint (no job), the recorded dcgm-exporter sample, and the
-Pushgateway. A background 'training loop' advances the job counters while the
+dir), a node endpoint (no job), a fleet controller's endpoint, the recorded
+dcgm-exporter sample, and the Pushgateway. A background 'training loop' advances the job counters while the
 tests query Prometheus's HTTP API.
 """
 
@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client.registry import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -30,6 +31,7 @@ from gt_promstack import (
 from greentrain.clock import ReplayClock
 from greentrain.errors import DeviceLostError
 from greentrain.exporters import MetricsServer
+from greentrain.fleet.metrics import FleetCollector, FleetSnapshot, FleetStats
 from greentrain.jobstats import JobState, JobStats
 from greentrain.monitor import Monitor
 from greentrain.testing import FakeCPUDomain, FakeGPU
@@ -61,9 +63,22 @@ def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:
             for s in stats:
                 s.add(steps=1, tokens=512, energy_j=21.0, emissions_g=0.002, emissions_avoided_g=0.0008)
                 s.update(last_step_energy_j=21.0, last_step_source="interpolated")  # 0.1 s steps
+                s.add_expert_tokens([300, 212], imbalance=1.17)  # a 2-expert MoE's router statistics
         if tick % 10 == 0:
             stats[0].count_action("set_power_limit")
             stats[0].update(power_cap_refused_total=stats[0].power_cap_refused_total + 1)
+
+
+def _fleet_rounds(stop: threading.Event, fleet: FleetStats) -> None:
+    """Publish a fleet controller's snapshot twice a second, as its rounds would (compressed)."""
+    rounds = 0
+    while not stop.wait(0.5):
+        rounds += 1
+        fleet.publish(FleetSnapshot(gpus_in_use=48 + rounds % 8, gpus_capacity=64,
+                                    jobs={"running": 6, "pausing": rounds % 2, "paused": 3, "waiting": 11},
+                                    emitted_g={"actual": 35.0 * rounds, "planned": 33.0 * rounds},
+                                    planned_remaining_g=90_000.0 - 30.0 * rounds, deadlines_at_risk=rounds % 3,
+                                    slurm_errors=rounds // 20, plan_cpu_s=0.4))
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +98,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str]
                       settings_unrestored=1, budget_remaining_g=120.0, budget_projected_g=95.0,
                       # what advisory mode reports (the stack checks that every metric is scraped)
                       advised_power_limit_w=200.0, advised_sm_clock_mhz=1410, advised_precision="bf16",
-                      advised_energy_change=-0.08, advised_time_change=0.03)
+                      advised_energy_change=-0.08, advised_time_change=0.03,
+                      replicas_planned=4, replicas_actual=2)  # an elastic job mid-change (carbon scaling)
     stats1 = JobStats(job=JOB, state=JobState.RUNNING)
     signals = TraceSignals(carbon_trace("GB_2022_hourly.csv"), clock, stale=True, age_s=9000.0)
     rank_dir = tmp / "ranks"
@@ -99,30 +115,39 @@ def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str]
     node_signals = TraceSignals(carbon_trace("US-CAL-CISO_2022_hourly.csv"), clock)
     node_server = MetricsServer(job="node", monitor=monitors[2],
                                 signals=node_signals, clock=clock).start()
+    fleet_stats = FleetStats()
+    fleet_registry = CollectorRegistry()
+    fleet_registry.register(FleetCollector(fleet_stats))
+    fleet_server = MetricsServer(job="greentrain-fleet", registry=fleet_registry).start()
     dcgm = StaticText((TEST_DATA / "api-responses" / "dcgm-exporter_metrics_sample.prom").read_text())
     stop = threading.Event()
     trainer = threading.Thread(target=_trainer, args=(stop, [stats0, stats1]), daemon=True)
     trainer.start()
+    fleet_rounds = threading.Thread(target=_fleet_rounds, args=(stop, fleet_stats), daemon=True)
+    fleet_rounds.start()
     prometheus = pushgateway = None
     try:
         pushgateway = Pushgateway(tmp)
-        prometheus = Prometheus(tmp, _scrape_configs(job_server.port, node_server.port, dcgm.port, pushgateway.port))
-        prometheus.wait_for("count(up == 1) == 4", timeout_s=30)
+        prometheus = Prometheus(tmp, _scrape_configs(job_server.port, node_server.port, dcgm.port, pushgateway.port,
+                                                     fleet_server.port))
+        prometheus.wait_for("count(up == 1) == 5", timeout_s=30)
         yield Stack(prometheus, pushgateway, job_server, node_server, stats0, stats1, gpus, signals, clock)
     finally:
         stop.set()
         trainer.join(timeout=5)
+        fleet_rounds.join(timeout=5)
         for process in (prometheus, pushgateway):
             if process is not None:
                 process.process.stop()
         dcgm.stop()
-        for server in (rank1, job_server, node_server):
+        for server in (rank1, job_server, node_server, fleet_server):
             server.stop()
         for monitor in monitors:
             monitor.stop()
 
 
-def _scrape_configs(job_port: int, node_port: int, dcgm_port: int, pushgateway_port: int) -> list[dict]:
+def _scrape_configs(job_port: int, node_port: int, dcgm_port: int, pushgateway_port: int,
+                    fleet_port: int) -> list[dict]:
     def static(port: int) -> list[dict]:
         return [{"targets": [f"127.0.0.1:{port}"]}]
 
@@ -132,4 +157,5 @@ def _scrape_configs(job_port: int, node_port: int, dcgm_port: int, pushgateway_p
         {"job_name": "greentrain-node", "static_configs": static(node_port)},
         {"job_name": "dcgm-exporter", "static_configs": static(dcgm_port)},
         {"job_name": "pushgateway", "honor_labels": True, "static_configs": static(pushgateway_port)},
+        {"job_name": "greentrain-fleet", "static_configs": static(fleet_port)},
     ]

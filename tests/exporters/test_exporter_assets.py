@@ -91,7 +91,7 @@ def test_dashboard_model(filename: str) -> None:
 def test_job_dashboard_has_every_required_panel() -> None:
     titles = {p["title"] for p in DASHBOARDS["greentrain-job.json"]()["panels"]}
     assert {"Power per GPU", "Energy", "Grid carbon intensity: actual vs forecast", "Emissions and avoided emissions",
-            "Job state", "Power limit", "Precision", "Policy actions"} <= titles
+            "Job state", "Power limit", "Precision", "Policy actions", "Replicas"} <= titles
 
 
 def test_node_dashboard_joins_dcgm() -> None:

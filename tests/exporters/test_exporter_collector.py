@@ -89,6 +89,11 @@ def test_job_series_follow_jobstats() -> None:
     assert get("greentrain_job_deadline_timestamp_seconds", {"job": "j"}) == T0.timestamp()
     assert get("greentrain_job_power_limit_watts", {"job": "j"}) == 180.0
     assert get("greentrain_job_finished_timestamp_seconds", {"job": "j"}) is None
+    assert get("greentrain_job_replicas", {"job": "j", "kind": "planned"}) is None  # a fixed-size job
+    stats.update(replicas_planned=0, replicas_actual=4)
+    registry, _ = _registry(job_stats=stats)
+    assert registry.get_sample_value("greentrain_job_replicas", {"job": "j", "kind": "planned"}) == 0
+    assert registry.get_sample_value("greentrain_job_replicas", {"job": "j", "kind": "actual"}) == 4
 
 
 def test_net_avoided_gauge_goes_negative_when_waiting_cost_more() -> None:

@@ -38,7 +38,7 @@ def test_counters_end_in_total_and_gauges_do_not(spec: n.MetricSpec) -> None:
     assert spec.name.endswith("_total") == (spec.type == "counter")
     if spec.type == "counter":
         stem = spec.family.removeprefix("greentrain_")
-        assert stem.endswith(BASE_UNITS) or stem.endswith(("steps", "tokens", "actions", "refused")), spec.name
+        assert stem.endswith(BASE_UNITS) or stem.endswith(("steps", "tokens", "actions", "refused", "errors")), spec.name
 
 
 @pytest.mark.parametrize("spec", n.METRICS, ids=lambda s: s.name)
@@ -69,6 +69,7 @@ def test_architecture_names_are_all_present() -> None:
         "greentrain_job_state": ("job", "state"),
         "greentrain_policy_actions_total": ("job", "action"),
         "greentrain_carbon_signal_age_seconds": ("provider",),
+        "greentrain_fleet_gpus": ("state",),
     }
     for name, labels in required.items():
         assert n.BY_NAME[name].labels == labels

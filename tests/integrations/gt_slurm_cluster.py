@@ -1,13 +1,18 @@
-"""A real single-node Slurm cluster on 127.0.0.1 for tests: own munge key, ports and state dir.
+"""A real Slurm cluster on 127.0.0.1 for tests: own munge key, ports and state dir.
 
-Starts munged, slurmctld and slurmd in the foreground as children of the test
-process and stops each by its pid. ``env`` points the Slurm client tools at it
-(``SLURM_CONF``); the fast scheduler intervals make jobs start within seconds.
+Starts munged, slurmctld and one slurmd per node in the foreground as children
+of the test process and stops each by its pid. ``env`` points the Slurm client
+tools at it (``SLURM_CONF``); the fast scheduler intervals make jobs start
+within seconds. The default is one node, ``gtnode``, in partitions ``uk`` and
+``de``; ``SlurmCluster(root, nodes=16, gpus_per_node=1)`` starts sixteen
+slurmd on this host (each its own port, spool and log), with GPUs as a
+count-only generic resource, in one partition ``gpu``.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -50,10 +55,28 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 MinJobAge=600
+"""
+
+_ONE_NODE = """\
 NodeName=gtnode NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=uk Nodes=gtnode Default=YES MaxTime=INFINITE State=UP
 PartitionName=de Nodes=gtnode MaxTime=INFINITE State=UP
 """
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports below Linux's ephemeral range (32768+), so no outgoing connection takes one meanwhile."""
+    for _ in range(50):
+        base = random.randrange(20000, 32000 - count)
+        ports = list(range(base, base + count))
+        try:
+            for port in ports:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return ports
+    raise RuntimeError(f"no {count} free consecutive ports below 32000")
 
 
 def slurm_missing() -> str | None:
@@ -68,8 +91,10 @@ def slurm_missing() -> str | None:
 class SlurmCluster:
     """munged + slurmctld + slurmd under ``root`` (a temp dir)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, nodes: int = 1, gpus_per_node: int = 0) -> None:
         self.root = root
+        self.nodes = ["gtnode"] if nodes == 1 and not gpus_per_node else [f"gt{i:02d}" for i in range(nodes)]
+        self.gpus_per_node = gpus_per_node
         self._procs: list[subprocess.Popen] = []
         self.conf = root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf), "TZ": "UTC"}
@@ -82,29 +107,58 @@ class SlurmCluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         (self.root / "plugstack.conf").write_text("")
-        self.conf.write_text(_CONF.format(host=socket.gethostname(), root=self.root,
-                                          ctld_port=free_port(), slurmd_port=free_port()))
+        self.conf.write_text(self._conf())
         m = self.root / "munge"
         self._spawn(["/usr/sbin/munged", "-F", "-f", f"--key-file={key}", f"--socket={m}/sock",
                      f"--pid-file={m}/pid", f"--seed-file={m}/seed", f"--log-file={m}/log"], "munged")
         self._wait(lambda: (m / "sock").exists(), timeout_s, "munged socket")
         self._spawn(["/usr/sbin/slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
-        self._spawn(["/usr/sbin/slurmd", "-D", "-f", str(self.conf), "-N", "gtnode"], "slurmd")
-        self._wait(self.node_idle, timeout_s, "node gtnode idle")
+        for node in self.nodes:
+            self._spawn(["/usr/sbin/slurmd", "-D", "-f", str(self.conf), "-N", node],
+                        "slurmd" if node == "gtnode" else f"slurmd-{node}")
+        self._wait(self.node_idle, timeout_s, f"{len(self.nodes)} node(s) idle")
+
+    def _conf(self) -> str:
+        if self.nodes == ["gtnode"]:
+            return _CONF.format(host=socket.gethostname(), root=self.root, ctld_port=free_port(),
+                                slurmd_port=free_port()) + _ONE_NODE
+        ports = _free_ports(len(self.nodes) + 1)
+        conf = _CONF.replace("SlurmdPort={slurmd_port}\n", "").format(host=socket.gethostname(), root=self.root,
+                                                                    ctld_port=ports[0])
+        conf = conf.replace("SlurmdSpoolDir={}/spool".format(self.root), "SlurmdSpoolDir={}/spool/%n".format(self.root))
+        conf = conf.replace("slurmd.pid", "slurmd-%n.pid").replace("slurmd.log", "slurmd-%n.log")
+        for node in self.nodes:
+            (self.root / "spool" / node).mkdir(mode=0o700, exist_ok=True)
+        gres = f" Gres=gpu:{self.gpus_per_node}" if self.gpus_per_node else ""
+        lines = [f"NodeName={node} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 Port={port} CPUs=1"
+                 f"{gres} State=UNKNOWN" for node, port in zip(self.nodes, ports[1:], strict=True)]
+        if self.gpus_per_node:
+            conf += "GresTypes=gpu\n"
+            # Count-only GPUs (no device files): the same on every node, so no NodeName= is needed.
+            (self.root / "gres.conf").write_text("Name=gpu File=/dev/null\n" * self.gpus_per_node)
+        lines.append(f"PartitionName=gpu Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP")
+        return conf + "\n".join(lines) + "\n"
 
     def _spawn(self, argv: list[str], name: str) -> None:
         out = (self.root / "log" / f"{name}.out").open("wb")
         self._procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env))
 
-    def sinfo(self) -> str:
-        """Node state, e.g. 'idle', 'mix', 'comp'."""
-        done = subprocess.run(["sinfo", "-h", "-n", "gtnode", "-o", "%t"], env=self.env,
+    def node_states(self) -> dict[str, str]:
+        """Each node's state, e.g. 'idle', 'mix', 'alloc', 'comp', 'down*'."""
+        done = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(self.nodes), "-o", "%N %t"], env=self.env,
                               capture_output=True, text=True, timeout=10)
-        return done.stdout.strip() if done.returncode == 0 else f"sinfo failed: {done.stderr.strip()}"
+        if done.returncode != 0:
+            return {"sinfo": f"failed: {done.stderr.strip()}"}
+        return dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
+
+    def sinfo(self) -> str:
+        """Node states, e.g. 'idle', 'mix', 'comp' (each distinct state once, sorted)."""
+        return " ".join(sorted(set(self.node_states().values())))
 
     def node_idle(self) -> bool:
-        """The node runs nothing and has finished cleaning up."""
-        return self.sinfo() == "idle"
+        """Every node is up, runs nothing and has finished cleaning up."""
+        states = self.node_states()
+        return sorted(states) == sorted(self.nodes) and set(states.values()) == {"idle"}
 
     def _wait(self, ready, timeout_s: float, what: str) -> None:
         end = time.monotonic() + timeout_s

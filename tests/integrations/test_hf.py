@@ -167,3 +167,26 @@ def test_stop_signal_checkpoints_at_the_next_step_and_a_new_run_resumes(tmp_path
     assert trainer.state.global_step == STEPS
     final = weights(trainer)
     assert all(torch.equal(final[k], v) for k, v in reference.items())
+
+
+@pytest.mark.timeout(120)
+def test_says_its_plan_and_fallback_and_counts_tokens(tmp_path: Path, monkeypatch, caplog) -> None:
+    """No provider and no Electricity Maps token: the plan line says it fell back to the static averages; the
+    run log's summary counts the tokens the model took although the Trainer keeps no count of its own."""
+    import logging
+
+    monkeypatch.delenv("ELECTRICITYMAPS_TOKEN", raising=False)
+    trainer = make_trainer(tmp_path / "out", [])
+    callback = GreenTrainCallback(policy="run-now", zone="GB", devices=False, progress=False,
+                                  jsonl=tmp_path / "run.jsonl")
+    trainer.add_callback(callback)
+    with caplog.at_level(logging.INFO, logger="greentrain.report"):
+        train(trainer)
+    said = [r.getMessage() for r in caplog.records if r.name == "greentrain.report"]
+    assert len(said) == 2, said
+    assert said[0].startswith("greentrain: plan: policy run-now, carbon GB from static annual averages")
+    assert "a fallback: no live provider is configured" in said[0]
+    assert said[1].startswith(f"greentrain: done: {STEPS}/{STEPS} steps, energy not measured"), said[1]
+    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    summary = [e for e in events if e["event"] == "summary"][-1]
+    assert summary["tokens"] == STEPS * 4 * 16

@@ -36,7 +36,8 @@ def test_example_job_is_suspended_and_its_annotations_are_valid() -> None:
 def test_controller_may_only_read_and_patch_jobs() -> None:
     kinds = {d["kind"]: d for d in docs("controller.yaml")}
     assert kinds["ClusterRole"]["rules"] == [
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]}]
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get", "list", "watch", "patch"]}]
     deployment = as_model(kinds["Deployment"], "V1Deployment")
     (container,) = deployment.spec.template.spec.containers
     assert container.args[:2] == ["greentrain", "k8s-controller"]
@@ -56,3 +57,13 @@ def test_node_agent_gets_only_what_each_container_needs() -> None:
     assert daemon.capabilities.drop == ["ALL"] and daemon.capabilities.add == ["SYS_ADMIN"]
     assert containers["exporter"].args[:2] == ["greentrain", "exporter"]
     assert containers["daemon"].args[:2] == ["greentrain", "daemon"]
+
+
+@pytest.mark.timeout(30)
+def test_example_pytorchjob_is_suspended_and_scalable() -> None:
+    from greentrain.integrations.pytorchjob import ScaledJob
+
+    (doc,) = docs("pytorchjob.yaml")
+    job = ScaledJob.from_object(doc)
+    assert job.suspended and job.reference == 4 and job.work_s == 8 * 3600
+    assert job.profile.replica_counts == (1, 2, 4, 8) and (job.min_replicas, job.max_replicas) == (1, 8)

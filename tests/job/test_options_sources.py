@@ -72,7 +72,9 @@ def test_session_takes_the_settings_as_typed_keywords_and_the_parts_by_name() ->
     assert set(params) == {"policy", "settings", "save", "load", "optimizer", "dist"} | PARTS
     assert params["settings"].kind is inspect.Parameter.VAR_KEYWORD
     assert set(typing.get_type_hints(SessionSettings)) == {s.name for s in settings_for("session")}
-    assert set(typing.get_type_hints(SessionSettings)) == set(OPTIONS) - {"stop_signals"}
+    # stop_signals: the callbacks'; a scaling profile: `run`'s and `train`'s (a Session is given its scaler)
+    assert set(typing.get_type_hints(SessionSettings)) == set(OPTIONS) - {"stop_signals", "scaling_profile",
+                                                                           "scaling_profile_steps"}
     session = Session("run-now", zone="GB", max_energy_j=5.0, devices=False)
     assert (session.options.policy, session.options.zone, session.options.max_energy_j) == ("run-now", "GB", 5.0)
     with pytest.raises(TypeError, match="max_energy: unknown setting .*did you mean 'max_energy_j'"):
@@ -181,3 +183,60 @@ def test_a_new_setting_is_one_field_everywhere_at_once(tmp_path) -> None:
         config_from_dict({"greentrain": {"max_replicas": "many"}})
     with pytest.raises(ConfigError, match="^--max-replicas: must be >= min_replicas"):
         job_options({"max_replicas": 1, "min_replicas": 3})
+
+
+def test_the_carbon_scaling_settings_are_fields_and_reach_the_engine(tmp_path) -> None:
+    """scaling_profile (run, train), scaling_profile_steps (train) and the replica range are JobOptions fields:
+    `greentrain run --scaling-profile` and `[greentrain] scaling_profile` are generated from them, and the range
+    an engine plans within is the options', whatever the scaler."""
+    from greentrain.engine.scaler import Scaling
+    from greentrain.job.build import build_job
+    from greentrain.jobstats import JobStats
+    from greentrain.policies import load_policy
+    from greentrain.policies.scaling_profile import parse_scaling_profile
+
+    for command in (run_command, train_command):
+        assert _params(command)["scaling_profile"].opts == ["--scaling-profile"]
+    assert "scaling_profile_steps" in _params(train_command) and "scaling_profile_steps" not in _params(run_command)
+    assert "scaling_profile" not in typing.get_type_hints(SessionSettings)  # a Session gives a scaler instead
+    cfg = config_from_dict({"greentrain": {"scaling_profile": "p.csv", "scaling_profile_steps": 6, "max_replicas": 4}})
+    assert (cfg.greentrain.scaling_profile, cfg.greentrain.scaling_profile_steps) == ("p.csv", 6)
+    with pytest.raises(ConfigError, match="greentrain.scaling_profile_steps: must be in \\[1, 10000\\], got 0"):
+        config_from_dict({"greentrain": {"scaling_profile_steps": 0}})
+    with pytest.raises(ConfigError, match="^scaling_profile: must be a CSV path"):
+        JobOptions(scaling_profile=" ")
+
+    class Fixed:  # the smallest ReplicaScaler: two counts, never changes
+        profile = parse_scaling_profile("replicas,throughput,power_w\n1,10,100\n2,19,200\n", "p.csv")
+        replicas = 2
+
+        def request(self, replicas: int, reason: str) -> bool:
+            return False
+
+    options = JobOptions(policy="run-now", min_replicas=2, max_replicas=2, progress=False)
+    job = build_job(options, JobParts(devices=False), policy=load_policy("run-now"), job_stats=JobStats(),
+                    scaler=Fixed())
+    try:
+        scaling = job.engine.scaling
+        assert isinstance(scaling, Scaling) and (scaling.min_replicas, scaling.max_replicas) == (2, 2)
+        assert job.engine.io.job_stats.replicas_actual == 2
+    finally:
+        job.close(raise_errors=False)
+
+
+def test_codecarbon_csv_is_one_field_everywhere_at_once(tmp_path) -> None:
+    """codecarbon_csv was added to job/options.py alone: a flag of run, train and demo, a Session and callback
+    keyword and a [greentrain] key; an empty path is one line naming the flag or key."""
+    for command in (run_command, train_command, demo_command):
+        param = _params(command)["codecarbon_csv"]
+        assert param.opts == ["--codecarbon-csv"] and "CodeCarbon-compatible row" in (param.help or "")
+    assert "codecarbon_csv" in typing.get_type_hints(SessionSettings)
+    assert Session("run-now", codecarbon_csv=tmp_path / "e.csv", devices=False).options.codecarbon_csv == \
+        tmp_path / "e.csv"
+    options, _parts = callback_job(codecarbon_csv="e.csv")
+    assert options.codecarbon_csv == "e.csv" and JobOptions().codecarbon_csv is None
+    assert config_from_dict({"greentrain": {"codecarbon_csv": "e.csv"}}).greentrain.codecarbon_csv == "e.csv"
+    with pytest.raises(ConfigError, match="^--codecarbon-csv: must not be empty"):
+        job_options({"codecarbon_csv": ""})
+    with pytest.raises(ConfigError, match="greentrain.codecarbon_csv: expected str | Path | None, got int 5"):
+        config_from_dict({"greentrain": {"codecarbon_csv": 5}})

@@ -75,6 +75,24 @@ def test_report_has_every_plot_and_the_totals(tmp_path: Path, carbon_trace: Call
     assert "<td>1</td>" in html  # one pause
     assert "<td>None</td>" not in html and "<td>set_power_limit</td>" in html
     assert "using the csv fallback" in html
+    assert not (tmp_path / "out" / "replicas.png").exists(), "a fixed-size job has no replicas plot"
+
+
+def test_an_elastic_run_shows_its_replica_counts(tmp_path: Path, carbon_trace: Callable[[str], Path]) -> None:
+    log = tmp_path / "run.jsonl"
+    _write_paused_run(log, carbon_trace("GB_2022_hourly.csv"))
+    with EventLog(log) as events:  # appended: a relaunch at 8 replicas, a planned pause, back at 2
+        for hours, kind, count in ((0, "actual", 4), (0, "planned", 8), (0.1, "actual", 8), (2, "planned", 0),
+                                   (5, "planned", 2), (5.1, "actual", 2)):
+            events.write("replicas", T0 + timedelta(hours=hours), kind=kind, replicas=count)
+        events.write("action", T0 + timedelta(hours=5), action="run", reason="clean again", replicas=2)
+    run = load_run(log)
+    assert [c for _, k, c in run.replicas if k == "actual"] == [4, 8, 2]
+    index = build_report(log, tmp_path / "out")
+    html = index.read_text()
+    assert (tmp_path / "out" / "replicas.png").read_bytes().startswith(PNG_MAGIC) and 'src="replicas.png"' in html
+    assert "2 changes; ran at 2, 4, 8 replicas, last 2" in html
+    assert "<td>clean again</td><td></td><td></td><td>2</td>" in html
 
 
 def test_counterfactual_replays_the_steps_back_to_back(tmp_path: Path) -> None:

@@ -60,6 +60,41 @@ def test_async_save_on_hsdp_loads_in_one_process(tmp_path: Path, uninterrupted) 
     compare(uninterrupted, first + second, "hsdp(2x2) async -> single process")
 
 
+_MOE = {"n_experts": 4, "top_k": 2, "shared_expert": True}
+
+
+def _moe_cfg(folder: str | None, parallel: dict):
+    ckpt = {"dir": folder, "interval": HALF} if folder else {}
+    return tiny_config(model=_MOE, parallel=parallel, train={"steps": TOTAL}, checkpoint=ckpt)
+
+
+def _moe_first_half(rank: int, world: int, folder: str, parallel: dict):
+    return _history(_moe_cfg(folder, parallel), HALF)
+
+
+def _moe_second_half(rank: int, world: int, folder: str, parallel: dict):
+    return _history(_moe_cfg(folder, parallel))
+
+
+@pytest.mark.timeout(300)
+def test_moe_checkpoint_reshards_across_expert_parallel(tmp_path: Path) -> None:
+    """Saved with the experts split over ep=2, it resumes with all experts in one process (ep=1) and with
+    one expert per rank (ep=4), and both continue exactly as the uninterrupted run."""
+    import shutil
+
+    uninterrupted = _history(_moe_cfg(None, {"dp_shard": 1}))
+    folder = str(tmp_path / "ckpt")
+    first = run_ranks(_moe_first_half, 2, folder, {"ep": 2, "dp_shard": 1}, timeout_s=150)[0]
+    assert latest_step(folder) == HALF
+    copy = str(tmp_path / "ckpt-copy")
+    shutil.copytree(folder, copy)  # each resume writes its own later checkpoints
+    on_one = _history(_moe_cfg(folder, {"dp_shard": 1}))
+    on_four = run_ranks(_moe_second_half, 4, copy, {"ep": 4, "dp_shard": 1}, timeout_s=150)[0]
+    assert len(on_one) == len(on_four) == TOTAL - HALF, "resume must continue at the saved step"
+    compare(uninterrupted, first + on_one, "moe ep=2 -> ep=1 (one process)")
+    compare(uninterrupted, first + on_four, "moe ep=2 -> ep=4")
+
+
 class _PauseAt:
     """A step hook that asks for a checkpoint-mode pause at one step (what a Session does)."""
 

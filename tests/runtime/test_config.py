@@ -47,7 +47,7 @@ def test_toml_file_and_errors(tmp_path: Path) -> None:
     bad.write_text("[model\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"bad.toml:1:7: invalid TOML"):
         load_config(bad)
-    with pytest.raises(ConfigError, match="no such file or preset; presets: 125m, 1b, tiny"):
+    with pytest.raises(ConfigError, match="no such file or preset; presets: 125m, 1b, 1b-moe, tiny, tiny-moe"):
         load_config("huge")
     with pytest.raises(ConfigError, match="missing.toml: cannot read"):
         load_config(tmp_path / "missing.toml")
@@ -61,7 +61,7 @@ def test_replace_revalidates() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"tp": 3, "world_size": 4}, "world size 4 does not divide by dp_replicate*tp*pp = 3"),
+    ({"tp": 3, "world_size": 4}, "world size 4 does not divide by pp*dp_replicate*cp*ep*tp = 3"),
     ({"tp": 2, "dp_shard": 3, "world_size": 4}, "= 6, but the world size is 4"),
     ({"pp": 0, "world_size": 1}, "--pp: must be >= 1"),
 ])

@@ -50,7 +50,7 @@ FAKEPROV = textwrap.dedent('''
 
 def test_a_new_provider_is_one_module_and_one_entry_point_line(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConfigError, match="unknown providers entry 'fakeprov'"):
+    with pytest.raises(ConfigError, match="unknown carbon provider 'fakeprov'"):
         make_provider("fakeprov")
     install_plugin(monkeypatch, tmp_path / "site", "fakeprov", {"fakeprov": FAKEPROV},
                    {"greentrain.providers": {"fakeprov": "fakeprov:FakeProvider"}})

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from greentrain.exporters.dashboards.fleet import fleet_dashboard
 from greentrain.exporters.dashboards.job import job_dashboard
 from greentrain.exporters.dashboards.node import node_dashboard
 
@@ -22,6 +23,7 @@ __all__ = ["DASHBOARDS", "queries", "render", "write_dashboards"]
 DASHBOARDS: dict[str, Callable[[], dict[str, Any]]] = {
     "greentrain-job.json": job_dashboard,
     "greentrain-node.json": node_dashboard,
+    "greentrain-fleet.json": fleet_dashboard,
 }
 
 

@@ -83,6 +83,11 @@ def _state_and_settings(layout: Layout) -> None:
     layout.add(state_timeline("Precision", "Training precision over time.",
                               [Query(f"max by (precision) ({n.JOB_PRECISION.name}{J})", "{{precision}}")],
                               {1: ("in use", "purple")}), 12, 6)
+    layout.add(timeseries("Replicas", "Carbon scaling: the replica count the policy planned for each interval and "
+                          "the count running (0 = paused or released); empty for a fixed-size job.", [
+                              Query(f'max({n.JOB_REPLICAS.name}{{job="$job",kind="planned"}})', "planned"),
+                              Query(f'max({n.JOB_REPLICAS.name}{{job="$job",kind="actual"}})', "actual"),
+                          ], "short", step_after=True), 24, 6)
 
 
 def _actions(layout: Layout) -> None:

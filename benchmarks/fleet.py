@@ -1,0 +1,167 @@
+"""Fleet benchmark: the fleet plan against FIFO run-now, per-job windows and the offline bound.
+
+For every trace given and every week start, a job set of ``--jobs`` jobs on
+``--capacity-gpus`` GPUs is drawn from the PAI trace's distributions
+(``benchmarks/fleet_jobs.py``) and replayed under each policy with causal
+forecasts (greentrain's ``Forecaster``, fed the trace up to each decision).
+Reported per case: emissions of each policy, late jobs, peak GPUs, the
+fleet plan's fraction of the bound's saving over FIFO
+(``(FIFO - plan) / (FIFO - bound)``), resumes and the planner's CPU time.
+
+    python benchmarks/fleet.py PAI.csv TRACE.csv [TRACE.csv ...] [--weeks 10,36] [--workers 2]
+
+Forecasts are computed once per case and hour and kept in ``--cache`` (they
+depend only on the trace), so a second run of the same cases is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import multiprocessing
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fleet_jobs import job_set, read_pai, write_jobs  # noqa: E402
+
+from greentrain.fleet.bound import offline_bound  # noqa: E402
+from greentrain.fleet.feed import TraceFeed  # noqa: E402
+from greentrain.fleet.jobs import load_jobs  # noqa: E402
+from greentrain.fleet.model import PlannerConfig  # noqa: E402
+from greentrain.fleet.policies import CarbonAware, PerJobWindow, RunNowFIFO  # noqa: E402
+from greentrain.fleet.simulate import Cluster, simulate_fleet  # noqa: E402
+from greentrain.signals.forecast import Forecaster  # noqa: E402
+from greentrain.signals.trace import load_trace  # noqa: E402
+
+HORIZON_H = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    trace: Path
+    week: int
+    seed: int
+    jobs: int
+    capacity_gpus: int
+    power_kw_per_gpu: float
+    overhead_min: float
+    cache: Path
+    pai: Path
+    forecast: str
+
+
+class CachedFeed(TraceFeed):
+    """A TraceFeed whose causal forecasts come from a table computed once per case."""
+
+    def __init__(self, points, name, table: dict[int, np.ndarray]) -> None:
+        super().__init__(points, name, forecaster=None)
+        self._table = table
+
+    def view(self, hour: int, horizon_h: int) -> np.ndarray:
+        return np.concatenate([[self.actual[hour]], self._table[hour][:horizon_h]])
+
+
+def _forecast_table(case: Case, points, feed: TraceFeed, first: int, last: int) -> dict[int, np.ndarray]:
+    key = hashlib.sha1(f"{case.trace.name}:{case.forecast}:{first}:{last}:{HORIZON_H}".encode()).hexdigest()[:16]
+    path = case.cache / f"{case.trace.stem}-{key}.npy"
+    if path.exists():
+        values = np.load(path)
+    else:
+        live = TraceFeed(points, case.trace.name, Forecaster())
+        values = np.stack([live.view(h, HORIZON_H)[1:] for h in range(first, last)])
+        case.cache.mkdir(parents=True, exist_ok=True)
+        np.save(path, values)
+    return {first + i: row for i, row in enumerate(values)}
+
+
+def run_case(case: Case) -> dict:
+    points = load_trace(case.trace)
+    year = points[0].start.year
+    start = datetime(year, 1, 1, tzinfo=UTC) + timedelta(weeks=case.week)
+    start -= timedelta(days=start.weekday())  # a Monday
+    rows = job_set(read_pai(case.pai), start, jobs=case.jobs, seed=case.seed, capacity_gpus=case.capacity_gpus)
+    jobs_csv = case.cache / f"jobs-{year}-w{case.week}-s{case.seed}-{case.jobs}-{case.capacity_gpus}.csv"
+    case.cache.mkdir(parents=True, exist_ok=True)
+    write_jobs(rows, jobs_csv)
+    jobs = load_jobs(jobs_csv, capacity_gpus=case.capacity_gpus, power_kw_per_gpu=case.power_kw_per_gpu)
+    perfect = TraceFeed(points, case.trace.name, None)
+    first = int(perfect.hour_of(min(j.submit for j in jobs)))
+    last = int(perfect.hour_of(max(j.deadline for j in jobs))) + 24 * 7
+    if case.forecast == "perfect":
+        feed: TraceFeed = perfect
+    else:
+        feed = CachedFeed(points, case.trace.name, _forecast_table(case, points, perfect, first, min(last, perfect.hours)))
+    cluster = Cluster(case.capacity_gpus, case.overhead_min / 60.0)
+    fifo = simulate_fleet(jobs, perfect, RunNowFIFO(), cluster)
+    per_job = simulate_fleet(jobs, feed, PerJobWindow(feed), cluster)
+    bound = offline_bound(jobs, perfect.hour_of, perfect.actual, case.capacity_gpus)
+    planner = CarbonAware(feed, case.capacity_gpus, config=PlannerConfig(exact_max_binaries=0))
+    began = time.process_time()
+    plan = simulate_fleet(jobs, feed, planner, cluster)
+    sim_cpu_s = time.process_time() - began
+    saving = fifo.emissions_g - bound.emissions_g
+    return {
+        "zone": points[0].zone, "year": year, "week": start.strftime("%Y-%m-%d"), "seed": case.seed,
+        "jobs": len(jobs), "fifo_g": fifo.emissions_g, "per_job_g": per_job.emissions_g,
+        "plan_g": plan.emissions_g, "bound_g": bound.emissions_g, "bound_relaxed": bound.deadlines_relaxed,
+        "late_fifo": len(fifo.late), "late_per_job": len(per_job.late), "late_plan": len(plan.late),
+        "peak_plan": plan.peak_gpus, "exceeded": plan.capacity_exceeded or fifo.capacity_exceeded,
+        "ratio_plan": (fifo.emissions_g - plan.emissions_g) / saving if saving > 0 else float("nan"),
+        "ratio_per_job": (fifo.emissions_g - per_job.emissions_g) / saving if saving > 0 else float("nan"),
+        "bound_saving": saving / fifo.emissions_g, "resumes": sum(r.resumes for r in plan.runs),
+        "plans": planner.plans, "plan_cpu_s": planner.cpu_s, "sim_cpu_s": sim_cpu_s,
+    }
+
+
+def table(results: list[dict]) -> str:
+    head = ("| zone | week | FIFO kg | per-job kg (late) | fleet plan kg (late) | bound kg | bound saving "
+            "| plan / bound saving | per-job / bound saving | peak GPUs | resumes | plans | planner CPU s |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in results:
+        lines.append(
+            f"| {r['zone']} | {r['week']} | {r['fifo_g'] / 1e3:.1f} | {r['per_job_g'] / 1e3:.1f} ({r['late_per_job']}) "
+            f"| {r['plan_g'] / 1e3:.1f} ({r['late_plan']}) | {r['bound_g'] / 1e3:.1f}{'*' if r['bound_relaxed'] else ''} "
+            f"| {r['bound_saving']:.1%} | {r['ratio_plan']:.2f} | {r['ratio_per_job']:.2f} | {r['peak_plan']} "
+            f"| {r['resumes']} | {r['plans']} | {r['plan_cpu_s']:.0f} |")
+    ratios = [r["ratio_plan"] for r in results if np.isfinite(r["ratio_plan"])]
+    lines.append(f"\nmean plan / bound saving {statistics.mean(ratios):.3f} over {len(ratios)} cases; "
+                 f"late jobs (plan) {sum(r['late_plan'] for r in results)}; "
+                 f"capacity exceeded in {sum(r['exceeded'] for r in results)} cases")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pai", type=Path)
+    parser.add_argument("traces", type=Path, nargs="+")
+    parser.add_argument("--weeks", default="10,36", help="Week numbers of the year to start on (Mondays).")
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--capacity-gpus", type=int, default=64)
+    parser.add_argument("--power-kw-per-gpu", type=float, default=0.7)
+    parser.add_argument("--resume-overhead-min", type=float, default=5.0)
+    parser.add_argument("--forecast", choices=("causal", "perfect"), default="causal")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cache", type=Path, default=Path(".fleet-bench-cache"))
+    args = parser.parse_args()
+    cases = [Case(t, int(w), int(s), args.jobs, args.capacity_gpus, args.power_kw_per_gpu, args.resume_overhead_min,
+                  args.cache, args.pai, args.forecast)
+             for t in args.traces for w in args.weeks.split(",") for s in args.seeds.split(",")]
+    results = []
+    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+        for result in pool.imap_unordered(run_case, cases, chunksize=1):  # each case as it ends
+            results.append(result)
+            print(table([result]).splitlines()[2], flush=True)
+    results.sort(key=lambda r: (r["zone"], r["week"], r["seed"]))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""``greentrain fleet run``: the fleet controller on a Slurm cluster, one round every interval.
+
+Rounds run on an APScheduler interval (one at a time; a late round is run
+once, not caught up). SIGINT/SIGTERM stop it between rounds; the journal is
+saved after every round, so a restart carries on.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from greentrain.errors import ConfigError
+
+__all__ = ["run"]
+
+_EPILOG = """\b
+Jobs opt in with a tag in their comment, submitted held:
+  sbatch --hold --requeue --gpus=8 \\
+    --comment="greentrain-fleet(deadline=2026-11-27T06:00:00Z;estimate_h=4)" greentrain-job.sbatch
+\b
+Needs a Slurm cluster (run it where scontrol and scancel reach slurmctld):
+  greentrain fleet run --partition gpu=GB --state-dir /var/lib/greentrain/fleet
+"""
+
+
+def _partitions(specs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, zone = spec.partition("=")
+        if not sep or not name.strip() or not zone.strip():
+            raise ConfigError(f"--partition: {spec!r} is not PARTITION=ZONE (e.g. gpu=GB)")
+        out[name.strip()] = zone.strip()
+    return out
+
+
+def _intensity(provider: str | None, traces: tuple[str, ...], replay_start: str | None):
+    from greentrain.cli.common import parse_deadline
+    from greentrain.clock import SystemClock
+    from greentrain.integrations.fleet_forecast import ProviderIntensity, ReplayIntensity
+
+    if traces:
+        if replay_start is None:
+            raise ConfigError("--replay-start: needed with --replay-trace (the trace time the controller's "
+                              "first round stands for)")
+        return ReplayIntensity(traces, replay_start=parse_deadline(replay_start, datetime.now(UTC), "--replay-start"))
+    return ProviderIntensity(provider or "electricitymaps", clock=SystemClock())
+
+
+@click.command("run", epilog=_EPILOG)
+@click.option("--partition", "partition_specs", multiple=True, required=True, metavar="PARTITION=ZONE",
+              help="A partition to manage and its grid zone; repeat for several.")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("greentrain-fleet"),
+              show_default=True, help="Where the journal (fleet-journal.json) lives.")
+@click.option("--interval-s", type=click.FloatRange(min=1.0), default=300.0, show_default=True,
+              help="Seconds between rounds.")
+@click.option("--power-kw-per-gpu", type=click.FloatRange(min=0.0, min_open=True), default=0.7, show_default=True,
+              help="Draw of one running GPU with its host share, kW (for the plan and the estimates).")
+@click.option("--resume-overhead-min", type=click.FloatRange(min=0.0), default=5.0, show_default=True,
+              help="Minutes a resumed job runs before it makes progress again (in plan time).")
+@click.option("--provider", help="Carbon signal provider spec (default: electricitymaps).")
+@click.option("--replay-trace", "traces", multiple=True, type=click.Path(dir_okay=False),
+              help="Plan on a recorded Electricity Maps CSV instead of a live forecast (repeat per zone).")
+@click.option("--replay-start", help="Trace time the first round stands for (ISO-8601 with zone).")
+@click.option("--seconds-per-hour", type=click.FloatRange(min=0.01), default=3600.0, show_default=True,
+              help="Length of a plan hour; below 3600 compresses the clock (tests and demos only).")
+@click.option("--metrics-port", type=int, default=None, help="Serve the fleet metrics on 127.0.0.1:PORT.")
+@click.option("--once", is_flag=True, help="Run one round and exit.")
+@click.option("--dry-run", is_flag=True, help="Plan and print the actions; change nothing in Slurm.")
+def run(partition_specs: tuple[str, ...], state_dir: Path, interval_s: float, power_kw_per_gpu: float,
+        resume_overhead_min: float, provider: str | None, traces: tuple[str, ...], replay_start: str | None,
+        seconds_per_hour: float, metrics_port: int | None, once: bool, dry_run: bool) -> None:
+    """Plan every fleet job of a Slurm cluster each interval and act on it: start, delay, pause, resume."""
+    from greentrain.fleet import PlannerConfig
+    from greentrain.fleet.metrics import FleetCollector, FleetStats
+    from greentrain.integrations.fleet_controller import ControllerConfig, FleetController
+    from greentrain.integrations.fleet_journal import Journal
+    from greentrain.integrations.slurm import SlurmClient
+
+    config = ControllerConfig(partitions=_partitions(partition_specs), power_kw_per_gpu=power_kw_per_gpu,
+                              resume_overhead_h=resume_overhead_min / 60.0,
+                              planner=PlannerConfig(), dry_run=dry_run)
+    journal = Journal.open(state_dir / "fleet-journal.json", now=datetime.now(UTC), hour_s=seconds_per_hour)
+    stats = FleetStats()
+    controller = FleetController(SlurmClient(), journal, _intensity(provider, traces, replay_start), config, stats)
+    server = _metrics_server(metrics_port, FleetCollector(stats))
+    try:
+        if once:
+            _round(controller)
+        else:
+            _serve(controller, interval_s)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _round(controller) -> None:
+    report = controller.round(datetime.now(UTC))
+    stamp = report.now.isoformat(timespec="seconds")
+    for action in report.actions:
+        click.echo(f"{stamp} {action}")
+    for note in report.notes:
+        click.echo(f"{stamp} note: {note}", err=True)
+
+
+def _serve(controller, interval_s: float) -> None:
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    stop = threading.Event()
+    scheduler = BackgroundScheduler(timezone=UTC)
+    scheduler.add_job(_round, IntervalTrigger(seconds=interval_s, timezone=UTC), args=[controller],
+                      id="fleet-round", max_instances=1, coalesce=True, next_run_time=datetime.now(UTC))
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    scheduler.start()
+    try:
+        stop.wait()
+    finally:
+        scheduler.shutdown(wait=True)  # a round in progress finishes and saves the journal
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _metrics_server(port: int | None, collector):
+    if port is None:
+        return None
+    from prometheus_client.registry import CollectorRegistry
+
+    from greentrain.exporters.server import MetricsServer
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    server = MetricsServer(job="greentrain-fleet", port=port, registry=registry)
+    server.start()
+    click.echo(f"fleet metrics at {server.url}", err=True)
+    return server

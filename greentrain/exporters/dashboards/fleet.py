@@ -1,0 +1,101 @@
+"""The fleet dashboard (``greentrain fleet run``), built with Grafana's typed SDK.
+
+``grafana-foundation-sdk`` checks every option against Grafana's own schema
+as the board is written, so a typo in a field is an error here, not a panel
+that silently ignores it. The SDK leaves panel ids and grid positions to the
+caller: ``_Grid`` lays panels out in rows of 24 units, in call order.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from grafana_foundation_sdk.builders import prometheus, stat, timeseries
+from grafana_foundation_sdk.builders.common import StackingConfig, VizLegendOptions
+from grafana_foundation_sdk.builders.dashboard import Dashboard, DatasourceVariable
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement, LineInterpolation, StackingMode
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, GridPos
+
+import greentrain.exporters.names as n
+from greentrain.exporters.dashboards.builder import Json, Query
+
+__all__ = ["fleet_dashboard"]
+
+_DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
+_RATE = "$__rate_interval"
+
+
+@dataclass(slots=True)
+class _Grid:
+    """Numbers panels and places them left to right in rows of 24 units."""
+
+    board: Dashboard
+    x: int = 0
+    y: int = 0
+    row_h: int = 0
+    next_id: int = 1
+
+    def add(self, panel: timeseries.Panel | stat.Panel, w: int, h: int) -> None:
+        if self.x + w > 24:
+            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
+        self.board.with_panel(panel.id(self.next_id).grid_pos(GridPos(h=h, w=w, x=self.x, y=self.y)))
+        self.next_id, self.x, self.row_h = self.next_id + 1, self.x + w, max(self.row_h, h)
+
+
+def _targets(panel: timeseries.Panel | stat.Panel, queries: list[Query]) -> None:
+    for i, q in enumerate(queries):
+        panel.with_target(prometheus.Dataquery().expr(q.expr).legend_format(q.legend or "__auto")
+                          .ref_id(chr(ord("A") + i)).datasource(_DS).range())
+
+
+def _series(title: str, description: str, queries: list[Query], unit: str, *, stack: bool = False,
+            step_after: bool = False) -> timeseries.Panel:
+    panel = (timeseries.Panel().title(title).description(description).datasource(_DS).unit(unit)
+             .fill_opacity(30 if stack else 10).line_width(1)
+             .legend(VizLegendOptions().display_mode(LegendDisplayMode.LIST).placement(LegendPlacement.BOTTOM)
+                     .show_legend(True).calcs([]))
+             .stacking(StackingConfig().mode(StackingMode.NORMAL if stack else StackingMode.NONE).group("A")))
+    if step_after:
+        panel.line_interpolation(LineInterpolation.STEP_AFTER)
+    _targets(panel, queries)
+    return panel
+
+
+def _stat(title: str, description: str, query: Query, unit: str) -> stat.Panel:
+    panel = stat.Panel().title(title).description(description).datasource(_DS).unit(unit)
+    _targets(panel, [query])
+    return panel
+
+
+def fleet_dashboard() -> Json:
+    """Build the fleet dashboard JSON."""
+    board = (Dashboard("greentrain / fleet").uid("greentrain-fleet").tags(["greentrain"]).timezone("utc")
+             .description("The fleet controller: GPUs in use against capacity, jobs by state, planned against "
+                          "actual emissions, deadlines at risk.")
+             .refresh("30s").time("now-24h", "now").editable()
+             .with_variable(DatasourceVariable("datasource").label("Data source").type("prometheus")))
+    grid = _Grid(board)
+    gpus, jobs, emitted = n.FLEET_GPUS.name, n.FLEET_JOBS.name, n.FLEET_EMISSIONS.name
+    grid.add(_series("GPUs in use vs capacity", "GPUs running jobs (managed and others) against the GPUs of the "
+                     "managed partitions on nodes that are up.",
+                     [Query(f'max({gpus}{{state="in_use"}})', "in use"),
+                      Query(f'max({gpus}{{state="capacity"}})', "capacity")], "short", step_after=True), 12, 8)
+    grid.add(_series("Fleet jobs by state", "Managed jobs: running, pausing (checkpointing on a signal), paused, waiting.",
+                     [Query(f"max by (state) ({jobs})", "{{state}}")], "short", stack=True, step_after=True), 12, 8)
+    grid.add(_series("Planned vs actual emissions", "Estimated gCO2eq per hour of what ran, and of what the plan "
+                     "said would run over the same intervals.",
+                     [Query(f'sum(rate({emitted}{{kind="actual"}}[{_RATE}])) * 3600', "actual"),
+                      Query(f'sum(rate({emitted}{{kind="planned"}}[{_RATE}])) * 3600', "planned")],
+                     "suffix: g/h"), 12, 8)
+    grid.add(_series("Deadlines at risk", "Managed jobs the current plan cannot finish by their deadline.",
+                     [Query(f"max({n.FLEET_DEADLINES_AT_RISK.name})", "at risk")], "short", step_after=True), 12, 8)
+    grid.add(_stat("Planned remaining emissions", "What the current plan expects the remaining work to emit "
+                   "(forecast), gCO2eq.", Query(f"max({n.FLEET_PLANNED_REMAINING.name})"), "suffix: g"), 8, 6)
+    grid.add(_stat("Slurm command failures", "Slurm commands that failed over the dashboard's range; each left its "
+                   "job as Slurm had it.", Query(f"sum(increase({n.FLEET_SLURM_ERRORS.name}[$__range]))"),
+                   "short"), 8, 6)
+    grid.add(_stat("Plan CPU time", "CPU time of the latest plan.", Query(f"max({n.FLEET_PLAN_SECONDS.name})"),
+                   "s"), 8, 6)
+    return json.loads(json.dumps(board.build(), cls=JSONEncoder))

@@ -1,0 +1,99 @@
+"""A recorded carbon trace as the fleet simulator sees it: hourly actuals, and forecasts made causally.
+
+At a decision inside hour ``h`` the current hour's intensity is known (as a
+provider's ``latest()`` gives it; the single-job simulator does the same) and
+later hours come from a forecaster fed the trace up to hour ``h`` only. One
+forecast is made per hour, at the longest horizon asked so far, and shared by
+every decision in that hour (the forecaster's value for ``k`` hours ahead does
+not depend on the horizon asked: ``horizon_independent``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import numpy as np
+
+from greentrain.clock import ensure_aware_utc
+from greentrain.errors import ConfigError
+from greentrain.signals.base import IntensityPoint
+
+__all__ = ["TraceFeed", "HourlyForecaster"]
+
+_HOUR = timedelta(hours=1)
+
+
+class HourlyForecaster(Protocol):
+    """``greentrain.signals.forecast.Forecaster`` and friends."""
+
+    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
+        ...
+
+
+class TraceFeed:
+    """Hourly intensities of one zone; ``view(hour, horizon)`` is what a decision then could know."""
+
+    def __init__(self, points: Sequence[IntensityPoint], name: str, forecaster: HourlyForecaster | None) -> None:
+        """``forecaster=None``: perfect foresight (the trace's own future), for bounds and evaluation only."""
+        if not points:
+            raise ConfigError(f"{name}: trace has no points")
+        self.name = name
+        self.zone = points[0].zone
+        self.epoch = ensure_aware_utc(points[0].start, "trace start").replace(minute=0, second=0, microsecond=0)
+        self.points = list(points)
+        self.actual = self._hourly(self.points, name)
+        self._forecaster = forecaster
+        self._cache: dict[int, np.ndarray] = {}
+        self._index = {int((p.start - self.epoch) / _HOUR): i for i, p in enumerate(self.points)}
+        self.forecasts_made = 0
+
+    def _hourly(self, points: Sequence[IntensityPoint], name: str) -> np.ndarray:
+        hours = int(np.ceil((points[-1].end - self.epoch) / _HOUR))
+        total, count = np.zeros(hours), np.zeros(hours)
+        for p in points:
+            index = int((p.start - self.epoch) // _HOUR)
+            total[index] += p.intensity_g_per_kwh
+            count[index] += 1
+        if (count == 0).any():
+            gap = self.epoch + int(np.argmax(count == 0)) * _HOUR
+            raise ConfigError(f"{name}: no intensity for the hour starting {gap.isoformat()}; the trace needs "
+                              "every hour the jobs span")
+        return total / count
+
+    @property
+    def hours(self) -> int:
+        return self.actual.size
+
+    def hour_of(self, when: datetime) -> float:
+        """Plan hours since the trace's first hour."""
+        return (ensure_aware_utc(when, "time") - self.epoch) / _HOUR
+
+    def at(self, hour: float) -> datetime:
+        return self.epoch + timedelta(hours=hour)
+
+    def view(self, hour: int, horizon_h: int) -> np.ndarray:
+        """[actual of ``hour``, forecasts for the next ``horizon_h`` hours] as known during ``hour``."""
+        if self._forecaster is None:
+            return self.actual[hour : hour + horizon_h + 1]
+        cached = self._cache.get(hour)
+        if cached is None or cached.size < horizon_h:
+            cached = self._forecast(hour, max(horizon_h, 1 if cached is None else 2 * cached.size))
+            self._cache[hour] = cached  # kept: another policy replays the same hours
+        return np.concatenate([[self.actual[hour]], cached[:horizon_h]])
+
+    def _forecast(self, hour: int, horizon_h: int) -> np.ndarray:
+        assert self._forecaster is not None
+        last = self._last_point(hour)
+        points = self._forecaster.forecast(self.points[: last + 1], self.at(hour), horizon_h)
+        self.forecasts_made += 1
+        values = np.array([p.intensity_g_per_kwh for p in points], dtype=float)
+        if values.size == 0:  # no usable history: persist the current hour
+            values = np.full(horizon_h, self.actual[hour])
+        return values
+
+    def _last_point(self, hour: int) -> int:
+        while hour >= 0 and hour not in self._index:
+            hour -= 1
+        return self._index.get(hour, 0)

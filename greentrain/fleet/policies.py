@@ -1,0 +1,143 @@
+"""The fleet simulator's policies: FIFO run-now, per-job best window, and the fleet plan.
+
+* ``RunNowFIFO``: every job queues at submission; the queue starts in order
+  whenever the head fits (strict FIFO, no backfill); a started job runs to the end.
+* ``PerJobWindow``: what per-job tools (``greentrain submit``) do on a shared
+  cluster: at submission each job picks its own lowest-carbon contiguous window
+  before its deadline from the forecast it sees then, queues at that start,
+  and from there it is FIFO as above. Nobody looks at the others: they herd.
+* ``CarbonAware``: the fleet plan (``plan_fleet``), re-solved at every decision
+  with the forecast known then; the current slot is acted on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from greentrain.fleet.feed import TraceFeed
+from greentrain.fleet.jobs import FleetJob
+from greentrain.fleet.model import Partition, PlannerConfig
+from greentrain.fleet.planner import plan_fleet
+from greentrain.fleet.simulate import Cluster, RunState
+
+__all__ = ["RunNowFIFO", "PerJobWindow", "CarbonAware", "best_start_h"]
+
+_EPS_H = 1e-9
+
+
+def _fifo(queue: list[RunState], runs: Sequence[RunState], cluster: Cluster) -> dict[str, int]:
+    """Keep the running jobs; start queued ones in order while the head fits."""
+    chosen = {r.job.id: r.running for r in runs if r.running is not None}
+    free = cluster.capacity_gpus - sum(r.job.options[r.running].gpus for r in runs if r.running is not None)
+    for r in queue:
+        if r.job.gpus > free:
+            break
+        chosen[r.job.id] = 0
+        free -= r.job.gpus
+    return chosen
+
+
+class RunNowFIFO:
+    """Start at submission, in submission order, as capacity allows."""
+
+    name = "run-now"
+
+    def decide(self, now_h: float, runs: Sequence[RunState], cluster: Cluster) -> dict[str, int]:
+        queue = [r for r in runs if r.running is None]  # runs come in submission order
+        return _fifo(queue, runs, cluster)
+
+    def wake_h(self, now_h: float) -> float | None:
+        return None
+
+
+def best_start_h(values: np.ndarray, now_h: float, run_h: float, deadline_h: float) -> float:
+    """Start of the lowest-mean window of ``run_h`` hours in [now, deadline]; ``values[0]`` is now's hour.
+
+    Candidates are now and every whole hour up to the latest start (intensity is constant
+    within an hour); ties go to the earliest start.
+    """
+    latest = deadline_h - run_h
+    if latest <= now_h + _EPS_H:
+        return now_h
+    starts = [now_h] + list(np.arange(math.floor(now_h) + 1.0, latest + _EPS_H))
+    base = math.floor(now_h + _EPS_H)
+    ends = np.arange(values.size + 1, dtype=float) + base
+    cumulative = np.concatenate([[0.0], np.cumsum(values)])
+
+    def integral(t: float) -> float:  # ∫ intensity from the start of hour `base` to t
+        i = min(int(t - base), values.size - 1)
+        return float(cumulative[i] + (t - ends[i]) * values[i])
+
+    scores = [integral(s + run_h) - integral(s) for s in starts]
+    return float(starts[int(np.argmin(np.round(scores, 9)))])
+
+
+class PerJobWindow:
+    """Each job picks its own best window at submission from the forecast then; FIFO from its start."""
+
+    name = "per-job"
+
+    def __init__(self, feed: TraceFeed) -> None:
+        self._feed = feed
+        self._start_h: dict[str, float] = {}
+
+    def decide(self, now_h: float, runs: Sequence[RunState], cluster: Cluster) -> dict[str, int]:
+        for r in runs:
+            if r.job.id not in self._start_h:
+                hour = int(math.floor(now_h + _EPS_H))
+                horizon = max(1, int(math.ceil(r.deadline_h)) - hour)
+                view = self._feed.view(hour, horizon)
+                self._start_h[r.job.id] = best_start_h(view, now_h, r.job.work_h, r.deadline_h)
+        queue = sorted((r for r in runs if r.running is None and self._start_h[r.job.id] <= now_h + _EPS_H),
+                       key=lambda r: self._start_h[r.job.id])  # stable: submission order among equal starts
+        return _fifo(queue, runs, cluster)
+
+    def wake_h(self, now_h: float) -> float | None:
+        later = [s for s in self._start_h.values() if s > now_h + _EPS_H]
+        return min(later) if later else None
+
+
+class CarbonAware:
+    """The fleet plan, re-solved at every decision on the forecast known then."""
+
+    name = "carbon-aware"
+
+    def __init__(self, feed: TraceFeed, capacity_gpus: int, *, config: PlannerConfig = PlannerConfig(),
+                 jobs: Sequence[FleetJob] = ()) -> None:
+        """``jobs``: the whole set; unless it is small enough for the exact form throughout, every plan
+        uses the rolling form, so decisions do not switch between the two models as the queue changes."""
+        self._feed = feed
+        self._partitions = {"default": Partition("default", capacity_gpus, feed.zone)}
+        binaries = sum(len(j.options) * math.ceil((j.deadline - j.submit).total_seconds() / 3600) for j in jobs)
+        self._config = config if binaries <= config.exact_max_binaries else replace(config, exact_max_binaries=0)
+        self.plans = 0
+        self.cpu_s = 0.0
+        self.methods: dict[str, int] = {}
+        self.last_plan = None
+
+    def decide(self, now_h: float, runs: Sequence[RunState], cluster: Cluster) -> dict[str, int]:
+        if not runs:
+            return {}
+        began = time.process_time()
+        hour = int(math.floor(now_h + _EPS_H))
+        horizon = max(1, int(math.ceil(max(r.deadline_h for r in runs))) - hour)
+        values = self._feed.view(hour, horizon)
+        # Between whole hours (an arrival, a completion) jobs may start but none is paused: a pause
+        # only where the intensity changes, so no run is cut into minutes that each cost a resume.
+        on_the_hour = abs(now_h - round(now_h)) < 1e-6
+        plan = plan_fleet([r.status(can_pause=on_the_hour) for r in runs], now_h=now_h, partitions=self._partitions,
+                          intensity={self._feed.zone: values}, resume_overhead_h=cluster.resume_overhead_h,
+                          config=self._config)
+        self.plans += 1
+        self.cpu_s += time.process_time() - began
+        self.methods[plan.method] = self.methods.get(plan.method, 0) + 1
+        self.last_plan = plan
+        return plan.running()
+
+    def wake_h(self, now_h: float) -> float | None:
+        return None

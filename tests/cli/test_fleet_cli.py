@@ -1,0 +1,62 @@
+"""``greentrain fleet simulate``: the JSON contract on a hand-made trace, and bad input as one line each, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_simulate import T0, write_trace
+
+from greentrain.cli import main
+
+pytestmark = pytest.mark.timeout(120)
+
+JOBS_HEADER = "id,submit,gpus,work_hours,deadline_hours\n"
+
+
+def run_fleet(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(["fleet", "simulate", *args])
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def test_json_has_every_job_schedule_and_the_summary(tmp_path: Path, capsys) -> None:
+    # Dirty now, clean from hour 4 to 8: the plan fills the clean hours with both jobs, which fit side by side.
+    trace = write_trace(tmp_path, [400.0] * 4 + [50.0] * 4 + [400.0] * 40)
+    submit = T0.strftime("%Y-%m-%dT%H:%M:%SZ")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(JOBS_HEADER + f"a,{submit},2,2,12\nb,{submit},2,3,12\n")
+    code, out, err = run_fleet(capsys, "--jobs", str(jobs), "--trace", str(trace), "--capacity-gpus", "4",
+                               "--power-kw-per-gpu", "0.5", "--forecast", "perfect", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    by_id = {j["id"]: j for j in report["jobs"]}
+    assert set(by_id) == {"a", "b"} and all(j["deadline_met"] for j in by_id.values())
+    assert by_id["a"]["schedule"] == [{"start": "2022-03-01T04:00:00Z", "end": "2022-03-01T06:00:00Z", "gpus": 2}]
+    assert by_id["b"]["emissions_g"] == pytest.approx(2 * 0.5 * 3 * 50.0)
+    summary = report["summary"]
+    assert summary["policy"] == "carbon-aware" and summary["late_jobs"] == 0
+    assert summary["peak_gpus_in_use"] == 4 and not summary["capacity_exceeded"]
+    assert summary["emissions_g"] == pytest.approx(sum(j["emissions_g"] for j in report["jobs"]))
+    baselines = summary["baselines"]
+    assert set(baselines) == {"run-now", "per-job", "offline-bound"}
+    assert baselines["run-now"]["emissions_g"] == pytest.approx(0.5 * (2 * 2 + 2 * 3) * 400.0)
+    assert summary["fraction_of_bound_saving"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_bad_jobs_and_flags_are_one_line_each_exit_2(tmp_path: Path, capsys) -> None:
+    trace = write_trace(tmp_path, [100.0] * 48)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(JOBS_HEADER + "a,2022-03-01T00:00Z,2,1,10\na,2022-03-01T00:00Z,2,1,10\n"
+                    "b,2022-03-01T00:00Z,9,1,10\n")
+    code, out, err = run_fleet(capsys, "--jobs", str(jobs), "--trace", str(trace), "--capacity-gpus", "8")
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and "duplicate id 'a'" in err and "wider than the cluster (8 GPUs)" in err
+    assert "Traceback" not in err
+    code, _, err = run_fleet(capsys, "--jobs", str(jobs), "--trace", str(trace), "--capacity-gpus", "0",
+                             "--power-kw-per-gpu", "-1")
+    assert code == 2 and "--capacity-gpus" in err and "--power-kw-per-gpu" in err and "Traceback" not in err
