@@ -24,7 +24,7 @@ Jobs opt in with a tag in their comment, submitted held:
     --comment="greentrain-fleet(deadline=2026-11-27T06:00:00Z;estimate_h=4)" greentrain-job.sbatch
 \b
 Needs a Slurm cluster (run it where scontrol and scancel reach slurmctld):
-  greentrain fleet run --partition gpu=GB --state-dir /var/lib/greentrain/fleet
+  greentrain fleet run --partition gpu=GB --state-dir /var/lib/greentrain/fleet   [needs cluster]
 """
 
 

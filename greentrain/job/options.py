@@ -119,7 +119,7 @@ class JobOptions:
     --estimate-hours being the running time at its own count; ``greentrain train``: the world size under
     --nproc, or where --profile-scaling writes it). Unset: the job keeps its size."""
     scaling_profile_steps: int = field(default=4, metadata=offered("train"))
-    """``greentrain train --profile-scaling``: optimizer steps timed at each world size (after one warm-up)."""
+    """With ``--profile-scaling`` (``greentrain train``): optimizer steps timed at each world size (after one warm-up)."""
     max_replicas: int | None = None
     """The most data-parallel replicas carbon scaling may use (None: the scaling profile's largest count)."""
     min_replicas: int = 1
