@@ -14,9 +14,16 @@ forecast-optimal as it was before waiting had a cost (it plans as if pauses
 were free, no margin), scored net. Also times one ``decide()`` call with a
 72-point forecast.
 
+With ``--rate-noise SPEC ...`` (``greentrain simulate --rate-noise``) every job is also replayed with
+the job's work rate changing under it (e.g. ``steps:0.5:4h``: ±50 % held for hours); the policies
+measure the rate as they run, and run-now, best-window and the oracle are scored on the same realised
+rate (the oracle knows it in advance). ``--estimate-error`` is the room a wait keeps before the rate is
+measured.
+
     python benchmarks/timing.py [--every-days 7] [--policies forecast-optimal ...]
                                 [--forecasts real selected perfect] [--perfect-first-hours 6 12 24]
-                                [--idle 0.12 0 0.15] [--no-latency]
+                                [--idle 0.12 0 0.15] [--rate-noise none steps:0.5:4h] [--estimate-error 0]
+                                [--jobs 8/24 24/72] [--no-latency]
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from greentrain.policies.forecast_optimal import ForecastOptimalConfig, Forecast
 from greentrain.policies.planner import Mode
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
+from greentrain.sim.noise import parse_rate_noise
 from greentrain.sim import (
     PerfectForecaster,
     SimJob,
@@ -114,7 +122,8 @@ def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
 
 def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = DEFAULT_POLICIES,
              kinds: tuple[str, ...] = ("real", "perfect"), perfect_first: tuple[int, ...] = (),
-             idle_levels: tuple[float, ...] = IDLE_LEVELS) -> dict:
+             idle_levels: tuple[float, ...] = IDLE_LEVELS, noises: tuple[str, ...] = ("none",),
+             estimate_error: float = 0.0, jobs: tuple[tuple[float, float], ...] = ()) -> dict:
     """{(job @ idle, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs,
     worse_than_run_now]}, all net of the waiting draw at that idle level.
 
@@ -129,20 +138,23 @@ def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = DEFAULT_
     forecasters = {k: v for k, v in forecasters.items() if k in kinds}
     forecasters.update({f"perfect {h}h": PerfectPrefixForecaster(points, h, real) for h in perfect_first})
     totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0, 0, 0])
-    for (work_h, deadline_h), idle in ((j, i) for j in JOBS for i in idle_levels):
+    for (work_h, deadline_h), idle, spec in ((j, i, n) for j in (jobs or JOBS) for i in idle_levels for n in noises):
         job = SimJob(work_s=work_h * 3600, deadline_s=deadline_h * 3600, modes=(Mode(1.0, 1000.0),),
                      resume_overhead_s=300.0, waiting_power_w=1000.0 * idle)
+        noise = parse_rate_noise(spec)
+        label = f"{work_h:g}h/{deadline_h:g}h @ idle {idle:g}" + ("" if noise.kind == "none" else f", noise {spec}")
         for start in starts_for(trace, every_days, deadline_h):
-            base = (run_now(trace, start, job).emissions_g, oracle(trace, start, job).emissions_g,
-                    best_window(trace, start, job)[0].emissions_g)
+            rates = None if noise.kind == "none" else noise.profile(start, 2 * deadline_h * 3600 + 3600)
+            base = (run_now(trace, start, job, rates).emissions_g, oracle(trace, start, job, rates=rates).emissions_g,
+                    best_window(trace, start, job, rates)[0].emissions_g)
             for name in ("run-now", *(p for p in policies if p != "run-now")):
                 policy = make_policy(name)
                 for fc_name, forecaster in forecasters.items():
                     if name == "run-now" and fc_name != next(iter(forecasters)):
                         continue
-                    run = simulate_run(trace, start, job, policy, forecaster)
+                    run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error)
                     ledger = run.ledger
-                    row = totals[(f"{work_h:g}h/{deadline_h:g}h @ idle {idle:g}", name, fc_name)]
+                    row = totals[(label, name, fc_name)]
                     row[0] += ledger.emissions_g
                     row[1] += base[0]
                     row[2] += base[1]
@@ -216,6 +228,12 @@ def main() -> None:
     parser.add_argument("--perfect-first-hours", nargs="*", type=int, default=[], metavar="H",
                         help="diagnostic: also replay with the actual values H hours ahead, the forecaster after")
     parser.add_argument("--no-latency", action="store_true", help="skip the decide() timing")
+    parser.add_argument("--rate-noise", nargs="*", default=["none"], metavar="SPEC",
+                        help="work-rate noise to replay each job with ('none', steps:A:HOLD[:SEED], runlog:PATH)")
+    parser.add_argument("--estimate-error", type=float, default=0.0,
+                        help="room a wait keeps before the rate is measured (fraction of the work)")
+    parser.add_argument("--jobs", nargs="*", default=[], metavar="WORK/DEADLINE",
+                        help="jobs as hours of work/hours to the deadline (default: 8/24 and 24/72)")
     parser.add_argument("--min-pause-saving", type=float, default=None,
                         help="sensitivity: the pause margin of forecast-optimal/carbon-aware (default: preset's)")
     args = parser.parse_args()
@@ -226,9 +244,11 @@ def main() -> None:
     t0 = time.perf_counter()
     per_trace = {}
     for path in paths:
+        jobs = tuple(tuple(float(x) for x in j.split("/")) for j in args.jobs)
         per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, args.every_days, tuple(args.policies),
                                                            tuple(args.forecasts), tuple(args.perfect_first_hours),
-                                                           tuple(args.idle))
+                                                           tuple(args.idle), tuple(args.rate_noise),
+                                                           args.estimate_error, jobs)
         print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     print_tables(per_trace)
     if args.no_latency:
@@ -249,6 +269,7 @@ def _forecast_order(kind: str) -> tuple:
 def print_tables(per_trace: dict) -> None:
     keys = sorted({k for totals in per_trace.values() for k in totals})
     for job in sorted({k[0] for k in keys}, key=lambda j: (float(j.split("h")[0]), j)):
+        # one table per job, idle level and noise
         print(f"\n### job {job}: net saving vs run-now as a fraction of the idle-aware oracle's "
               "(runs worse than run-now)\n")
         columns = [(p, f) for (j, p, f) in keys if j == job and p != "run-now"]

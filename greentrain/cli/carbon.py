@@ -21,13 +21,15 @@ import click
 
 from greentrain.clock import Clock, FrozenClock, SystemClock
 from greentrain.errors import ConfigError, SignalError
+from greentrain.signals.base import IntensityPoint
+from greentrain.userfile import JSONObject
 
 __all__ = ["carbon"]
 
 _PROVIDER_HELP = "electricitymaps | watttime | ukgrid | static | csv:PATH (default: the fallback chain)."
 
 
-def _point_dict(point: Any) -> dict[str, Any]:
+def _point_dict(point: IntensityPoint) -> JSONObject:
     from greentrain.signals.cache import point_to_dict
 
     return point_to_dict(point)
@@ -91,9 +93,9 @@ def _is_chain(source: Any) -> bool:
     return callable(getattr(source, "status", None))
 
 
-def _emit(points: Sequence[Any], as_json: bool, title: str, status: Any = None) -> None:
+def _emit(points: Sequence[IntensityPoint], as_json: bool, title: str, status: Any = None) -> None:
     if as_json:
-        payload: dict[str, Any] = {"points": [_point_dict(p) for p in points]}
+        payload: JSONObject = {"points": [_point_dict(p) for p in points]}
         if status is not None:
             payload["status"] = {
                 "provider": status.provider,

@@ -16,11 +16,19 @@ import sys
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from greentrain.errors import ConfigError
+from greentrain.userfile import JSONObject
+
+if TYPE_CHECKING:
+    from greentrain.clock import Clock
+    from greentrain.signals.archive import ForecastArchive
+    from greentrain.signals.base import CarbonIntensityProvider
+    from greentrain.signals.recording import ArchiveRecorder
+    from greentrain.signals.skillreport import ZoneSkill
 
 __all__ = ["archive", "parse_every", "record", "skill"]
 
@@ -50,7 +58,7 @@ def _archive_path(path: Path | None) -> Path:
     return default
 
 
-def _open(path: Path | None, *, create: bool) -> Any:
+def _open(path: Path | None, *, create: bool) -> ForecastArchive:
     from greentrain.signals.archive import ForecastArchive
 
     return ForecastArchive(_archive_path(path), create=create)
@@ -123,7 +131,8 @@ def record(zone: str, provider_spec: str, every_text: str, archive_path: Path | 
         provider.close()
 
 
-def _record_once(provider: Any, zone: str, hours: int, every_s: float, recorder: Any, clock: Any) -> None:
+def _record_once(provider: CarbonIntensityProvider, zone: str, hours: int, every_s: float,
+                 recorder: ArchiveRecorder, clock: Clock) -> None:
     """One fetch: the forecast under its fetch time, and the actuals of the last period. Never raises."""
     from greentrain.errors import SignalError
 
@@ -169,7 +178,7 @@ def list_series(archive_path: Path | None, as_json: bool) -> None:
                    f"{row['first_issued']} to {row['last_issued']}, {row['actual_rows']} actual hours")
 
 
-def _one_series(store: Any, provider: str | None, zone: str | None) -> tuple[str, str]:
+def _one_series(store: ForecastArchive, provider: str | None, zone: str | None) -> tuple[str, str]:
     with_forecasts = [s for s in store.series() if s.forecast_rows]
     matches = [s for s in with_forecasts if (provider is None or s.provider == provider)
                and (zone is None or s.zone == zone)]
@@ -295,7 +304,7 @@ def _number(value: float, digits: int = 1) -> float | None:
     return None if not math.isfinite(float(value)) else round(float(value), digits)
 
 
-def _skill_json(report: Any) -> dict[str, Any]:
+def _skill_json(report: ZoneSkill) -> JSONObject:
     sources = {}
     for name, e in report.errors.items():
         sources[name] = [{"hours_ahead": h + 1, "count": int(e.count[h]), "mae_g_per_kwh": _number(e.mae_g_per_kwh[h]),
@@ -304,7 +313,7 @@ def _skill_json(report: Any) -> dict[str, Any]:
     return {"zone": report.zone, "origins": report.origins, "sources": sources, "skipped_rows": report.skipped}
 
 
-def _print_skill(report: Any, hours: int) -> None:
+def _print_skill(report: ZoneSkill, hours: int) -> None:
     from rich.console import Console
 
     from greentrain.cli.tables import print_table

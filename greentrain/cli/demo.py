@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["demo"]
 
 MIN_STEPS = 20
-"""Fewest steps a demo job has, however fast the machine: enough to pause and resume visibly."""
+"""Fewest steps a demo job has, however slow the machine: enough to pause and resume visibly."""
+MAX_STEP_SIM_S = 300.0
+"""Most simulated seconds one step may stand for: the plan's hourly slots are kept to within 5 minutes."""
 
 
 def _console(stderr: bool = False) -> Console:
@@ -121,12 +123,18 @@ def _new_state(scenario: Scenario, policy: str, reserve_h: float, steps: int | N
     from greentrain.demo.runner import measure_step_time_s
     from greentrain.demo.state import DemoState
 
+    import math
+
     step_s = measure_step_time_s()
     work_real_s = scenario.work_h * 3600 / scenario.speedup
-    steps_total = steps if steps is not None else max(MIN_STEPS, round(work_real_s / step_s))
-    work_h = steps_total * step_s * scenario.speedup / 3600
-    say(f"sized the job: {step_s * 1000:.0f} ms per step here, so {steps_total} steps ≈ "
-        f"{work_h:.1f} simulated hours of work")
+    # The work is fixed in simulated hours; the machine (or --steps) only sets how finely it is cut.
+    steps_total = steps if steps is not None else max(
+        MIN_STEPS, math.ceil(scenario.work_h * 3600 / MAX_STEP_SIM_S - 1e-9), round(work_real_s / step_s))
+    step_job_s = scenario.work_h * 3600 / steps_total
+    work_h = steps_total * step_job_s / 3600
+    say(f"sized the job: {steps_total} steps of {step_job_s / 60:.3g} simulated minutes each = {work_h:.1f} "
+        f"simulated hours of work, whatever the machine's load (each step is real training: "
+        f"{step_s * 1000:.0f} ms here now)")
     if deadline_policy == "strict" and work_h > scenario.deadline_h:
         raise ConfigError(f"--deadline: {scenario.deadline_h:g} h is shorter than the work as sized on this machine "
                           f"({work_h:.1f} h); give a later --deadline, fewer --steps or --work-hours, or "
@@ -134,7 +142,7 @@ def _new_state(scenario: Scenario, policy: str, reserve_h: float, steps: int | N
     return DemoState(zone=scenario.zone, trace=str(scenario.trace), start=scenario.start.isoformat(),
                      deadline=scenario.deadline.isoformat(), work_h=scenario.work_h, speedup=scenario.speedup,
                      policy=policy, reserve_h=reserve_h, steps_total=steps_total, step_time_real_s=step_s,
-                     sim_now=scenario.start.isoformat(), deadline_policy=deadline_policy)
+                     sim_now=scenario.start.isoformat(), deadline_policy=deadline_policy, step_job_s=step_job_s)
 
 
 def _scenario_of(state: DemoState) -> Scenario:
@@ -166,9 +174,12 @@ def _explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
               help="Simulated seconds per real second (480: a day in 3 minutes).")
 @click.option("--work-hours", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
               help="Simulated running time of the job at full speed (sets the number of steps).")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Number of steps (overrides --work-hours).")
-@click.option("--reserve-hours", type=click.FloatRange(min=0), default=2.0, show_default=True,
-              help="Simulated hours the policy keeps free before the deadline (absorbs a busy machine's slowdowns).")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Number of steps the --work-hours are cut into (default: one per 5 simulated minutes at least, "
+                   "more on a fast machine).")
+@click.option("--reserve-hours", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Extra simulated hours the policy keeps free before the deadline (each step's simulated time "
+                   "is fixed, so a busy machine needs none).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report/index.html at the end.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the end summary as one JSON object on stdout (messages go to stderr).")
@@ -271,10 +282,14 @@ def _header(console: Console, state: DemoState, scenario: Scenario, attribution:
     console.print(f"  carbon trace: {scenario.trace.name} (zone {scenario.zone}), replayed ×{scenario.speedup:g}",
                   highlight=False, soft_wrap=True)
     console.print(f"  {attribution}", highlight=False, soft_wrap=True)
+    reserve = f" (keeping {state.reserve_h:g} h before the deadline free)" if state.reserve_h else ""
     console.print(f"  job: {state.steps_total} steps (~{scenario.work_h:g} h of work), submitted "
                   f"{format_time(scenario.start)}, deadline {format_time(scenario.deadline)} (simulated), "
-                  f"policy {state.policy} (keeping {state.reserve_h:g} h before the deadline free)",
-                  highlight=False, soft_wrap=True)
+                  f"policy {state.policy}{reserve}", highlight=False, soft_wrap=True)
+    if state.step_job_s:
+        console.print(f"  time: each training step (real training, measured energy) stands for "
+                      f"{state.step_job_s / 60:.3g} simulated minutes of work, however long it takes here; "
+                      f"waits run at ×{scenario.speedup:g}", highlight=False, soft_wrap=True)
     console.print(f"  metrics: http://127.0.0.1:{port}/metrics", highlight=False, soft_wrap=True)
     console.print(f"  output: {out_dir}", highlight=False, soft_wrap=True)
     sys.stdout.flush()

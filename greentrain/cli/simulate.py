@@ -15,7 +15,7 @@ from greentrain.errors import ConfigError, DeadlineError
 from greentrain.policies import Policy, RunNowPolicy, load_policy
 from greentrain.policies.settings import DEADLINE_POLICIES
 from greentrain.signals.trace import load_trace
-from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, run_to_json, summarize
+from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, parse_rate_noise, run_to_json, summarize
 from greentrain.sim import simulate as run_simulation
 
 __all__ = ["make_forecaster", "parse_starts", "parse_time", "simulate"]
@@ -148,6 +148,14 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @click.option("--max-replicas", type=int, default=None, help="Most replicas (default: the profile's largest).")
 @click.option("--forecaster", type=click.Choice(FORECASTERS), default="default", show_default=True,
               help="'perfect' uses the trace's actual future (evaluation only).")
+@click.option("--rate-noise", "rate_noise", default="none", show_default=True,
+              help="Changes of the job's work rate that the policy faces (the oracle is scored on the same "
+                   "realised rate): 'none'; 'steps:AMPLITUDE:HOLD[:SEED]', random step changes to a rate in "
+                   "[1-AMPLITUDE, 1+AMPLITUDE] each held HOLD/2 to 3·HOLD/2 (e.g. steps:0.5:4h); or 'runlog:PATH', "
+                   "the measured step times of a greentrain run log.")
+@click.option("--estimate-error", type=click.FloatRange(min=0, max=10), default=0.0, show_default=True,
+              help="How wrong the work estimate may be before the rate is measured: until then a wait keeps room "
+                   "for the work taking this fraction longer (0.5: 1.5 x --work-hours).")
 @click.option("--forecast-archive", "archive_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Forecasts as issued (archive SQLite file or issued_at,target_time,intensity_g_per_kwh CSV): "
                    "each decision uses the latest issued at or before it; --forecaster fills past its end and gaps.")
@@ -160,13 +168,17 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
                    "archive's usual time between issues when longer).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
-             policy_spec: str, forecaster: str, as_json: bool, **opts: Any) -> None:
+             policy_spec: str, forecaster: str, rate_noise: str, estimate_error: float, as_json: bool,
+             **opts: Any) -> None:
     """Replay a carbon trace through a policy; compare with run-now, best-window and the oracle."""
     if (start_text is None) == (starts_text is None):
         raise ConfigError("give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS")
     starts = [parse_time(start_text, "--start")] if start_text is not None else parse_starts(starts_text or "")
     if opts["deadline_hours"] <= 0:
         raise DeadlineError(f"--deadline-hours: must be > 0 (a deadline in the past), got {opts['deadline_hours']:g}")
+    noise = parse_rate_noise(rate_noise)  # a bad SPEC or run log fails before the trace is read
+    if noise.kind != "none" and opts["scaling_profile"] is not None:
+        raise ConfigError("--rate-noise: not with --scaling-profile (the scaling oracle has no realised rate yet)")
     job = _build_job(opts)
     policy, policy_name = _choose_policy(policy_spec, opts["deadline_policy"], job)
     points = load_trace(trace_path, column)
@@ -177,11 +189,13 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
         trace.require_cover(start, start + horizon, "the deadline")
     chosen = make_forecaster(forecaster, points)
     archived = _archive_forecaster(opts, points, chosen, forecaster) if opts["archive_path"] is not None else None
-    results = run_simulation(trace, starts, job, policy, chosen if archived is None else archived[1])
+    results = run_simulation(trace, starts, job, policy, chosen if archived is None else archived[1], noise=noise,
+                             estimate_error=estimate_error)
     summary = summarize(results, policy_name)
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
-                   idle_power_kw=round(job.waiting_power_w / 1000.0, 9))
+                   idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec,
+                   estimate_error=estimate_error)
     if job.scaling is not None:
         summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
     if archived is not None:

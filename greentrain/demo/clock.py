@@ -1,12 +1,16 @@
-"""The demo's replay clock, which stands still while the demo (re)builds its job.
+"""The demo's replay clock: waits run at the speed-up, each training step is a fixed amount of simulated work.
 
-At a speed-up of 480 (a day in three minutes) every real second is eight
-simulated minutes. Training steps and waits are meant to be scaled that way;
-process plumbing is not: building a trainer, loading a checkpoint and
-starting a Session take a second or two, which would read as hours of the
-trace and could push a resumed job past its deadline. The demo holds the
-clock during that plumbing; the policy still plans its own resume overhead
-(``resume_overhead_s``) in simulated time.
+At a speed-up of 480 (a day in three minutes) every real second of a wait is
+eight simulated minutes. Training steps are not scaled by their real time:
+on a busy machine a step takes two or ten times longer than when the job was
+sized, and scaling that by the speed-up would turn an 8 h job into a 3 h or a
+13 h one that no plan made before could fit. So the clock stands still except
+while the engine sleeps (a wait), and each training step moves it by the
+fixed simulated time the job was sized with (``advance``). Process plumbing
+(building a trainer, loading a checkpoint, starting a Session) is no job
+time either; the policy still plans its own resume overhead
+(``resume_overhead_s``) in simulated time. Steps stay real training, and
+their energy is measured in real time.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ __all__ = ["HoldableReplayClock"]
 
 
 class HoldableReplayClock(Clock):
-    """Simulated time from ``origin`` at ``speedup`` × real time, excluding the real time spent held.
+    """Simulated time from ``origin`` at ``speedup`` × real time while released, plus what ``advance`` adds.
 
-    Starts held. ``release()`` (or any ``sleep``: a wait is job time) lets it run; ``hold()`` stops it.
+    Starts held. A ``sleep`` (a wait is job time) runs it and holds it again at the end; ``release()`` lets
+    it run until ``hold()``; ``advance`` moves it by a fixed simulated time (one training step).
     """
 
     def __init__(self, origin: datetime, speedup: float) -> None:
@@ -66,10 +71,20 @@ class HoldableReplayClock(Clock):
             if self._running_since is None:
                 self._running_since = time.monotonic()
 
+    def advance(self, seconds: float) -> None:
+        """Move simulated time on by ``seconds`` (a training step's fixed share of the work)."""
+        with self._lock:
+            self._run_s += max(0.0, seconds) / self._speedup
+
     def sleep(self, seconds: float, stop: threading.Event | None = None) -> bool:
+        was_held = self.held
         self.release()
         real_s = max(0.0, seconds) / self._speedup
-        if stop is None:
-            time.sleep(real_s)
-            return False
-        return stop.wait(real_s)
+        try:
+            if stop is None:
+                time.sleep(real_s)
+                return False
+            return stop.wait(real_s)
+        finally:
+            if was_held:
+                self.hold()

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from greentrain.monitor import Monitor
     from greentrain.policies.base import Decision, Policy
     from greentrain.runtime.config import JobConfig
+    from greentrain.runtime.metrics import StepMetrics
     from greentrain.runtime.trainer import Trainer
     from greentrain.session import Session
 
@@ -53,10 +54,6 @@ CHECKPOINT_INTERVAL = 50
 DECIDE_INTERVAL_S = 900.0
 """Re-plan every 15 simulated minutes while training: the trace is hourly, and at a high speed-up each
 decision's real cost (a forecast) would otherwise be scaled into hours of apparent step time."""
-
-
-PROBE_EVERY_REAL_S = 2.0
-"""Real seconds between step-time probes while the job waits (each costs two demo steps of CPU)."""
 
 
 class SegmentEnd:
@@ -133,6 +130,7 @@ class _Hook:
         return bool(self.session.should_stop or self.runner.interrupted)
 
     def on_step_end(self, step: int, tokens: int, loss: float) -> Decision:
+        self.runner.clock.advance(self.runner.step_job_s)  # the step's fixed share of the simulated work
         return self.session.step(tokens=tokens, loss=loss)
 
 
@@ -160,10 +158,10 @@ class DemoRunner:
         self.metrics_url: str | None = None
         self.segments: list[str] = []
         self._session: Session | None = None
+        self._real_steps_s: list[float] = []
+        """Real seconds of each training step so far (the steps stay real training)."""
         self._monitor: Monitor | None = None
         self._event_log: EventLog | None = None
-        self._probe_trainer: Trainer | None = None
-        self._probed_at: float | None = None
 
     @property
     def jsonl(self) -> Path:
@@ -176,9 +174,6 @@ class DemoRunner:
         previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             trainer = self._new_trainer()
-            from greentrain.runtime.trainer import Trainer
-
-            self._probe_trainer = Trainer(demo_config(None, 1 << 20))  # scratch: its steps touch no job state
             self._start_monitor()
             end = SegmentEnd.PAUSED
             while end == SegmentEnd.PAUSED:
@@ -193,19 +188,6 @@ class DemoRunner:
             self.state.sim_now = self.clock.now().isoformat()
             self.state.finished = self.segments[-1:] == [SegmentEnd.FINISHED]
             save_demo_state(self.out_dir, self.state)
-
-    def probe_step_s(self) -> float | None:
-        """Simulated seconds per step on this machine now: two scratch steps, at most every 2 real seconds.
-
-        Called by the engine at re-plans while the job waits, so a machine that got busier since the job
-        was sized (other work on a shared laptop or CI runner) moves the plan before the wait ends."""
-        now = time.monotonic()
-        recent = self._probed_at is not None and now - self._probed_at < PROBE_EVERY_REAL_S
-        if self._probe_trainer is None or recent:
-            return None
-        self._probed_at = now
-        real_s = statistics.fmean(self._probe_trainer.train_step().step_time_s for _ in range(2))
-        return real_s * self.scenario.speedup
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.interrupted:  # second Ctrl-C: stop now; the newest checkpoint still resumes
@@ -253,14 +235,11 @@ class DemoRunner:
         session = self._make_session(trainer)
         self._session = session
         try:
-            with session:  # its first wait (a delayed start) releases the clock
-                self.clock.release()
+            with session:  # its first wait (a delayed start) runs the clock; training steps advance it
                 self._announce_metrics(session)
                 if self.interrupted:  # Ctrl-C during the wait for a clean window
                     return SegmentEnd.INTERRUPTED
-                end = self._train(trainer, session)
-                self.clock.hold()  # closing this segment and opening the next is not job time
-                return end
+                return self._train(trainer, session)
         finally:
             self.clock.hold()
             self._session = None
@@ -278,30 +257,22 @@ class DemoRunner:
             demo_policy(self.state.policy, self.state.reserve_h), zone=sc.zone, provider=self.provider, deadline=self.state.time("deadline"),
             steps_total=self.state.steps_total, save=save, load=trainer.resume, pause_mode="checkpoint",
             clock=self.clock, metrics_port=self.metrics_port, job="demo", jsonl=self.jsonl,
-            monitor=self._monitor, step_time_s=self.step_time_real_s * sc.speedup, relaunch="none",
+            monitor=self._monitor, step_time_s=self.step_job_s, relaunch="none",
             state_path=self.out_dir / STATE_FILE_NAME, progress=self.progress,
             decide_interval_s=DECIDE_INTERVAL_S, actuation=self.actuation,
-            deadline_policy=self.state.deadline_policy, rate_probe=self.probe_step_s,
-            codecarbon_csv=self.codecarbon_csv,
+            deadline_policy=self.state.deadline_policy, codecarbon_csv=self.codecarbon_csv,
         )
 
     @property
-    def step_time_real_s(self) -> float:
-        """Real seconds per step to plan with: as last measured in training, else the sizing's figure."""
-        return self.state.step_time_measured_real_s or self.state.step_time_real_s
+    def step_job_s(self) -> float:
+        """Simulated seconds each training step stands for (fixed when the job was sized)."""
+        return self.state.step_job_s or self.state.step_time_real_s * self.scenario.speedup
 
     def _remeasure(self, session: Session) -> None:
-        """Keep the step time the engine measured in this segment for the next one's plan (and say so
-        when the machine turned out slower or faster than when the job was sized)."""
+        """Keep the real step time this segment measured (informational: the simulated work per step is fixed)."""
         times = session.engine.progress.times if session.engine is not None else None
-        if times is None or times.count < 2 or times.mean_s is None:
-            return
-        measured_real_s = times.mean_s / self.scenario.speedup
-        previous_s = self.step_time_real_s
-        self.state.step_time_measured_real_s = measured_real_s
-        if abs(measured_real_s - previous_s) > 0.25 * previous_s:
-            self.say(f"re-measured: {measured_real_s * 1000:.0f} ms per step now (planned with "
-                     f"{previous_s * 1000:.0f} ms); the plan follows the measured rate")
+        if times is not None and times.count >= 2 and self._real_steps_s:
+            self.state.step_time_measured_real_s = statistics.median(self._real_steps_s)
 
     def _announce_metrics(self, session: Session) -> None:
         server = session.metrics
@@ -323,7 +294,12 @@ class DemoRunner:
             trainer.set_precision(first)
         trainer.hook = _Hook(session, self)
         bar = StepProgress(self.state.steps_total, trainer.step, self.clock, enabled=self.progress)
-        trainer.on_step = bar.update
+
+        def on_step(metrics: StepMetrics) -> None:
+            self._real_steps_s.append(metrics.step_time_s)
+            bar.update(metrics)
+
+        trainer.on_step = on_step
         with bar:
             trainer.fit(resume=False)
         self.state.began = self.state.began or trainer.step > 0

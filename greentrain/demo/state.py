@@ -41,7 +41,7 @@ class DemoState:
     """Measured real seconds per step when the job was sized."""
     sim_now: str
     """Simulated time when the last run stopped (the next run's replay origin)."""
-    reserve_h: float = 2.0
+    reserve_h: float = 0.0
     """Simulated hours the policy keeps free before the deadline (``demo_policy``)."""
     finished: bool = False
     runs: int = 0
@@ -51,7 +51,10 @@ class DemoState:
     deadline_policy: str = "strict"
     """'strict': exit with status 3 after a late finish; 'best-effort': report it, exit 0."""
     step_time_measured_real_s: float | None = None
-    """Real seconds per step as the job last measured them (re-plans use the slower of this and the sizing)."""
+    """Real seconds per step as the job last measured them (informational)."""
+    step_job_s: float | None = None
+    """Simulated seconds of work each training step stands for, fixed when the job was sized (None: a folder
+    from before; then the sizing's real step time × the speed-up)."""
 
     def time(self, name: str) -> datetime:
         """One of the ISO fields as an aware datetime."""

@@ -69,6 +69,8 @@ class Adopter:
             engine.io.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
                                       until=decision.until, power_limit_w=decision.power_limit_w,
                                       precision=decision.precision, applied=applied,
+                                      **({"plan_saving_g": decision.plan_saving_g}
+                                         if decision.plan_saving_g is not None else {}),
                                       **({"replicas": decision.replicas} if decision.replicas is not None else {}),
                                       **({"advisory": True} if advisory else {}))
         work_s = engine.progress.work_remaining_s()

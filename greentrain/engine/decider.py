@@ -10,12 +10,15 @@ saw (a periodic re-plan on the same data is skipped).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from greentrain.engine.scaling import adopt_replicas
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
+from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, worth_waiting
+from greentrain.signals.liveskill import ForecastSkill
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
@@ -34,8 +37,14 @@ def _run(reason: str) -> Decision:
 class Decider:
     """Rank 0's decisions; ``interval_s`` is the longest time between two of them (job-clock seconds)."""
 
-    def __init__(self, interval_s: float = 300.0) -> None:
+    def __init__(self, interval_s: float = 300.0, *, min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC) -> None:
         self.interval_s = float(interval_s)
+        self.min_wait_saving = float(min_wait_saving)
+        """A wait must save more than this fraction of the job's expected emissions (``policies/worth.py``)."""
+        self.skill = ForecastSkill()
+        """The forecast's measured error by hours ahead (what a wait must beat)."""
+        self.last: Decision = RUN
+        """The last decision made (re-plans during a wait included): what the terminal reports."""
         self.next_at: datetime | None = None
         """When the next decision is due (None: at the next step)."""
         self.decided_on: tuple[object, ...] = ()
@@ -79,27 +88,39 @@ class Decider:
             return _power_only(engine, now, "work remaining unknown (step time not measured yet): running now")
         if carbon_now is None:
             return _power_only(engine, now, "no carbon signal: running now")
+        forecast = engine.signals.forecast(now, engine.ledger)
+        self.skill.observe(carbon_now)
+        self.skill.record(now, forecast)
+        power_w, power_source = engine.plan_power_w()
         snapshot = Snapshot(
             steps_done=progress.steps_done, steps_total=progress.steps_total, work_remaining_s=work_s,
-            step_time_s=progress.times.mean_s, step_time_std_s=progress.times.std_s, power_w=engine.power_w(),
-            carbon_now=carbon_now, forecast=engine.signals.forecast(now, engine.ledger), deadline=engine.deadline.at,
+            work_remaining_upper_s=progress.work_remaining_s(pessimistic=True) if progress.steps_total else None,
+            step_time_s=progress.times.mean_s, step_time_std_s=progress.times.std_s, power_w=power_w,
+            carbon_now=carbon_now, forecast=forecast, deadline=engine.deadline.at,
             resume_overhead_s=engine.deadline.resume_overhead_s, state=state, started_at=progress.first_start,
             current_power_limit_w=engine.io.job_stats.power_limit_w, precision=engine.io.job_stats.precision,
             operating_points=engine.operating_points, waiting_power_w=engine.pause_cost.value_w,
+            forecast_error_g_per_kwh=self.skill.errors_g_per_kwh(),
         )
         if engine.scaling is not None:  # an elastic job: the policy also plans its replica count
             snapshot = engine.scaling.plan_with(snapshot)
         self.decided_on = engine.signals.fingerprint()
+        progress.times.rate.planned()
         try:
             decision = engine.policy.decide(snapshot, now)
         except Exception as e:  # a policy bug must not stop training
             engine.note(f"policy {type(engine.policy).__name__} failed ({type(e).__name__}: {e}); running now")
             decision = _run("policy error: running now")
+        decision = worth_waiting(decision, snapshot, now, self.min_wait_saving)  # no waiting for nothing
         decision = engine.budget.shift(engine, decision, snapshot, now)  # on_budget="shift": net-optimal pauses
         decision = engine.deadline.clamp(decision, now, progress, self.interval_s)
         if decision.action == Action.RUN and decision.until is not None and decision.until > now:
             self.next_at = min(self.next_at, decision.until)  # the policy's own next look
-        return engine.budget.check(engine, decision, snapshot, now)  # a spent budget wins
+        if decision.action in (Action.PAUSE, Action.DELAY_START) and decision.saving_g is not None:
+            decision = replace(decision, reason=f"{decision.reason}; grams at {power_source}")
+        decision = engine.budget.check(engine, decision, snapshot, now)  # a spent budget wins
+        self.last = decision
+        return decision
 
     def replan_paused(self, engine: EngineCore, now: datetime, force: bool = True) -> datetime | None:
         """Leader, during a wait: re-decide with fresh signals; the new resume time (``now`` = run now).
@@ -133,8 +154,8 @@ def _watch_deadline(engine: EngineCore, now: datetime) -> None:
     step_s = progress.times.mean_s if progress.steps_total is not None else None  # `run` polls; it has no steps
     message = watch.check(now, progress.work_remaining_s(), step_time_s=step_s)
     if message is not None:
-        engine.event("deadline_risk", message=message, deadline=engine.deadline.at,
-                     projected_finish=watch.projected_finish)
+        engine.event("deadline_risk_withdrawn" if watch.withdrawn else "deadline_risk", message=message,
+                     deadline=engine.deadline.at, projected_finish=watch.projected_finish)
 
 
 def _power_only(engine: EngineCore, now: datetime, reason: str) -> Decision:

@@ -24,7 +24,8 @@ from greentrain.units import format_duration_s, format_time
 __all__ = ["SAFETY_FRAC", "DeadlineGuard", "latest_safe_resume", "must_run_now", "infeasibility"]
 
 SAFETY_FRAC = 0.05
-"""Extra fraction of remaining work kept in hand against slow-downs the statistics have not seen yet."""
+"""Extra fraction of remaining work kept in hand while the work is only estimated (the user's figure, or
+steps not yet measured long enough): measured steps bring their own spread."""
 
 
 def latest_safe_resume(
@@ -74,10 +75,11 @@ class DeadlineGuard:
             'best-effort' (said, then the job runs now).
         resume_overhead_s: time lost per resume, kept in hand before the deadline.
         simulated: the job clock is not wall time (messages say so).
+        speedup: job-clock seconds per real second (step times are said in real seconds).
     """
 
     def __init__(self, at: datetime | None = None, *, policy: str = "strict", resume_overhead_s: float = 0.0,
-                 simulated: bool = False) -> None:
+                 simulated: bool = False, speedup: float = 1.0) -> None:
         self.at = at
         self.policy = policy
         self.resume_overhead_s = resume_overhead_s
@@ -86,17 +88,17 @@ class DeadlineGuard:
         self.engaged = False
         """Set once the guard cut a pause short: from then on the job runs to the end (the schedule is tight;
         more pauses would only chop the remaining run into slivers)."""
-        self.watch = DeadlineWatch(at, simulated=simulated)
+        self.watch = DeadlineWatch(at, simulated=simulated, speedup=speedup)
         """Warns once on stderr when the measured rate says the deadline will be missed (rank 0)."""
         self.verdict: DeadlineVerdict | None = None
         """Met or missed, set by ``judge`` at the end (None without a deadline)."""
 
     @classmethod
     def for_policy(cls, at: datetime | None, settings: PolicySettings, *, policy: str | None = None,
-                   simulated: bool = False) -> DeadlineGuard:
+                   simulated: bool = False, speedup: float = 1.0) -> DeadlineGuard:
         """The guard of a job under a policy with ``settings`` (``policy`` overrides its deadline policy)."""
         return cls(at, policy=policy or settings.deadline_policy, resume_overhead_s=settings.resume_overhead_s or 0.0,
-                   simulated=simulated)
+                   simulated=simulated, speedup=speedup)
 
     def latest_safe_resume(self, progress: Progress) -> datetime | None:
         """Latest (re)start that meets the deadline at the pessimistic step time (None: no deadline)."""
@@ -104,7 +106,10 @@ class DeadlineGuard:
         if self.at is None or work_s is None:
             return None
         margin_s = progress.times.pessimistic_s or 0.0
-        return latest_safe_resume(self.at, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s)
+        # Measured steps carry their own spread (a pessimistic quantile); the fixed fraction is for estimates.
+        safety = 0.0 if progress.steps_total is not None and progress.times.rate.stable else SAFETY_FRAC
+        return latest_safe_resume(self.at, work_s, resume_overhead_s=self.resume_overhead_s, margin_s=margin_s,
+                                  safety_frac=safety)
 
     def check_start(self, now: datetime, work_remaining_s: float | None) -> tuple[str | None, str | None]:
         """The deadline's one feasibility check, at the start: (error refusing the job, note saying it runs

@@ -38,6 +38,7 @@ from greentrain.engine.waiter import Waiter
 from greentrain.errors import DeadlineError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, OperatingPoint, Policy
+from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC
 from greentrain.signals.base import IntensityPoint
 
 __all__ = ["Engine", "RUN"]
@@ -66,6 +67,8 @@ class Engine:
         countdown: a countdown on the terminal while waiting (rank 0).
         forecast_horizon_h: how far ahead the carbon forecast is read.
         operating_points: measured power/speed profile for power decisions (``set_operating_points`` later).
+        min_wait_saving: a wait must save more than this fraction of the job's expected emissions
+            (``policies/worth.py``).
         scaling: an elastic job's replica actuator and allowed range (carbon scaling, ``engine/scaling.py``);
             None: a fixed-size job.
     """
@@ -83,6 +86,7 @@ class Engine:
         countdown: bool = True,
         forecast_horizon_h: float = 72.0,
         operating_points: tuple[OperatingPoint, ...] = (),
+        min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC,
         scaling: Scaling | None = None,
     ) -> None:
         self.policy = policy
@@ -93,7 +97,7 @@ class Engine:
         self.deadline = deadline or DeadlineGuard.for_policy(None, settings, simulated=self.clock.simulated)
         self.pause_cost = pause_cost or PauseCost.for_policy(settings)
         self.budget = Budget.resolve(budget, settings)
-        self.decider = Decider(decide_interval_s)
+        self.decider = Decider(decide_interval_s, min_wait_saving=min_wait_saving)
         self.adopter = Adopter()
         self.operating_points = tuple(operating_points)
         self.scaling = scaling
@@ -132,6 +136,10 @@ class Engine:
         """All planned steps (or all estimated work) done."""
         return self.progress.finished
 
+    def last_decision(self) -> Decision:
+        """The last decision rank 0 made, re-plans during a wait included (what the terminal reports)."""
+        return self.decider.last
+
     @property
     def decide_interval_s(self) -> float:
         """Longest time between two decisions (job-clock seconds)."""
@@ -143,7 +151,8 @@ class Engine:
         return self.deadline.missed
 
     def begin(self) -> Decision:
-        """Call once before the first step: the deadline's one check; may return DELAY_START (all ranks)."""
+        """Call once before the first step: the deadline's one check; may return DELAY_START (all ranks), or
+        PAUSE when this process continues a job already under way (a relaunch)."""
         now = self.clock.now()
         self.progress.submit(now)
         if self.progress.first_start is None and self.is_leader:
@@ -151,14 +160,17 @@ class Engine:
         payload: tuple[Decision, str | None, tuple[IntensityPoint, ...] | None] | None = None
         if self.is_leader:
             error = self.decider.check_start(self, now)
-            decision = self.decider.decide(self, now, JobState.WAITING) if not error else RUN
+            state = JobState.WAITING if self.progress.first_start is None else JobState.PAUSED  # a relaunch
+            decision = self.decider.decide(self, now, state) if not error else RUN
             payload = (decision, error, self._points_to_share())
         decision, error, points = self.io.broadcast.share(payload)
         self._observe_shared(points)
         if error is not None:
             raise DeadlineError(error)
-        if decision.action == Action.PAUSE:  # before the first step a pause is a delayed start
-            decision = replace(decision, action=Action.DELAY_START)
+        if decision.action == Action.PAUSE and self.progress.first_start is None:
+            decision = replace(decision, action=Action.DELAY_START)  # before the first step: a delayed start
+        elif decision.action == Action.DELAY_START and self.progress.first_start is not None:
+            decision = replace(decision, action=Action.PAUSE)  # a relaunch of a job under way: still a pause
         self.adopter.adopt(self, decision, now)
         if decision.action == Action.RUN:
             self.set_state(JobState.RUNNING, now)
@@ -185,6 +197,8 @@ class Engine:
         if source is not None:
             self.io.job_stats.update(last_step_energy_j=entry.energy_j, last_step_source=str(source))
         self.io.event_log.write("step", now, **step_fields(self, entry, tokens, loss, source))
+        if self.progress.times.rate.moved:  # the robust rate left the one the plan used: plan again now
+            self.decider.due_again()
         payload = (self.decider.maybe_decide(self, now), self._points_to_share()) if self.is_leader else None
         decision, points = self.io.broadcast.share(payload)
         self._observe_shared(points)
@@ -273,6 +287,22 @@ class Engine:
         fields = self.pause_cost.log_fields()
         if fields is not None:
             self.event("waiting_power", **fields)
+
+    def plan_power_w(self) -> tuple[float | None, str]:
+        """The draw plans are priced with, per job-clock second of running, and where it came from: the job's
+        measured steps (the energy the summary prices), else the devices' reading at start, else the
+        monitor's current reading."""
+        measured = self.progress.measured_power_w
+        if measured is not None:
+            return measured, "the job's measured power"
+        speedup = self.clock.speedup or 1.0  # a replayed clock runs faster than the watts it measures
+        start_w = self.pause_cost.start_w
+        if start_w is not None and start_w > 0:
+            return start_w / speedup, "the devices' reading at start (no step measured yet)"
+        now_w = self.power_w()
+        if now_w is None:
+            return None, "no power measured"
+        return now_w / speedup, "the devices' reading now (no step measured yet)"
 
     def power_w(self) -> float | None:
         """The monitor's current draw (W), None without one or when it fails."""

@@ -47,6 +47,10 @@ class Progress:
     """Job-clock duration of the last step (seconds)."""
     last_step_energy_j: float | None = None
     """Monitor energy of the last step (joules); None when nothing measures the job."""
+    measured_energy_j: float = 0.0
+    """Energy of the job's measured steps (joules): with ``measured_running_s``, the job's power."""
+    measured_running_s: float = 0.0
+    """Job-clock seconds of the job's measured steps."""
 
     def __post_init__(self, step_time_s: float | None) -> None:
         if step_time_s is not None:
@@ -75,6 +79,14 @@ class Progress:
             return max(0.0, self.work_total_s - self.running_s)
         return None
 
+    @property
+    def measured_power_w(self) -> float | None:
+        """The job's draw per job-clock second of running, from its measured steps (None before any): the
+        same energy the summary prices, so a plan's grams and the summary's use one model."""
+        if self.measured_running_s <= 0 or self.measured_energy_j <= 0:
+            return None
+        return self.measured_energy_j / self.measured_running_s
+
     def submit(self, now: datetime) -> None:
         """The job asks to start (once per job: a relaunch keeps the first submission)."""
         if self.submitted_at is None:
@@ -90,6 +102,9 @@ class Progress:
         duration_s = max(0.0, (now - started).total_seconds())
         self.times.add(duration_s)
         self.last_step_s, self.last_step_energy_j = duration_s, energy_j
+        if energy_j is not None and energy_j > 0:
+            self.measured_energy_j += energy_j
+            self.measured_running_s += duration_s
         counterfactual_at = (self.submitted_at or started) + timedelta(seconds=self.running_s)
         self.running_s += duration_s
         self.steps_done += 1
@@ -110,8 +125,10 @@ class Progress:
         """The same process trains again from ``steps_done`` (a framework resumed from its checkpoint)."""
         self.steps_done = int(steps_done)
 
-    def restore(self, *, running_s: float, first_start: datetime | None, submitted_at: datetime | None) -> None:
-        """Carry an earlier process's time axis into this one (a relaunch)."""
+    def restore(self, *, running_s: float, first_start: datetime | None, submitted_at: datetime | None,
+                measured: tuple[float, float] = (0.0, 0.0)) -> None:
+        """Carry an earlier process's time axis (and its measured steps' energy and time) into this one."""
         self.running_s = running_s
+        self.measured_energy_j, self.measured_running_s = measured
         self.first_start = first_start
         self.submitted_at = submitted_at

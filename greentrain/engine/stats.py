@@ -3,32 +3,50 @@
 Durations are in the job clock's seconds (with a ``ReplayClock`` that is the
 simulated calendar), so work remaining and the deadline share one time base.
 The first step after a (re)start is dropped once others exist: it carries
-warm-up costs (allocator, caches) that later steps do not.
+warm-up costs (allocator, caches) that later steps do not. The rate model is
+``policies/rate.py`` ``RateEstimator``: a robust recent median to plan with, a
+high quantile for the deadline, and the user's estimate until enough steps
+and time are measured.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
+
+from greentrain.policies.rate import RateEstimator
 
 __all__ = ["StepTimes"]
 
+MIN_STEPS = 8
+"""Steps measured before they replace the user's estimate of the step time."""
+MIN_SPAN_S = 60.0
+"""Job-clock seconds measured before they replace it (a few fast steps on a busy minute are not a rate)."""
+
 
 class StepTimes:
-    """Rolling mean/std of step durations plus a pessimistic estimate for guarantees."""
+    """The job's step times: a robust typical value, its spread, and a pessimistic one for guarantees."""
 
-    def __init__(self, window: int = 64, recent: int = 8, prior_s: float | None = None) -> None:
+    def __init__(self, window: int = 64, recent: int = 16, prior_s: float | None = None,
+                 min_steps: int = MIN_STEPS, min_span_s: float = MIN_SPAN_S) -> None:
         if window < 2 or recent < 1:
             raise ValueError("window must be >= 2 and recent >= 1")
-        self._all: deque[float] = deque(maxlen=window)
-        self._recent: deque[float] = deque(maxlen=recent)
+        self.rate = RateEstimator(recent=recent, history=max(window, recent), min_samples=min_steps,
+                                  min_span_s=min_span_s, prior_s=prior_s)
+        """The rate model (robust median, pessimistic quantile, stability, re-plan trigger)."""
         self._warmup_s: float | None = None
         self._skip_next = True
-        self.prior_s = prior_s
-        """Expected step time before any is measured (a user hint or a restored value)."""
         self.probe_s: float | None = None
         """A step time measured outside the loop while the job waits (``Progress.rate_probe``): it replaces
         the prior and floors the pessimistic estimate until the loop measures steps again."""
+
+    @property
+    def prior_s(self) -> float | None:
+        """Expected step time before enough is measured (a user hint or a restored value)."""
+        return self.rate.prior_s
+
+    @prior_s.setter
+    def prior_s(self, value: float | None) -> None:
+        self.rate.prior_s = value
 
     def add(self, duration_s: float) -> None:
         """Record one step's duration (negative or non-finite values are ignored)."""
@@ -38,8 +56,7 @@ class StepTimes:
             self._skip_next = False
             self._warmup_s = duration_s  # used only while nothing else is known
             return
-        self._all.append(duration_s)
-        self._recent.append(duration_s)
+        self.rate.add(duration_s)
         self.probe_s = None  # the loop's own measurement is the better witness again
 
     def note_probe(self, duration_s: float) -> None:
@@ -54,52 +71,41 @@ class StepTimes:
     @property
     def count(self) -> int:
         """Steps counted in the statistics."""
-        return len(self._all)
-
-    def _samples(self) -> list[float]:
-        if self._all:
-            return list(self._all)
-        return [self._warmup_s] if self._warmup_s is not None else []
+        return self.rate.count
 
     @property
     def known(self) -> bool:
         """Whether any estimate exists (measured, probed or prior)."""
-        return bool(self._samples()) or self.prior_s is not None or self.probe_s is not None
+        return self.mean_s is not None
 
     @property
     def mean_s(self) -> float | None:
-        """Mean step time, seconds (the prior when nothing is measured yet)."""
-        samples = self._samples()
-        if samples:
-            return sum(samples) / len(samples)
-        return self.probe_s if self.probe_s is not None else self.prior_s
+        """The typical step time, seconds: the robust recent median once stable, else the probe or prior
+        (else the warm-up step, when nothing else is known)."""
+        if self.rate.stable or (self.rate.count and self.prior_s is None and self.probe_s is None):
+            return self.rate.robust_s
+        if self.probe_s is not None:
+            return self.probe_s
+        return self.prior_s if self.prior_s is not None else self._warmup_s
 
     @property
     def std_s(self) -> float:
-        """Sample standard deviation, seconds (0 with fewer than two samples)."""
-        samples = self._samples()
-        if len(samples) < 2:
-            return 0.0
-        mean = sum(samples) / len(samples)
-        return math.sqrt(sum((s - mean) ** 2 for s in samples) / (len(samples) - 1))
+        """The measured spread, seconds: pessimistic minus typical (0 before the measurement is stable)."""
+        mean, pessimistic = self.mean_s, self.pessimistic_s
+        return 0.0 if mean is None or pessimistic is None else max(0.0, pessimistic - mean)
 
     @property
     def pessimistic_s(self) -> float | None:
-        """One step, pessimistically: max(overall mean, recent mean) + 2 std (slow-downs show up first)."""
+        """One step, pessimistically: the measured high quantile (never below the typical value or a probe);
+        before the measurement is stable, the slower of the estimate and what is measured so far (the guard
+        is cautious early; the plan keeps the estimate)."""
         mean = self.mean_s
         if mean is None:
             return None
-        return self._worst_mean_s(mean) + 2.0 * self.std_s
+        measured = self.rate.pessimistic_s if self.rate.stable else self.rate.measured_s
+        return max(mean, measured or 0.0, self.probe_s or 0.0)
 
-    def upper_total_s(self, steps: int, z: float = 2.0) -> float | None:
-        """Upper bound on the time of ``steps`` more steps: n·max(mean, recent) + z·std·√n (a sum of n steps)."""
-        mean = self.mean_s
-        if mean is None:
-            return None
-        n = max(0, steps)
-        return n * self._worst_mean_s(mean) + z * self.std_s * math.sqrt(n)
-
-    def _worst_mean_s(self, mean: float) -> float:
-        recent = list(self._recent)
-        worst = max(mean, sum(recent) / len(recent)) if recent else mean
-        return max(worst, self.probe_s or 0.0)
+    def upper_total_s(self, steps: int) -> float | None:
+        """Upper bound on the time of ``steps`` more steps, at the pessimistic step time."""
+        pessimistic = self.pessimistic_s
+        return None if pessimistic is None else max(0, steps) * pessimistic

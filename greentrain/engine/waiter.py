@@ -21,7 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from greentrain.jobstats import JobState
+
+from greentrain.policies.base import Action
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -61,6 +62,9 @@ class Waiter:
         self._scheduler: BackgroundScheduler | None = None
         self.replans = 0
         """Number of re-plans that moved the resume time (for tests and the log)."""
+        self.announced: datetime | None = None
+        """The resume time the terminal was last told (rank 0)."""
+        self._said_later = False
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -75,6 +79,7 @@ class Waiter:
             with self._lock:
                 self._target = self._clamp(when, started)
             self.open_scheduler()
+            self._said_later = False
             self.announce(reason)
             engine.log_pause_cost()
         interrupted = False
@@ -229,8 +234,36 @@ class Waiter:
             engine.event("action", action="replan", reason="re-planned during the pause", until=new_target,
                          previous_until=old)
         self.retarget(new_target)
+        self._say_move(now)
         if new_target < old:
             self._wake.set()
+
+    def _say_move(self, now: datetime) -> None:
+        """One line when the resume people were told moves: from when to when, and why. A plan that keeps
+        pushing the resume later says so once per wait (each move is in the run log)."""
+        engine, before = self.engine, self.announced
+        after = self.planned_resume()
+        if before is None or after is None or abs((after - before).total_seconds()) < 60.0:
+            return
+        self.announced = after
+        running = engine.last_decision().action not in (Action.PAUSE, Action.DELAY_START)
+        later = after > before and not running
+        if later and self._said_later:
+            return
+        self._said_later = self._said_later or later
+        from greentrain.units import format_time
+
+        what = "start" if engine.progress.first_start is None else "resume"
+        decision = engine.last_decision()
+        why = decision.reason or "re-planned"
+        if decision.action not in (Action.PAUSE, Action.DELAY_START) or after <= now:  # the wait ends now
+            line = f"greentrain: {what} now instead of {format_time(before, simulated=engine.clock.simulated)} ({why})"
+        else:
+            more = "; later moves go to the run log" if later else ""
+            line = (f"greentrain: {what} moved from {format_time(before, simulated=engine.clock.simulated)} to "
+                    f"{format_time(after, simulated=engine.clock.simulated)} ({why}){more}")
+        log.debug(line)
+        print(line, file=sys.stderr, flush=True)
 
     # ---- accounting and display -------------------------------------------------------------------
 
@@ -280,7 +313,9 @@ class Waiter:
         engine, target = self.engine, self.target
         if target is None:
             return None
-        resume = planned_resume(engine.decision, engine.clock.now()) or target
+        decision = engine.last_decision()
+        running = decision.action not in (Action.PAUSE, Action.DELAY_START)  # the wait ends at the target
+        resume = target if running else (planned_resume(decision, engine.clock.now()) or target)
         latest = engine.deadline.latest_safe_resume(engine.progress)
         if latest is not None and latest < resume:
             resume = max(target, latest)
@@ -290,11 +325,13 @@ class Waiter:
         """Say the wait on stderr once (``delaying start``/``paused`` until the planned resume), unless the
         countdown shows it on a terminal."""
         engine = self.engine
-        what = "delaying start" if engine.state == JobState.WAITING else "paused"
+        # A job under way that waits (a relaunch's first wait included) is paused, not delaying its start.
+        what = "delaying start" if engine.progress.first_start is None else "paused"
         # One time per message: the resume. The deadline is on the plan line and the countdown.
         from greentrain.units import format_time
 
-        until = format_time(self.planned_resume(), simulated=engine.clock.simulated)
+        self.announced = self.planned_resume()
+        until = format_time(self.announced, simulated=engine.clock.simulated)
         message = f"greentrain: {what} until {until}{f' ({reason})' if reason else ''}"
         log.debug(message)
         if not (self.countdown and sys.stderr.isatty()):  # on a terminal the countdown says it

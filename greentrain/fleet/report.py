@@ -9,11 +9,11 @@ schedule.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from greentrain.fleet.bound import Bound
 from greentrain.fleet.feed import TraceFeed
 from greentrain.fleet.simulate import SimResult
+from greentrain.userfile import JSONObject
 
 __all__ = ["jobs_json", "summary_json", "fraction_of_bound"]
 
@@ -22,7 +22,7 @@ def _iso(when: datetime) -> str:
     return when.isoformat().replace("+00:00", "Z")
 
 
-def jobs_json(result: SimResult, feed: TraceFeed) -> list[dict[str, Any]]:
+def jobs_json(result: SimResult, feed: TraceFeed) -> list[JSONObject]:
     """One entry per job, in the jobs file's order."""
     out = []
     for r in result.runs:
@@ -43,7 +43,7 @@ def jobs_json(result: SimResult, feed: TraceFeed) -> list[dict[str, Any]]:
     return out
 
 
-def summary_json(result: SimResult, capacity_gpus: int) -> dict[str, Any]:
+def summary_json(result: SimResult, capacity_gpus: int) -> JSONObject:
     """Totals of one policy's run."""
     late = result.late
     return {

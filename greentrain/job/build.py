@@ -175,10 +175,11 @@ def build_job(
                               step_time_s=planning_step_time_s(prior, options.step_time_s),
                               rate_probe=parts.rate_probe),
             deadline=DeadlineGuard.for_policy(deadline, settings, policy=options.deadline_policy,
-                                              simulated=clock.simulated),
+                                              simulated=clock.simulated, speedup=clock.speedup),
             pause_cost=PauseCost.for_policy(settings, user_w=options.waiting_power_w, released=hardware_released),
             budget=Budget(max_emissions_g=options.max_emissions_g, max_energy_j=options.max_energy_j),
             decide_interval_s=options.decide_interval_s, countdown=options.progress,
+            min_wait_saving=options.min_wait_saving,
             scaling=_scaling(options, scaler),
         )
     except BaseException:

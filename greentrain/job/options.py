@@ -89,6 +89,9 @@ class JobOptions:
     """Expected step time before one is measured, seconds (plans a delayed start before step 0)."""
     decide_interval_s: float = 300.0
     """Longest time between two policy decisions, seconds of job clock."""
+    min_wait_saving: float = 0.01
+    """A delay or pause is taken only if it saves more than this fraction of the job's expected emissions
+    (and more than the forecast's measured error over the energy it moves); ties run now."""
     pause_mode: PauseMode | None = None
     """'checkpoint' (save, stop, resume from the checkpoint), 'suspend' (wait in-process, holding the devices)
     or 'auto' (per pause: release when a relauncher exists and holding costs more); unset: the policy's,
@@ -256,6 +259,8 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     for name in ("max_emissions_g", "max_energy_j"):
         if o[name] is not None and not _number(o[name], low_ok=False):
             yield name, f"must be a number > 0, got {o[name]!r}"
+    if not (_number(o["min_wait_saving"], low_ok=True) and o["min_wait_saving"] <= 1):
+        yield "min_wait_saving", f"must be a fraction in [0, 1], got {o['min_wait_saving']!r}"
     if not _number(o["decide_interval_s"], low_ok=False):
         yield "decide_interval_s", f"must be > 0, got {o['decide_interval_s']}"
     if o["step_time_s"] is not None and not _number(o["step_time_s"], low_ok=False):

@@ -49,6 +49,9 @@ class EngineState:
     finished: bool = False
     deadline_warned: bool = False
     """The 'deadline will be missed' line was printed: a relaunch does not print it again."""
+    measured_energy_j: float = 0.0
+    measured_running_s: float = 0.0
+    """The measured steps' energy and job-clock time: a relaunch plans with the power already measured."""
 
     @staticmethod
     def parse_time(value: str | None) -> datetime | None:
@@ -105,6 +108,7 @@ def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: 
         counterfactual_g=ledger.counterfactual_g, unpriced_energy_j=ledger.unpriced_energy_j,
         tokens=stats.tokens_total, resume_at=_iso(resume_at),
         finished=finished, deadline_warned=engine.deadline.watch.warned,
+        measured_energy_j=progress.measured_energy_j, measured_running_s=progress.measured_running_s,
     )
 
 
@@ -112,7 +116,8 @@ def restore_into(engine: Engine, prior: EngineState) -> None:
     """Carry totals and the time axis of the previous run into a freshly built engine (each part restores
     its own)."""
     engine.progress.restore(running_s=prior.running_s, first_start=EngineState.parse_time(prior.first_start),
-                            submitted_at=EngineState.parse_time(prior.submitted_at))
+                            submitted_at=EngineState.parse_time(prior.submitted_at),
+                            measured=(prior.measured_energy_j, prior.measured_running_s))
     engine.deadline.restore(warned=prior.deadline_warned)
     engine.ledger.restore(energy_j=prior.energy_j, emissions_g=prior.emissions_g,
                           counterfactual_g=prior.counterfactual_g, unpriced_energy_j=prior.unpriced_energy_j)

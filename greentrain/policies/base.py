@@ -55,12 +55,19 @@ class Snapshot:
     steps_done: int = 0
     steps_total: int | None = None
     work_remaining_s: float
-    """Running time still needed at full speed (fastest operating point), seconds."""
+    """Running time still needed at full speed (fastest operating point), seconds: at the robust rate."""
+    work_remaining_upper_s: float | None = None
+    """The same at the pessimistic rate (``policies/rate.py``); None: unknown (planners then use
+    ``step_time_std_s``). Planners keep room for it before the deadline."""
     step_time_s: float | None = None
     """Measured mean step time at current settings."""
     step_time_std_s: float = 0.0
     power_w: float | None = None
-    """Measured whole-job draw at current settings, watts."""
+    """Whole-job draw at current settings, watts per job-clock second of running: measured from the job's
+    steps (the energy the summary prices), else the devices' reading at start."""
+    forecast_error_g_per_kwh: tuple[float, ...] = ()
+    """Mean absolute error of the forecast by hours ahead (index 0: one hour ahead), measured from this
+    signal's earlier forecasts; empty when not measured yet. A pause must save more than this error."""
     carbon_now: IntensityPoint | None = None
     forecast: tuple[IntensityPoint, ...] = ()
     """Future points in time order (may start with the current interval)."""
@@ -112,6 +119,13 @@ class Decision:
     reason: str = ""
     plan: tuple[tuple[datetime, datetime], ...] = field(default=())
     """Planned running intervals, for display and metrics (optional)."""
+    saving_g: float | None = None
+    """For PAUSE / DELAY_START: the wait's expected net saving, grams CO2eq (what running now would emit
+    minus the waiting and the later running and resume); None when the policy does not say. The engine's
+    gate (``policies/worth.py``) weighs it against the job's emissions and the forecast's error."""
+    plan_saving_g: float | None = None
+    """The whole plan's expected saving against running flat out from now, grams CO2eq, priced with the
+    snapshot's power (the job's measured power: the same model as the summary's grams); None: not planned."""
     to_the_end: bool = False
     """RUN with no slack left for any pause: the engine then refuses later pauses, so the reason
     ('running flat out') stays true."""

@@ -18,7 +18,7 @@ flat-out running no longer fits the policy runs flat out.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from greentrain.clock import ensure_aware_utc
@@ -26,7 +26,7 @@ from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
-from greentrain.policies.planner import J_PER_KWH, plan_schedule
+from greentrain.policies.planner import J_PER_KWH, Mode, Plan, plan_schedule
 from greentrain.policies.window import (
     capacity_s,
     fastest,
@@ -35,6 +35,7 @@ from greentrain.policies.window import (
     modes_of,
     pause_decision,
     run_decision,
+    run_now_g,
     safety_margin_s,
     start_state,
 )
@@ -107,6 +108,17 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
                                 "running this interval", until=slots[0].end)
         intervals = plan.running_intervals()
         first = plan.modes[0]
+        decision = self._decide_first(snapshot, now, plan, slots, top, work_s, intervals, first)
+        # The plan's own work (its safety margin excluded) against running it flat out now: what it expects
+        # to save, in the summary's grams (the snapshot's power is the job's measured power).
+        planned_j = plan.energy_j - plan.waiting_j
+        scale = work_s / (work_s + margin_s) if work_s + margin_s > 0 else 1.0
+        saving_g = run_now_g(slots, work_s, top) - plan.emissions_g * scale if planned_j > 0 else None
+        return replace(decision, plan_saving_g=saving_g)
+
+    def _decide_first(self, snapshot: Snapshot, now: datetime, plan: Plan, slots: list, top: Mode, work_s: float,
+                      intervals: tuple[tuple[datetime, datetime], ...], first: Mode | None) -> Decision:
+        """The decision for the first interval of ``plan``: pause (if it pays beyond the margin) or run."""
         now_g = slots[0].intensity_g_per_kwh
         if first is None:
             # The margin guards pauses that cost waiting and a resume if the forecast is wrong; a delayed
@@ -114,16 +126,21 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
             margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
             run_g = top.power_w * slots[0].duration_s * now_g / J_PER_KWH
             if plan.pause_saving_g > margin * run_g:
-                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {plan.pause_saving_g:.3g} g net "
+                reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {_grams(plan.pause_saving_g)} net "
                           f"of {snapshot.waiting_power_w:.0f} W waiting")
-                return pause_decision(snapshot, slots[0].end, reason, intervals)
+                return pause_decision(snapshot, slots[0].end, reason, intervals, saving_g=plan.pause_saving_g)
             first = plan.first_run_mode or top
-            reason = (f"{self.name}: a pause would save only {plan.pause_saving_g:.3g} g net of "
+            reason = (f"{self.name}: a pause would save only {_grams(plan.pause_saving_g)} net of "
                       f"{snapshot.waiting_power_w:.0f} W waiting (margin {self.config.min_pause_saving:.0%}); running")
             return run_decision(first, now, work_s, reason, until=slots[0].end)
         reason = f"{self.name}: run this interval at {now_g:.0f} g/kWh"
-        if math.isfinite(plan.pause_saving_g):
-            reason += f" (pausing would add {-plan.pause_saving_g:.3g} g net of {snapshot.waiting_power_w:.0f} W waiting)"
+        if math.isfinite(plan.pause_saving_g) and -plan.pause_saving_g > 0:
+            reason += f" (pausing would add {_grams(-plan.pause_saving_g)} net of {snapshot.waiting_power_w:.0f} W waiting)"
         if self.power_use != "none" and first.power_limit_w is not None:
             reason += f", {first.power_limit_w:.0f} W limit"
         return run_decision(first, now, work_s, reason, until=slots[0].end, plan=intervals)
+
+
+def _grams(value_g: float) -> str:
+    """Grams for a reason line: three significant figures, never '-0'."""
+    return f"{0.0 if abs(value_g) < 5e-13 else value_g:.3g} g"

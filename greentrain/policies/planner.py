@@ -82,8 +82,8 @@ class Plan:
     waiting_j: float = 0.0
     """Of ``energy_j``: drawn while paused after the first start."""
     pause_saving_g: float = 0.0
-    """Expected emissions saved by pausing in the first slot instead of running in it
-    (> 0 only when the plan pauses there); policies compare it with their margin."""
+    """Expected emissions saved by pausing in the first slot instead of running in it (> 0 when the plan
+    pauses there; < 0, what a pause would add, when it runs); policies compare it with their margin."""
     first_run_mode: Mode | None = None
     """The best mode to run at in the first slot, had the plan to run there."""
 
@@ -284,12 +284,10 @@ def _forward(
         index = min(math.ceil(remaining_s / tables.quantum_s - 1e-9), n)
         k, best, saving_g = _choose(tables, slots, t, state, index, len(modes), waiting_power_w)
         if t == 0:
-            first_run = modes[best]
+            first_run, pause_saving_g = modes[best], saving_g
         if k < 0:
             chosen.append(None)
             run_list.append(0.0)
-            if t == 0:
-                pause_saving_g = saving_g
             if state != StartState.FRESH:
                 wait_j = waiting_power_w * slot.duration_s
                 waiting_j += wait_j

@@ -124,7 +124,7 @@ class ThresholdPolicy(ConfiguredPolicy):
             return run_decision(mode, now, work_s, f"threshold: {current:.0f} > {level:.0f} g/kWh, but a pause "
                                 f"saves only {saving_g:.2f} g net of {snapshot.waiting_power_w:.0f} W waiting")
         return pause_decision(snapshot, slots[0].end, f"threshold: {current:.0f} > {level:.0f} g/kWh; "
-                              f"pausing saves {saving_g:.1f} g net")
+                              f"pausing saves {saving_g:.1f} g net", saving_g=saving_g)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,6 +26,7 @@ __all__ = [
     "pause_decision",
     "pause_net_saving_g",
     "run_decision",
+    "run_now_g",
     "safety_margin_s",
     "start_state",
 ]
@@ -129,12 +130,15 @@ def horizon_end(snapshot: Snapshot, now: datetime) -> datetime | None:
 
 
 def safety_margin_s(snapshot: Snapshot, safety_z: float, reserve_s: float) -> float:
-    """Extra work to plan for: ``reserve_s`` plus ``safety_z`` standard deviations of step time.
+    """Extra work to plan for: ``reserve_s`` plus the pessimistic rate's extra time when the snapshot has
+    it, else ``safety_z`` standard deviations of step time.
 
     If steps could run ``z·σ/μ`` slower than measured for the rest of the job,
     the remaining time grows by that fraction; the plan keeps room for it.
     """
     margin_s = reserve_s
+    if snapshot.work_remaining_upper_s is not None:  # the measured spread of the rate (policies/rate.py)
+        return margin_s + max(0.0, snapshot.work_remaining_upper_s - snapshot.work_remaining_s)
     if snapshot.step_time_s and snapshot.step_time_s > 0 and snapshot.step_time_std_s > 0:
         margin_s += safety_z * snapshot.step_time_std_s / snapshot.step_time_s * snapshot.work_remaining_s
     return margin_s
@@ -173,6 +177,18 @@ def pause_net_saving_g(snapshot: Snapshot, slot: Slot, power_w: float, later_g_p
     return saving_j_g / J_PER_KWH
 
 
+def run_now_g(slots: list[Slot], work_s: float, mode: Mode) -> float:
+    """Expected emissions of running ``work_s`` flat out at ``mode`` from the first slot, grams."""
+    left_s, total_g = max(0.0, work_s), 0.0
+    for slot in slots:
+        if left_s <= 0:
+            break
+        run_s = min(slot.duration_s, left_s / mode.speed)
+        total_g += mode.power_w * run_s * slot.intensity_g_per_kwh / J_PER_KWH
+        left_s -= run_s * mode.speed
+    return total_g
+
+
 def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,
                  until: datetime | None = None,
                  plan: tuple[tuple[datetime, datetime], ...] | None = None, to_the_end: bool = False) -> Decision:
@@ -185,7 +201,8 @@ def run_decision(mode: Mode, now: datetime, work_s: float, reason: str,
 
 
 def pause_decision(snapshot: Snapshot, until: datetime, reason: str,
-                   plan: tuple[tuple[datetime, datetime], ...] = ()) -> Decision:
-    """PAUSE (or DELAY_START if never started) until ``until``, when the policy re-plans."""
+                   plan: tuple[tuple[datetime, datetime], ...] = (), saving_g: float | None = None) -> Decision:
+    """PAUSE (or DELAY_START if never started) until ``until``, when the policy re-plans; ``saving_g``: the
+    wait's expected net saving."""
     action = Action.DELAY_START if snapshot.state == JobState.WAITING else Action.PAUSE
-    return Decision(action=action, until=until, reason=reason, plan=plan)
+    return Decision(action=action, until=until, reason=reason, plan=plan, saving_g=saving_g)

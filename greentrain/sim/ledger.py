@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from greentrain.policies.planner import J_PER_KWH, Mode, StartState
 from greentrain.signals.base import IntensityPoint
 from greentrain.sim.job import SimJob
+from greentrain.sim.noise import RateProfile
 
 __all__ = ["Interval", "Ledger"]
 
@@ -53,6 +54,12 @@ class Ledger:
     """Replicas running after the last interval (0 = paused or not started)."""
     schedule: list[Interval] = field(default_factory=list)
     finished_at: datetime | None = None
+    rates: RateProfile | None = None
+    """The realised work rate (``sim/noise.py``); None: always 1.0."""
+    origin: datetime | None = None
+    """Where ``rates`` count from (the run's start)."""
+    last_rate: float = 1.0
+    """The realised rate of the last interval run (what a running job measures)."""
 
     def __post_init__(self) -> None:
         self.remaining_s = self.job.work_s
@@ -75,15 +82,19 @@ class Ledger:
                 self.replicas = 0
             return
         length_s = (point.end - point.start).total_seconds()
+        rate = self.rate_over(point.start, point.end)
+        self.last_rate = rate
         resume = self.state == StartState.PAUSED
         rescale = (self.state == StartState.RUNNING and mode.replicas is not None
                    and mode.replicas != self.replicas)
         over_s = min(self.job.resume_overhead_s, length_s) if resume or rescale else 0.0
-        run_s = min(length_s, over_s + self.remaining_s / mode.speed)
-        # A relaunch at a new count runs at that count's power; a plain resume at full power.
+        run_s = min(length_s, over_s + self.remaining_s / (mode.speed * rate))
+        # A relaunch at a new count runs at that count's power; a plain resume at full power. The same work
+        # costs the same energy at any rate: a slowed job (shared node, stalled loader) draws less while it
+        # takes longer (sim/noise.py).
         over_w = mode.power_w if mode.replicas is not None else self.job.full.power_w
-        slot_j = over_w * over_s + mode.power_w * (run_s - over_s)
-        self.remaining_s -= mode.speed * (run_s - over_s)
+        slot_j = over_w * over_s + mode.power_w * rate * (run_s - over_s)
+        self.remaining_s -= mode.speed * rate * (run_s - over_s)
         self.energy_j += slot_j
         self.emissions_g += slot_j * point.intensity_g_per_kwh / J_PER_KWH
         self.resumes += resume and over_s > 0
@@ -100,6 +111,12 @@ class Ledger:
         if self.done:
             self.remaining_s = 0.0
             self.finished_at = end
+
+    def rate_over(self, start: datetime, end: datetime) -> float:
+        """The realised rate's mean over [start, end) (1.0 without noise)."""
+        if self.rates is None or self.origin is None:
+            return 1.0
+        return self.rates.mean_rate((start - self.origin).total_seconds(), (end - self.origin).total_seconds())
 
     @property
     def energy_kwh(self) -> float:

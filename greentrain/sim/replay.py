@@ -24,9 +24,13 @@ from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Policy, Snapshot
 from greentrain.policies.planner import StartState
+from greentrain.policies.rate import RateEstimator
+from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, keep_latest_start, worth_waiting
 from greentrain.signals.base import IntensityPoint
+from greentrain.signals.liveskill import ForecastSkill
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
+from greentrain.sim.noise import RateProfile
 
 __all__ = ["ForecasterLike", "TraceIndex", "simulate_run"]
 
@@ -89,13 +93,27 @@ class RunTrace:
     decisions: int
 
 
+def rate_estimator(estimate_error: float = 0.0) -> RateEstimator:
+    """The simulator's rate model: one sample per interval run (seconds per second of full-speed work).
+    ``estimate_error``: until the rate is measured, waits keep room for the work taking this fraction longer
+    than the estimate (``--estimate-error``)."""
+    return RateEstimator(recent=3, history=48, min_samples=2, prior_s=1.0, prior_spread=estimate_error)
+
+
 def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy,
-                 forecaster: ForecasterLike) -> RunTrace:
-    """Run ``job`` from ``start`` under ``policy``; stops when done or at twice the deadline."""
+                 forecaster: ForecasterLike, rates: RateProfile | None = None, *,
+                 min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC, estimate_error: float = 0.0,
+                 engine_gate: bool = True) -> RunTrace:
+    """Run ``job`` from ``start`` under ``policy`` at the realised ``rates``; stops when done or at twice the
+    deadline. The policy sees the rate only as a running job measures it (``policies/rate.py``), and its
+    waits pass the engine's gate (``policies/worth.py``) and deadline guard; ``engine_gate=False`` replays the
+    policy's decisions as they are (tests of the replay itself)."""
     first = trace.index(start)
     deadline = start + timedelta(seconds=job.deadline_s)
     give_up = start + timedelta(seconds=2 * max(job.deadline_s, job.work_s))
-    ledger = Ledger(job)
+    ledger = Ledger(job, rates=rates, origin=start)
+    estimator = rate_estimator(estimate_error)
+    skill = ForecastSkill()  # the forecast's error so far, as the engine measures it
     mode = job.full
     wake: datetime | None = None
     paused = False
@@ -107,8 +125,12 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
         if ledger.done or now >= give_up:
             break
         if wake is None or now >= wake:
-            snapshot = _snapshot(trace, t, job, ledger, deadline, forecaster, mode, started_at)
+            snapshot = _snapshot(trace, t, job, ledger, deadline, forecaster, mode, started_at, estimator, skill)
             decision = policy.decide(snapshot, now)
+            if engine_gate:
+                decision = worth_waiting(decision, snapshot, now, min_wait_saving)
+                decision = keep_latest_start(decision, now, _latest_start(job, ledger, deadline, estimator),
+                                             (point.end - point.start).total_seconds())
             decisions += 1
             paused = decision.action != Action.RUN
             wake = decision.until if paused else None
@@ -119,17 +141,31 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
         if not paused and started_at is None:
             started_at = now
         ledger.step(point, None if paused else mode)
+        if not paused:
+            estimator.add(1.0 / ledger.last_rate)
     return RunTrace(ledger, start, deadline, decisions)
 
 
+def _latest_start(job: SimJob, ledger: Ledger, deadline: datetime, estimator: RateEstimator) -> datetime:
+    """The latest (re)start that finishes the rest by ``deadline`` at the pessimistic rate (a resume first)."""
+    need_s = ledger.remaining_s * (estimator.pessimistic_s or 1.0) / job.full.speed
+    if ledger.state != StartState.FRESH:
+        need_s += job.resume_overhead_s
+    return deadline - timedelta(seconds=need_s)
+
+
 def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: datetime,
-              forecaster: ForecasterLike, mode, started_at: datetime | None) -> Snapshot:
+              forecaster: ForecasterLike, mode, started_at: datetime | None, estimator: RateEstimator,
+              skill: ForecastSkill) -> Snapshot:
     now = trace.points[t].start
     hours_left = math.ceil((deadline - now).total_seconds() / 3600.0 - 1e-9) - 1
     forecast = forecaster.forecast(trace.points[: t + 1], now, max(1, hours_left))
+    skill.observe(trace.points[t])
+    skill.record(now, forecast)
     return Snapshot(
-        work_remaining_s=ledger.remaining_s,
-        power_w=mode.power_w,
+        work_remaining_s=ledger.remaining_s * (estimator.robust_s or 1.0),
+        work_remaining_upper_s=ledger.remaining_s * (estimator.pessimistic_s or 1.0) if estimator.stable else None,
+        power_w=mode.power_w / (estimator.robust_s or 1.0),  # as measured: energy per second of running
         carbon_now=trace.points[t],
         forecast=tuple(forecast),
         deadline=deadline,
@@ -139,6 +175,7 @@ def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: 
         operating_points=job.operating_points,
         current_power_limit_w=mode.power_limit_w,
         waiting_power_w=job.waiting_power_w,
+        forecast_error_g_per_kwh=skill.errors_g_per_kwh(),
         scaling=job.scaling,
         replicas=ledger.replicas,
         work_replicas=job.replicas,

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from greentrain.policies.base import Policy
 import greentrain.sim.baselines as baselines
 from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
+from greentrain.sim.noise import NO_NOISE, RateNoise
 from greentrain.sim.replay import ForecasterLike, TraceIndex, simulate_run
+from greentrain.userfile import JSONObject
 
 __all__ = ["RunResult", "iso", "run_to_json", "simulate", "summarize"]
 
@@ -43,18 +44,24 @@ class RunResult:
 
 
 def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy: Policy,
-             forecaster: ForecasterLike, *, oracle_bins: int = 4000) -> list[RunResult]:
-    """Replay ``policy`` from each start, with baselines; the trace must cover every deadline."""
+             forecaster: ForecasterLike, *, oracle_bins: int = 4000, noise: RateNoise = NO_NOISE,
+             estimate_error: float = 0.0, engine_gate: bool = True) -> list[RunResult]:
+    """Replay ``policy`` from each start, with baselines; the trace must cover every deadline. With ``noise``
+    each start gets its realised work rate (``sim/noise.py``): the policy faces it as it runs, and the
+    baselines (the oracle included) are scored on the same realised rate."""
     forecaster = shared_per_hour(forecaster)  # one forecast per hour for all starts, when that is exact
+    horizon_s = 2 * max(job.deadline_s, job.work_s) + 3600.0
     results = []
     for start in starts:
-        run = simulate_run(trace, start, job, policy, forecaster)
-        window, window_start = baselines.best_window(trace, start, job)
-        fixed = baselines.oracle(trace, start, job, oracle_bins)
-        scaled = job.scaling is not None
+        rates = None if noise.kind == "none" else noise.profile(start, horizon_s)
+        run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error,
+                           engine_gate=engine_gate)
+        window, window_start = baselines.best_window(trace, start, job, rates)
+        fixed = baselines.oracle(trace, start, job, oracle_bins, rates)
+        scaled = job.scaling is not None  # the CLI refuses rate noise with a scaling profile
         results.append(RunResult(
             start=start, deadline=run.deadline, policy=run.ledger, decisions=run.decisions,
-            run_now=baselines.run_now(trace, start, job), best_window=window,
+            run_now=baselines.run_now(trace, start, job, rates), best_window=window,
             best_window_start=window_start,
             oracle=baselines.scaling_oracle(trace, start, job) if scaled else fixed,
             timing_only=fixed if scaled else None,
@@ -62,22 +69,22 @@ def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy:
     return results
 
 
-def _totals(ledger: Ledger) -> dict[str, Any]:
+def _totals(ledger: Ledger) -> JSONObject:
     return {"emissions_g": round(ledger.emissions_g, 6), "energy_kwh": round(ledger.energy_kwh, 9),
             "waiting_energy_kwh": round(ledger.waiting_energy_kwh, 9)}
 
 
-def run_to_json(result: RunResult, *, power: bool = False) -> dict[str, Any]:
+def run_to_json(result: RunResult, *, power: bool = False) -> JSONObject:
     """One entry of ``runs`` (``power_limit_w`` per interval when ``power``; ``replicas`` for an elastic job)."""
     schedule = []
     for interval in result.policy.schedule:
-        item: dict[str, Any] = {"start": iso(interval.start), "end": iso(interval.end)}
+        item: JSONObject = {"start": iso(interval.start), "end": iso(interval.end)}
         if power:
             item["power_limit_w"] = interval.power_limit_w
         if interval.replicas is not None:
             item["replicas"] = interval.replicas
         schedule.append(item)
-    baselines_json: dict[str, Any] = {
+    baselines_json: JSONObject = {
         "run_now": _totals(result.run_now),
         "best_window": {**_totals(result.best_window), "start": iso(result.best_window_start)},
         "oracle": {**_totals(result.oracle), "resumes": result.oracle.resumes},
@@ -105,14 +112,14 @@ def _ratio(numerator: float, denominator: float) -> float | None:
     return round(numerator / denominator, 6) if denominator > 1e-9 else None
 
 
-def summarize(results: Sequence[RunResult], policy_name: str) -> dict[str, Any]:
+def summarize(results: Sequence[RunResult], policy_name: str) -> JSONObject:
     """Totals over all runs; savings are fractions of run-now's emissions."""
     policy_g = sum(r.policy.emissions_g for r in results)
     run_now_g = sum(r.run_now.emissions_g for r in results)
     window_g = sum(r.best_window.emissions_g for r in results)
     oracle_g = sum(r.oracle.emissions_g for r in results)
     timing = [r.timing_only for r in results if r.timing_only is not None]
-    extra: dict[str, Any] = {}
+    extra: JSONObject = {}
     if timing and len(timing) == len(results):
         timing_g = sum(t.emissions_g for t in timing)
         extra = {"timing_only_emissions_g": round(timing_g, 6),

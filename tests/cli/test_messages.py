@@ -170,18 +170,23 @@ def test_a_demo_start_that_fails_before_its_first_step_leaves_no_job_to_resume(
     assert "resuming" not in capsys.readouterr().out
 
 
-def test_demo_sized_past_its_deadline_is_refused_before_it_starts(
+def test_a_busy_machine_no_longer_sizes_the_demo_past_its_deadline(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """A busy machine (1 s per step at x480: 20 steps = 2.7 simulated hours) against a 2 h deadline."""
-    import greentrain.demo.runner as runner
+    """1 s per step at x480 once made 1 h of work 2.7 simulated hours; each step is now a fixed share of the
+    work, so the job is the hour it was sized, and a deadline shorter than the work is refused by its flag."""
+    import greentrain.cli.demo as demo_cli
+    from greentrain.demo.scenario import Scenario
 
-    monkeypatch.setattr(runner, "measure_step_time_s", lambda: 1.0)
+    monkeypatch.setattr("greentrain.demo.runner.measure_step_time_s", lambda: 1.0)
+    scenario = Scenario(zone="GB", trace=tmp_path / "t.csv", start=datetime(2022, 3, 14, tzinfo=UTC), work_h=1.0,
+                        deadline_h=2.0, speedup=480.0)
+    state = demo_cli._new_state(scenario, "carbon-aware", 0.0, None, "strict", lambda _m: None)
+    assert state.steps_total * state.step_job_s == pytest.approx(3600.0)
     out = tmp_path / "demo"
     with pytest.raises(SystemExit) as info:
-        main(["demo", "--out", str(out), "--metrics-port", "0", "--deadline", "+2", "--work-hours", "1",
+        main(["demo", "--out", str(out), "--metrics-port", "0", "--deadline", "+2", "--work-hours", "3",
               "--no-progress", "--no-report"])
-    captured = capsys.readouterr()
     assert info.value.code == 2
-    assert "greentrain: error: --deadline: 2 h is shorter than the work as sized on this machine (2.7 h)" \
-        in captured.err
+    assert "greentrain: error: --deadline: 2022-03-14 02:00 UTC is only 2 h after the simulated start" \
+        in capsys.readouterr().err
     assert not out.exists()

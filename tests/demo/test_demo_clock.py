@@ -30,16 +30,27 @@ def test_starts_held_and_holds_exclude_real_time() -> None:
 
 
 @pytest.mark.timeout(10)
-def test_sleep_releases_and_is_scaled() -> None:
+def test_sleep_runs_the_clock_scaled_and_holds_it_again() -> None:
     clock = HoldableReplayClock(ORIGIN, speedup=3600.0)
     stop = threading.Event()
     started = time.monotonic()
     assert clock.sleep(3600.0, stop) is False  # one simulated hour: ~1 real second
     assert time.monotonic() - started < 5.0
-    assert not clock.held
-    assert (clock.now() - ORIGIN).total_seconds() >= 3600.0
+    assert clock.held, "a wait is job time; what follows it (training, plumbing) is not"
+    slept_s = (clock.now() - ORIGIN).total_seconds()
+    assert slept_s >= 3600.0
+    time.sleep(0.05)
+    assert (clock.now() - ORIGIN).total_seconds() == slept_s
     stop.set()
     assert clock.sleep(3600.0, stop) is True, "a set stop event interrupts the sleep"
+
+
+def test_a_step_advances_a_fixed_simulated_time_whatever_it_takes_in_real_time() -> None:
+    clock = HoldableReplayClock(ORIGIN, speedup=4000.0)
+    for _ in range(3):
+        time.sleep(0.02)  # a busy machine's slow step
+        clock.advance(300.0)
+    assert (clock.now() - ORIGIN).total_seconds() == pytest.approx(900.0)
 
 
 def test_bad_arguments_are_named() -> None:

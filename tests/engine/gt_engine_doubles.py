@@ -205,3 +205,10 @@ def drive(engine: Engine, clock: FrozenClock, *, step_s: float | Callable[[int],
             on_pause()
             wait(decision)
     return waits
+
+
+def varying(value: float, count: int) -> list[float]:
+    """``count`` hourly values around ``value`` that are not all equal: a signal that says something about
+    time (a constant one never lets the engine wait, ``policies/worth.py``) without changing what a
+    threshold policy decides."""
+    return [value + 0.5 * (i % 2) for i in range(count)]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, WindowPolicy, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, RunNowPolicy, TraceSignals, WindowPolicy, hourly, varying  # noqa: E402
 
 from greentrain.clock import FrozenClock
 from greentrain.engine import Collaborators, DeadlineGuard, Progress
@@ -29,7 +29,7 @@ def _slow_job(tmp_path: Path, deadline_policy: str, steps: int = 40, planned_s: 
     """Planned at 60 s per step (40 min of work in a 1 h deadline); the steps take 3 min each."""
     clock = FrozenClock(T0)
     engine = Engine(RunNowPolicy(),
-                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 6), clock),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, varying(100.0, 6)), clock),
                                   monitor=ClockMonitor(clock), event_log=EventLog(tmp_path / "run.jsonl")),
                     progress=Progress(steps_total=steps, step_time_s=planned_s),
                     deadline=DeadlineGuard(T0 + timedelta(hours=1), policy=deadline_policy, simulated=True),
@@ -53,8 +53,8 @@ def test_slow_steps_warn_once_when_likely_then_missed_at_the_end(tmp_path: Path,
     assert len(warnings) == 1, err  # once, when it first became likely
     assert warnings[0].startswith("greentrain: WARNING: deadline 2022-03-01 02:00 UTC (simulated) will be missed")
     assert len(warned_at) == 1
-    # Likely from the first measured steps, long before the deadline passed.
-    assert datetime.fromisoformat(warned_at[0]["t"].replace("Z", "+00:00")) < T0 + timedelta(minutes=15)
+    # Likely once the rate is measured (8 steps, engine/stats.py), long before the deadline passed.
+    assert datetime.fromisoformat(warned_at[0]["t"].replace("Z", "+00:00")) < T0 + timedelta(minutes=30)
     missed = [line for line in err if "DEADLINE MISSED" in line]
     assert missed == ["greentrain: DEADLINE MISSED: finished 1.0 h after the deadline 2022-03-01 02:00 UTC (simulated)"]
     summary = [e for e in read_events(tmp_path / "run.jsonl") if e["event"] == "summary"][-1]
@@ -76,7 +76,7 @@ def test_session_exit_status_is_3_when_strict_and_0_when_best_effort(tmp_path: P
 
     for policy, expected in (("strict", DEADLINE_MISSED_EXIT_CODE), ("best-effort", 0)):
         clock = FrozenClock(T0)
-        with Session(RunNowPolicy(), provider=TraceSignals(hourly(T0, [100.0] * 6), clock), clock=clock,
+        with Session(RunNowPolicy(), provider=TraceSignals(hourly(T0, varying(100.0, 6)), clock), clock=clock,
                      deadline=T0 + timedelta(hours=1), steps_total=30, step_time_s=60.0, monitor=ClockMonitor(clock),
                      pause_mode="suspend", relaunch="none", progress=False, deadline_policy=policy,
                      state_path=tmp_path / f"{policy}.json", decide_interval_s=60.0) as session:
@@ -107,7 +107,7 @@ class _FlatOutThenPause(Policy):
 def test_no_pause_after_a_decision_that_said_running_flat_out(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
     engine = Engine(_FlatOutThenPause(),
-                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 12), clock),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, varying(100.0, 12)), clock),
                                   event_log=EventLog(tmp_path / "run.jsonl")),
                     progress=Progress(steps_total=20, step_time_s=60.0),
                     deadline=DeadlineGuard(T0 + timedelta(hours=10), simulated=True),
@@ -129,7 +129,7 @@ def test_no_pause_after_a_decision_that_said_running_flat_out(tmp_path: Path) ->
 def test_without_a_to_the_end_run_a_later_pause_is_still_allowed(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
     engine = Engine(WindowPolicy(T0 + timedelta(minutes=5), T0 + timedelta(minutes=30)),
-                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 12), clock)),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, varying(100.0, 12)), clock)),
                     progress=Progress(steps_total=20, step_time_s=60.0),
                     deadline=DeadlineGuard(T0 + timedelta(hours=10), simulated=True),
                     decide_interval_s=60.0,
@@ -170,7 +170,7 @@ def test_a_rate_probe_during_a_delayed_start_moves_the_start_up(tmp_path: Path) 
         return 360.0
 
     engine = Engine(WindowPolicy(T0, T0 + timedelta(hours=10)),
-                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [100.0] * 14), clock)),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, varying(100.0, 14)), clock)),
                     progress=Progress(steps_total=100, step_time_s=36.0, rate_probe=probe),
                     deadline=DeadlineGuard(T0 + timedelta(hours=12), simulated=True),
                     decide_interval_s=300.0,
@@ -194,7 +194,7 @@ def test_a_session_start_that_fails_leaves_no_state_to_resume(tmp_path: Path) ->
     state = tmp_path / "state.json"
 
     def session(deadline: str) -> Session:
-        return Session(RunNowPolicy(), provider=TraceSignals(hourly(T0, [100.0] * 48), clock), clock=clock,
+        return Session(RunNowPolicy(), provider=TraceSignals(hourly(T0, varying(100.0, 48)), clock), clock=clock,
                        deadline=deadline, steps_total=10, step_time_s=3600.0, monitor=ClockMonitor(clock),
                        pause_mode="suspend", relaunch="none", progress=False, state_path=state)
 

@@ -18,6 +18,7 @@ from gt_engine_doubles import (  # noqa: E402
     WindowPolicy,
     drive,
     hourly,
+    varying,
 )
 
 from greentrain.clock import FrozenClock
@@ -89,7 +90,7 @@ def test_pause_mid_run_resumes_at_clean_hour() -> None:
 def test_deadline_guard_resumes_early_when_steps_slow_down(slow_factor: float) -> None:
     """A plan made at the measured step time slips when steps slow down; the guard still meets the deadline."""
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [100] * 12), clock)
+    signals = TraceSignals(hourly(T0, varying(100, 12)), clock)
     steps_total, base_s = 200, 10.0
     deadline = T0 + timedelta(seconds=steps_total * base_s * 3.5)
     # The policy wants to pause far past the deadline; slow-downs start before the pause.
@@ -117,7 +118,7 @@ def test_deadline_guard_resumes_early_when_steps_slow_down(slow_factor: float) -
 
 def test_deadline_guard_refuses_a_pause_the_deadline_cannot_afford() -> None:
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [100] * 4), clock)
+    signals = TraceSignals(hourly(T0, varying(100, 4)), clock)
     policy = WindowPolicy(T0, T0 + timedelta(hours=3))
     engine = Engine(policy,
                     Collaborators(clock=clock, signals=signals),
@@ -131,7 +132,7 @@ def test_deadline_guard_refuses_a_pause_the_deadline_cannot_afford() -> None:
 
 def test_deadline_in_the_past_or_too_short() -> None:
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [100] * 4), clock)
+    signals = TraceSignals(hourly(T0, varying(100, 4)), clock)
     past = Engine(RunNowPolicy(),
                   Collaborators(clock=clock, signals=signals),
                   progress=Progress(steps_total=10, step_time_s=1.0),
@@ -213,7 +214,7 @@ def test_signal_outage_mid_run_keeps_last_value_and_recovers() -> None:
 
 def test_policy_and_monitor_failures_never_reach_training() -> None:
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [100] * 3), clock)
+    signals = TraceSignals(hourly(T0, varying(100, 3)), clock)
     monitor = ClockMonitor(clock)
     monitor.fail = True
     engine = Engine(BrokenPolicy(),
@@ -228,7 +229,7 @@ def test_policy_and_monitor_failures_never_reach_training() -> None:
 
 def test_decisions_are_rate_limited_between_replans() -> None:
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [100] * 4), clock)
+    signals = TraceSignals(hourly(T0, varying(100, 4)), clock)
     policy = ThresholdPolicy(200)
     engine = Engine(policy,
                     Collaborators(clock=clock, signals=signals),
@@ -266,7 +267,7 @@ def test_power_decisions_go_through_the_actuators_and_are_restored(tmp_path: Pat
     clock = FrozenClock(T0)
     stats = JobStats(job="t")
     engine = Engine(_PowerCapPolicy(),
-                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [300] * 3), clock),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, varying(300, 3)), clock),
                                   actuators=actuators, job_stats=stats),
                     progress=Progress(steps_total=5, step_time_s=1),
                     countdown=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, WindowPolicy, hourly  # noqa: E402
+from gt_engine_doubles import ClockMonitor, ThresholdPolicy, TraceSignals, WindowPolicy, hourly, varying  # noqa: E402
 
 from greentrain.clock import FrozenClock, ReplayClock
 from greentrain.engine import Collaborators, DeadlineGuard, Progress
@@ -57,7 +57,7 @@ def test_forecast_change_during_a_pause_wakes_early() -> None:
 @pytest.mark.timeout(20)
 def test_wait_is_interruptible() -> None:
     clock = ReplayClock(T0, speedup=3600.0)
-    signals = TraceSignals(hourly(T0, [500] * 24), clock)
+    signals = TraceSignals(hourly(T0, varying(500, 24)), clock)
     policy = WindowPolicy(T0, T0 + timedelta(days=30))
     engine = Engine(policy,
                     Collaborators(clock=clock, signals=signals),
@@ -73,7 +73,7 @@ def test_wait_is_interruptible() -> None:
 @pytest.mark.timeout(20)
 def test_guard_cuts_a_wait_short_and_idle_energy_counts_against_avoided() -> None:
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [300] * 24), clock)
+    signals = TraceSignals(hourly(T0, varying(300, 24)), clock)
     monitor = ClockMonitor(clock, power_w=200.0, idle_w=50.0)
     deadline = T0 + timedelta(hours=3)
     engine = Engine(ThresholdPolicy(200),
@@ -96,7 +96,7 @@ def test_guard_cuts_a_wait_short_and_idle_energy_counts_against_avoided() -> Non
 @pytest.mark.timeout(20)
 def test_replan_never_extends_past_the_guard() -> None:
     clock = ReplayClock(T0, speedup=SPEEDUP)
-    signals = TraceSignals(hourly(T0, [500] * 24), clock)
+    signals = TraceSignals(hourly(T0, varying(500, 24)), clock)
     engine = Engine(ThresholdPolicy(200),
                     Collaborators(clock=clock, signals=signals),
                     progress=Progress(steps_total=120, step_time_s=60),
@@ -159,7 +159,7 @@ def test_delayed_start_shows_a_countdown_with_the_planned_window(monkeypatch: py
 def test_a_wait_leaves_no_scheduler_thread_even_if_the_engine_is_never_closed() -> None:
     """Forked ranks inherit every thread's locks: a leaked APScheduler thread once hung a gloo test."""
     clock = ReplayClock(T0, speedup=3600.0)
-    signals = TraceSignals(hourly(T0, [500] * 24), clock)
+    signals = TraceSignals(hourly(T0, varying(500, 24)), clock)
     engine = Engine(WindowPolicy(T0, T0 + timedelta(days=30)),
                     Collaborators(clock=clock, signals=signals),
                     progress=Progress(steps_total=10, step_time_s=1),
@@ -198,7 +198,7 @@ def test_the_scheduler_never_shuts_down_while_a_job_adds_a_job() -> None:
     shutdown must wait for an add_job in progress, and a later re-plan must find no scheduler."""
     clock = ReplayClock(T0, speedup=3600.0)
     engine = Engine(ThresholdPolicy(200),
-                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, [500] * 24), clock)),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, varying(500, 24)), clock)),
                     progress=Progress(steps_total=10, step_time_s=1),
                     countdown=False)
     scheduler = SlowScheduler()

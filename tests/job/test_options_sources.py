@@ -50,7 +50,7 @@ def test_every_field_has_a_docstring_and_literal_choices_are_enforced() -> None:
 
 def test_bad_values_are_one_line_naming_the_field() -> None:
     cases = {"power": "yes", "precision": "bf16", "waiting_power_w": -1.0, "max_emissions_g": 0,
-             "max_energy_j": float("inf"), "decide_interval_s": 0, "step_time_s": -2.0, "steps_total": -1,
+             "max_energy_j": float("inf"), "decide_interval_s": 0, "min_wait_saving": 1.5, "step_time_s": -2.0, "steps_total": -1,
              "metrics_port": 70000, "job": " ", "stop_signals": ("TERM",), "zone": 5, "deadline": "tomorrow",
              "progress": "yes"}
     for name, value in cases.items():

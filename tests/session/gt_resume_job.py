@@ -52,16 +52,24 @@ def _main(workdir: Path, steps: int, pauses: set[int]) -> None:
     np.random.seed(1234)
     torch.manual_seed(1234)  # a relaunched script seeds again: the checkpoint's state must win
 
-    sys.path[:0] = [str(HERE)]
+    sys.path[:0] = [str(HERE), str(HERE.parent / "engine")]
     from gt_session_loop import PauseAtSteps, make_model, train_step
+
+    from datetime import UTC, datetime, timedelta
+
+    from gt_engine_doubles import TraceSignals, hourly, varying
 
     from greentrain.clock import SystemClock
     from greentrain.session import Session
 
     model, opt = make_model()
     torch.manual_seed(99)  # make_model seeds 0 for the weights; the loop's own stream starts here
-    with Session(PauseAtSteps(pauses, pause_s=0.0), zone="GB", steps_total=steps, model=model, optimizer=opt,
-                 checkpoint_dir=workdir / "ckpt", clock=SystemClock(), relaunch="none", devices=False,
+    clock = SystemClock()
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    # GB's signal as a varying trace (a constant one never lets a job pause: policies/worth.py)
+    signals = TraceSignals(hourly(hour - timedelta(hours=1), varying(200, 48)), clock)
+    with Session(PauseAtSteps(pauses, pause_s=0.0), zone="GB", provider=signals, steps_total=steps, model=model, optimizer=opt,
+                 checkpoint_dir=workdir / "ckpt", clock=clock, relaunch="none", devices=False,
                  progress=False, decide_interval_s=1e-9) as session:
         for step in range(session.start_step, steps):
             drawn = (random.random(), random.getrandbits(32), float(np.random.rand()), int(np.random.randint(1 << 30)),

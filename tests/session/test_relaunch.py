@@ -21,14 +21,14 @@ SCRIPT = textwrap.dedent(
     import os, sys
     from datetime import UTC, datetime, timedelta
     sys.path[:0] = [{session_dir!r}, {engine_dir!r}]
-    from gt_engine_doubles import TraceSignals, hourly
+    from gt_engine_doubles import TraceSignals, hourly, varying
     from gt_session_loop import PauseAtSteps, make_model, train_step
     from greentrain.clock import SystemClock
     from greentrain.session import Session
 
     clock = SystemClock()
     now = clock.now()
-    signals = TraceSignals(hourly(now - timedelta(hours=1), [200] * 4), clock)
+    signals = TraceSignals(hourly(now - timedelta(hours=1), varying(200, 4)), clock)
     model, opt = make_model()
     with Session(PauseAtSteps({{5}}, pause_s=0.3), provider=signals, steps_total={steps}, model=model,
                  optimizer=opt, checkpoint_dir={ckpt!r}, clock=clock, devices=False, progress=False,

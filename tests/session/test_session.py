@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
-from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly  # noqa: E402
+from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly, varying  # noqa: E402
 from gt_session_loop import PauseAtSteps, make_model, reference_losses, train_step  # noqa: E402
 
 from greentrain.clock import FrozenClock
@@ -54,7 +54,7 @@ def run_segments(tmp_path: Path, policy, clock, signals, **kwargs) -> tuple[dict
 def test_checkpoint_pauses_lose_no_step_and_are_bit_identical(tmp_path: Path, seed: int) -> None:
     pause_after = set(random.Random(seed).sample(range(1, STEPS - 1), 3))
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [200] * 200), clock)
+    signals = TraceSignals(hourly(T0, varying(200, 200)), clock)
     losses, lifetimes = run_segments(tmp_path, PauseAtSteps(pause_after), clock, signals)
     assert lifetimes == len(pause_after) + 1
     assert sorted(losses) == list(range(STEPS)), "every step ran"
@@ -90,7 +90,7 @@ def test_suspend_mode_waits_in_process(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_user_save_load_callbacks_and_relative_deadline_survive_relaunch(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [200] * 48), clock)
+    signals = TraceSignals(hourly(T0, varying(200, 48)), clock)
     store: dict[str, object] = {}
     deadlines = []
 
@@ -145,7 +145,7 @@ def test_metrics_endpoint_and_real_monitor(tmp_path: Path) -> None:
     import httpx
 
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [250] * 10), clock)
+    signals = TraceSignals(hourly(T0, varying(250, 10)), clock)
     model, opt = make_model()
     with Session(ThresholdPolicy(500), provider=signals, steps_total=20, clock=clock, job="metrics-test",
                  metrics_port=0, progress=False, pause_mode="suspend") as session:
@@ -204,7 +204,7 @@ def test_exit_relaunch_tells_the_slurm_template_when_to_resume(tmp_path: Path, m
     resume_file = tmp_path / "resume-at"
     monkeypatch.setenv("GREENTRAIN_RESUME_FILE", str(resume_file))
     clock = FrozenClock(T0)
-    signals = TraceSignals(hourly(T0, [200] * 200), clock)
+    signals = TraceSignals(hourly(T0, varying(200, 200)), clock)
     model, opt = make_model()
     with pytest.raises(SystemExit) as exited:
         with Session(PauseAtSteps({5}, pause_s=7200.0), provider=signals, steps_total=STEPS, model=model,

@@ -22,7 +22,7 @@ STEPS = 30
 
 def _train(rank: int, ckpt: Path, pauses: set[int] | None) -> tuple[list[tuple[int, float]], int, list]:
     import torch
-    from gt_engine_doubles import RunNowPolicy, TraceSignals, hourly
+    from gt_engine_doubles import RunNowPolicy, TraceSignals, hourly, varying
     from gt_session_loop import PauseAtSteps
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -40,7 +40,7 @@ def _train(rank: int, ckpt: Path, pauses: set[int] | None) -> tuple[list[tuple[i
         torch.manual_seed(999 + lifetimes)  # a relaunched process has fresh RNG: the checkpoint must restore it
         # Ranks other than 0 get a policy that never pauses: only rank 0's decisions may count.
         policy = PauseAtSteps(pauses or set()) if rank == 0 else RunNowPolicy()
-        signals = TraceSignals(hourly(T0, [200] * 400), clock)
+        signals = TraceSignals(hourly(T0, varying(200, 400)), clock)
         with Session(policy, provider=signals, steps_total=STEPS, model=model, optimizer=opt, checkpoint_dir=ckpt,
                      clock=clock, relaunch="none", devices=False, progress=False, decide_interval_s=1,
                      pause_mode="checkpoint", job=f"mr-{pauses is not None}") as session:

