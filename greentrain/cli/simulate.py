@@ -152,7 +152,7 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
               help="Changes of the job's work rate that the policy faces (the oracle is scored on the same "
                    "realised rate): 'none'; 'steps:AMPLITUDE:HOLD[:SEED]', random step changes to a rate in "
                    "[1-AMPLITUDE, 1+AMPLITUDE] each held HOLD/2 to 3·HOLD/2 (e.g. steps:0.5:4h); or 'runlog:PATH', "
-                   "the measured step times of a greentrain run log.")
+                   "the measured step times of a run log that greentrain wrote.")
 @click.option("--estimate-error", type=click.FloatRange(min=0, max=10), default=0.0, show_default=True,
               help="How wrong the work estimate may be before the rate is measured: until then a wait keeps room "
                    "for the work taking this fraction longer (0.5: 1.5 x --work-hours).")

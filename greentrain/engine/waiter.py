@@ -21,7 +21,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-
 from greentrain.policies.base import Action
 
 if TYPE_CHECKING:

@@ -36,7 +36,8 @@ class _Script(Policy):
 
 
 class _FlatGrid:
-    """A carbon signal (SignalChain shape) at a constant 200 g/kWh: the policy script decides, not the grid."""
+    """A carbon signal (SignalChain shape) at 200 g/kWh now, with a forecast that varies (a constant signal never
+    lets the engine wait, ``policies/worth.py``): the policy script decides, not the grid."""
 
     def __init__(self, clock: ReplayClock) -> None:
         self.clock = clock
@@ -47,7 +48,10 @@ class _FlatGrid:
                               kind=Kind.ACTUAL, provider="test", zone="GB")
 
     def forecast(self, horizon_h: float = 24) -> list[IntensityPoint]:
-        return []
+        start = self.clock.now().replace(minute=0, second=0, microsecond=0)
+        return [IntensityPoint(start=start + timedelta(hours=h), end=start + timedelta(hours=h + 1),
+                               intensity_g_per_kwh=200.0 - 100.0 * (h % 2), kind=Kind.FORECAST, provider="test",
+                               zone="GB") for h in range(1, int(horizon_h) + 1)]
 
     def status(self) -> None:
         return None
