@@ -36,6 +36,7 @@ __all__ = [
     "DEADLINE",
     "WORK_HOURS",
     "RESUME_OVERHEAD_S",
+    "ANNOTATION_PREFIX",
     "RAN_SECONDS",
     "OBSERVED_AT",
     "DECISION",
@@ -46,15 +47,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_PREFIX = "greentrain.io/"
-MANAGED_LABEL = _PREFIX + "managed"
-ZONE = _PREFIX + "zone"
-DEADLINE = _PREFIX + "deadline"
-WORK_HOURS = _PREFIX + "work-hours"
-RESUME_OVERHEAD_S = _PREFIX + "resume-overhead-s"
-RAN_SECONDS = _PREFIX + "ran-seconds"
-OBSERVED_AT = _PREFIX + "observed-at"
-DECISION = _PREFIX + "decision"
+ANNOTATION_PREFIX = "greentrain.io/"
+"""Every greentrain label and annotation key starts with this."""
+MANAGED_LABEL = ANNOTATION_PREFIX + "managed"
+ZONE = ANNOTATION_PREFIX + "zone"
+DEADLINE = ANNOTATION_PREFIX + "deadline"
+WORK_HOURS = ANNOTATION_PREFIX + "work-hours"
+RESUME_OVERHEAD_S = ANNOTATION_PREFIX + "resume-overhead-s"
+RAN_SECONDS = ANNOTATION_PREFIX + "ran-seconds"
+OBSERVED_AT = ANNOTATION_PREFIX + "observed-at"
+DECISION = ANNOTATION_PREFIX + "decision"
 
 _DEFAULT_RESUME_OVERHEAD_S = 300.0
 """Pods restart, reload the checkpoint and warm up: minutes, charged by the policy per resume."""

@@ -30,7 +30,17 @@ from typing import Any, Protocol
 
 from greentrain.clock import Clock
 from greentrain.errors import ConfigError, SignalError
-from greentrain.integrations.kubernetes import DEADLINE, DECISION, MANAGED_LABEL, WORK_HOURS, ZONE, Outcome
+from greentrain.integrations.kubernetes import (
+    ANNOTATION_PREFIX,
+    DEADLINE,
+    DECISION,
+    MANAGED_LABEL,
+    OBSERVED_AT,
+    RESUME_OVERHEAD_S,
+    WORK_HOURS,
+    ZONE,
+    Outcome,
+)
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Policy, Snapshot
 from greentrain.policies.scaling_profile import ScalingProfile, parse_scaling_profile
@@ -42,16 +52,13 @@ __all__ = ["GROUP", "VERSION", "PLURAL", "SCALING_PROFILE", "WORK_DONE_S", "FAIL
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
-_PREFIX = "greentrain.io/"
-SCALING_PROFILE = _PREFIX + "scaling-profile"
-REFERENCE_REPLICAS = _PREFIX + "reference-replicas"
-WORK_DONE_S = _PREFIX + "work-done-s"
-OBSERVED_AT = _PREFIX + "observed-at"
-PREVIOUS_REPLICAS = _PREFIX + "previous-replicas"
-CHANGED_AT = _PREFIX + "changed-at"
-FAILED_REPLICAS = _PREFIX + "failed-replicas"
-RESCALE_TIMEOUT_S = _PREFIX + "rescale-timeout-s"
-RESUME_OVERHEAD_S = _PREFIX + "resume-overhead-s"
+SCALING_PROFILE = ANNOTATION_PREFIX + "scaling-profile"
+REFERENCE_REPLICAS = ANNOTATION_PREFIX + "reference-replicas"
+WORK_DONE_S = ANNOTATION_PREFIX + "work-done-s"
+PREVIOUS_REPLICAS = ANNOTATION_PREFIX + "previous-replicas"
+CHANGED_AT = ANNOTATION_PREFIX + "changed-at"
+FAILED_REPLICAS = ANNOTATION_PREFIX + "failed-replicas"
+RESCALE_TIMEOUT_S = ANNOTATION_PREFIX + "rescale-timeout-s"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,7 +29,7 @@ import numpy as np
 
 from greentrain.units import J_PER_KWH  # re-exported: the planner's energy-to-emissions conversion
 
-__all__ = ["J_PER_KWH", "Mode", "Plan", "Slot", "StartState", "plan_schedule"]
+__all__ = ["J_PER_KWH", "Mode", "Plan", "Slot", "StartState", "bin_size_s", "plan_schedule", "running_intervals"]
 
 _TIE_BREAK = 1e-9  # later slots cost a hair more, so equal-cost plans run early
 
@@ -89,19 +89,24 @@ class Plan:
 
     def running_intervals(self) -> tuple[tuple[datetime, datetime], ...]:
         """Merged [start, end) intervals in which the job runs."""
-        merged: list[tuple[datetime, datetime]] = []
-        for slot, run_s in zip(self.slots, self.run_s):
-            if run_s <= 0:
-                continue
-            end = slot.start + timedelta(seconds=run_s)
-            if merged and merged[-1][1] == slot.start:
-                merged[-1] = (merged[-1][0], end)
-            else:
-                merged.append((slot.start, end))
-        return tuple(merged)
+        return running_intervals(self.slots, self.run_s)
 
 
-def _quantum_s(work_s: float, max_bins: int) -> float:
+def running_intervals(slots: Sequence[Slot], run_s: Sequence[float]) -> tuple[tuple[datetime, datetime], ...]:
+    """Merged [start, end) intervals of running: ``run_s[i]`` seconds from the start of ``slots[i]``."""
+    merged: list[tuple[datetime, datetime]] = []
+    for slot, seconds in zip(slots, run_s):
+        if seconds <= 0:
+            continue
+        end = slot.start + timedelta(seconds=seconds)
+        if merged and merged[-1][1] == slot.start:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((slot.start, end))
+    return tuple(merged)
+
+
+def bin_size_s(work_s: float, max_bins: int) -> float:
     """Bin size: a whole fraction of a minute (keeps hourly slots and minute overheads exact)."""
     per_minute = math.floor(60.0 * max_bins / work_s)
     if per_minute >= 1:
@@ -165,7 +170,7 @@ def plan_schedule(
     if work_s <= 0 or not slots:
         return None if work_s > 0 else Plan(tuple(slots), (None,) * len(slots), (0.0,) * len(slots), 0.0, 0.0,
                                             slots[0].start if slots else datetime.max)
-    quantum_s = _quantum_s(work_s, max_bins)
+    quantum_s = bin_size_s(work_s, max_bins)
     n = max_bins if memo is not None else math.ceil(work_s / quantum_s - 1e-9)
     if not waiting_power_w >= 0:
         raise ValueError(f"plan_schedule: waiting_power_w must be >= 0, got {waiting_power_w}")

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from greentrain.policies.planner import Mode, Slot
+from greentrain.policies.planner import Mode, Slot, bin_size_s, running_intervals
 from greentrain.units import J_PER_KWH
 
 __all__ = ["FRESH", "PAUSED", "ScalingPlan", "plan_scaling", "running_state"]
@@ -68,24 +68,7 @@ class ScalingPlan:
 
     def running_intervals(self) -> tuple[tuple[datetime, datetime], ...]:
         """Merged [start, end) intervals in which the job runs (at any count)."""
-        merged: list[tuple[datetime, datetime]] = []
-        for slot, run_s in zip(self.slots, self.run_s):
-            if run_s <= 0:
-                continue
-            end = slot.start + timedelta(seconds=run_s)
-            if merged and merged[-1][1] == slot.start:
-                merged[-1] = (merged[-1][0], end)
-            else:
-                merged.append((slot.start, end))
-        return tuple(merged)
-
-
-def _quantum_s(work_s: float, max_bins: int) -> float:
-    """Bin size: a whole fraction of a minute (keeps hourly slots and minute overheads exact)."""
-    per_minute = math.floor(60.0 * max_bins / work_s)
-    if per_minute >= 1:
-        return 60.0 / min(per_minute, 60)
-    return work_s / max_bins
+        return running_intervals(self.slots, self.run_s)
 
 
 @dataclass(slots=True)
@@ -213,7 +196,7 @@ def plan_scaling(
             return None
         start = slots[0].start if slots else datetime.max
         return ScalingPlan(tuple(slots), (None,) * len(slots), (0.0,) * len(slots), 0.0, 0.0, start, 0)
-    quantum_s = _quantum_s(work_s, max_bins)
+    quantum_s = bin_size_s(work_s, max_bins)
     n = math.ceil(work_s / quantum_s - 1e-9)
     tables = _Tables(quantum_s, n, overhead_s, options)
     values = _backward(tables, slots, waiting_power_w)
