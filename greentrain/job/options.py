@@ -89,7 +89,7 @@ class JobOptions:
     """Expected step time before one is measured, seconds (plans a delayed start before step 0)."""
     decide_interval_s: float = 300.0
     """Longest time between two policy decisions, seconds of job clock."""
-    min_wait_saving: float = 0.01
+    min_wait_saving: float = 0.005
     """A delay or pause is taken only if it saves more than this fraction of the job's expected emissions
     (and more than the forecast's measured error over the energy it moves); ties run now."""
     pause_mode: PauseMode | None = None

@@ -89,7 +89,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         if room_s < work_s:
             return run_decision(top, now, work_s, f"{self.name}: deadline cannot be met; running flat out",
                                 to_the_end=True)
-        margin_s = safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
+        pessimism, margin_s = self._reserve(snapshot, work_s)
         plan = plan_schedule(
             slots,
             min(work_s + margin_s, room_s),
@@ -100,6 +100,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
             max_bins=self.config.max_bins,
             memo=self.__dict__.setdefault("_memo", {}),  # a cache only: output depends on inputs alone
             waiting_power_w=snapshot.waiting_power_w,
+            pessimism=pessimism,
         )
         if plan is None:
             # No plan fits work + safety margin in this horizon: run this interval and plan again at the next
@@ -115,6 +116,15 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         scale = work_s / (work_s + margin_s) if work_s + margin_s > 0 else 1.0
         saving_g = run_now_g(slots, work_s, top) - plan.emissions_g * scale if planned_j > 0 else None
         return replace(decision, plan_saving_g=saving_g)
+
+    def _reserve(self, snapshot: Snapshot, work_s: float) -> tuple[float, float]:
+        """(pessimism, margin_s): with the engine's pessimistic remaining time (``policies/rate.py``) the plan
+        keeps the expected work inside the pessimistic deadline envelope (it may wait only while the slower
+        rate would still finish); without it, it plans extra work from the step-time spread."""
+        upper_s = snapshot.work_remaining_upper_s
+        if upper_s is not None and work_s > 0:
+            return max(1.0, upper_s / work_s), self.config.reserve_s
+        return 1.0, safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
 
     def _decide_first(self, snapshot: Snapshot, now: datetime, plan: Plan, slots: list, top: Mode, work_s: float,
                       intervals: tuple[tuple[datetime, datetime], ...], first: Mode | None) -> Decision:

@@ -153,8 +153,14 @@ def plan_schedule(
     max_bins: int = 2000,
     memo: dict | None = None,
     waiting_power_w: float = 0.0,
+    pessimism: float = 1.0,
 ) -> Plan | None:
     """The minimum-emission plan finishing ``work_s`` within ``slots``; None if impossible.
+
+    ``pessimism`` (>= 1) keeps the plan inside a deadline envelope: at the start of every slot, the work
+    still left, run flat out at ``pessimism`` times its expected time (a resume first when paused), must
+    still fit before the last slot ends. So a plan made with the expected rate also finishes at the
+    pessimistic one: it may wait only while the slower rate would still make it.
 
     ``modes`` must be non-empty; ties prefer earlier running and the first
     (list it fastest first) mode. ``overhead_power_w`` defaults to the power of
@@ -174,7 +180,10 @@ def plan_schedule(
     n = max_bins if memo is not None else math.ceil(work_s / quantum_s - 1e-9)
     if not waiting_power_w >= 0:
         raise ValueError(f"plan_schedule: waiting_power_w must be >= 0, got {waiting_power_w}")
-    args = (modes, overhead_s, overhead_power_w, waiting_power_w)
+    if not 1.0 <= pessimism < math.inf:
+        raise ValueError(f"plan_schedule: pessimism must be >= 1, got {pessimism}")
+    envelope = _envelope(slots, quantum_s / max(m.speed for m in modes) * pessimism, overhead_s, n)
+    args = (modes, overhead_s, overhead_power_w, waiting_power_w, envelope)
     if memo is None:
         tables = _Tables(quantum_s, {}, _terminal(len(slots), n))
         _fill(tables, slots, *args, low=0)
@@ -183,6 +192,20 @@ def plan_schedule(
     if not np.isfinite(tables.values[0][state, min(n, math.ceil(work_s / quantum_s - 1e-9))]):
         return None
     return _forward(slots, work_s, modes, overhead_s, overhead_power_w, waiting_power_w, state, tables)
+
+
+def _envelope(slots: Sequence[Slot], bin_s: float, overhead_s: float, n: int) -> tuple[tuple[int, ...], ...] | None:
+    """Per slot and start state, the most bins that may remain at its start (None: no envelope beyond the
+    DP's own feasibility, the usual case of ``pessimism`` 1)."""
+    end = slots[-1].end
+    caps = []
+    for slot in slots:
+        left_s = (end - slot.start).total_seconds()
+        per_state = (left_s, left_s, left_s - overhead_s)  # FRESH, RUNNING, PAUSED (a resume first)
+        caps.append(tuple(min(n, max(-1, math.floor(s / bin_s + 1e-9))) for s in per_state))
+    if all(cap >= n for row in caps for cap in row):
+        return None
+    return tuple(caps)
 
 
 def _terminal(count: int, n: int) -> list[np.ndarray]:
@@ -194,7 +217,8 @@ def _terminal(count: int, n: int) -> list[np.ndarray]:
 def _with_cached_tail(memo: dict, slots: Sequence[Slot], n: int, quantum_s: float, args: tuple) -> _Tables:
     """Reuse the backward pass over slots[1:] between calls within one interval (the engine
     decides at every step; only the current, shrinking slot and the remaining work change)."""
-    key = (tuple(slots[1:]), tuple(args[0]), *args[1:], quantum_s, n)
+    envelope = args[-1]
+    key = (tuple(slots[1:]), tuple(args[0]), *args[1:-1], envelope and envelope[1:], quantum_s, n)
     tail = memo.get(key)
     if tail is None:
         tail = _Tables(quantum_s, {}, _terminal(len(slots), n))
@@ -222,7 +246,8 @@ class _Tables:
 
 def _fill(
     tables: _Tables, slots: Sequence[Slot], modes: Sequence[Mode], overhead_s: float,
-    overhead_power_w: float, waiting_power_w: float, *, low: int, high: int | None = None,
+    overhead_power_w: float, waiting_power_w: float, envelope: tuple[tuple[int, ...], ...] | None, *,
+    low: int, high: int | None = None,
 ) -> None:
     """Fill ``tables.values[t]`` for t = high-1 down to low from ``values[high]`` (choices are
     recovered going forward)."""
@@ -242,6 +267,9 @@ def _fill(
         best = run.reshape(2, k_count, n + 1).min(axis=1)
         value = np.minimum(value[_PAUSE_NEXT] + _WAITS * (waiting_power_w * length_s * g_per_j), best[_RUN_ROWS])
         value[:, 0] = 0.0
+        if envelope is not None:
+            for state, cap in enumerate(envelope[t]):
+                value[state, cap + 1:] = np.inf
         tables.values[t] = value
 
 

@@ -108,6 +108,20 @@ class RateEstimator:
             return robust * (1.0 + self.prior_spread)
         return max(robust, _quantile(list(self._history), self.quantile))
 
+    def pessimistic_at(self, done_frac: float) -> float | None:
+        """The pessimistic value for the rest of a job ``done_frac`` (0..1) done: the measured one, floored
+        by the prior's reserve faded in proportion to the work measured. A few hours at one steady rate say
+        little about the hours to come (a neighbour arrives, a loader stalls): the spread the user allowed
+        for (``prior_spread``) leaves only as the job's own history replaces it."""
+        pessimistic, robust = self.pessimistic_s, self.robust_s
+        if pessimistic is None or robust is None or self.prior_spread <= 0:
+            return pessimistic
+        fade = 1.0 - min(1.0, max(0.0, done_frac))
+        # Faster than estimated earns trust only as the work is measured: the reserve counts from the
+        # estimate (when slower than the measurement) in the same proportion.
+        anchor = robust if self.prior_s is None else fade * max(self.prior_s, robust) + (1.0 - fade) * robust
+        return max(pessimistic, anchor * (1.0 + self.prior_spread * fade))
+
     @property
     def reserve_frac(self) -> float:
         """The measured spread as a fraction of the robust rate: pessimistic / robust - 1 (0 before stable)."""

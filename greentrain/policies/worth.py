@@ -26,7 +26,7 @@ from greentrain.policies.planner import J_PER_KWH
 
 __all__ = ["DEFAULT_MIN_SAVING_FRAC", "constant_signal", "expected_job_g", "keep_latest_start", "worth_waiting"]
 
-DEFAULT_MIN_SAVING_FRAC = 0.01
+DEFAULT_MIN_SAVING_FRAC = 0.005
 """A wait must save more than this fraction of the job's expected emissions."""
 
 _SAME = 1e-9
@@ -101,7 +101,7 @@ def keep_latest_start(decision: Decision, now: datetime, latest: datetime | None
     of the engine's deadline guard (``engine/guard.py``), which adds the engine's own state."""
     if decision.action not in (Action.PAUSE, Action.DELAY_START) or latest is None:
         return decision
-    if now + timedelta(seconds=max(0.0, step_s)) >= latest:
+    if now + timedelta(seconds=max(0.0, step_s)) > latest:
         return _run(decision, "deadline guard: must run to finish by the deadline at the pessimistic rate")
     if decision.until is not None and decision.until > latest:
         return replace(decision, until=latest)
