@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError, DeadlineError
 from greentrain.policies import Policy, RunNowPolicy, load_policy
@@ -153,9 +154,7 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
                    "realised rate): 'none'; 'steps:AMPLITUDE:HOLD[:SEED]', random step changes to a rate in "
                    "[1-AMPLITUDE, 1+AMPLITUDE] each held HOLD/2 to 3·HOLD/2 (e.g. steps:0.5:4h); or 'runlog:PATH', "
                    "the measured step times of a run log that greentrain wrote.")
-@click.option("--estimate-error", type=click.FloatRange(min=0, max=10), default=0.0, show_default=True,
-              help="How wrong the work estimate may be before the rate is measured: until then a wait keeps room "
-                   "for the work taking this fraction longer (0.5: 1.5 x --work-hours).")
+@job_flags("simulate")
 @click.option("--forecast-archive", "archive_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Forecasts as issued (archive SQLite file or issued_at,target_time,intensity_g_per_kwh CSV): "
                    "each decision uses the latest issued at or before it; --forecaster fills past its end and gaps.")
@@ -168,9 +167,10 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
                    "archive's usual time between issues when longer).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
-             policy_spec: str, forecaster: str, rate_noise: str, estimate_error: float, as_json: bool,
+             policy_spec: str, forecaster: str, rate_noise: str, as_json: bool,
              **opts: Any) -> None:
     """Replay a carbon trace through a policy; compare with run-now, best-window and the oracle."""
+    waits = job_options(take_settings(opts, "simulate"))  # the engine's own settings, checked as the engine does
     if (start_text is None) == (starts_text is None):
         raise ConfigError("give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS")
     starts = [parse_time(start_text, "--start")] if start_text is not None else parse_starts(starts_text or "")
@@ -190,12 +190,12 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     chosen = make_forecaster(forecaster, points)
     archived = _archive_forecaster(opts, points, chosen, forecaster) if opts["archive_path"] is not None else None
     results = run_simulation(trace, starts, job, policy, chosen if archived is None else archived[1], noise=noise,
-                             estimate_error=estimate_error)
+                             estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving)
     summary = summarize(results, policy_name)
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
                    idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec,
-                   estimate_error=estimate_error)
+                   estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving)
     if job.scaling is not None:
         summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
     if archived is not None:

@@ -94,7 +94,8 @@ class Decider:
         power_w, power_source = engine.plan_power_w()
         snapshot = Snapshot(
             steps_done=progress.steps_done, steps_total=progress.steps_total, work_remaining_s=work_s,
-            work_remaining_upper_s=progress.work_remaining_s(pessimistic=True) if progress.steps_total else None,
+            work_remaining_upper_s=(progress.work_remaining_s(pessimistic=True)
+                                    if progress.steps_total or progress.work_total_s else None),
             step_time_s=progress.times.mean_s, step_time_std_s=progress.times.std_s, power_w=power_w,
             carbon_now=carbon_now, forecast=forecast, deadline=engine.deadline.at,
             resume_overhead_s=engine.deadline.resume_overhead_s, state=state, started_at=progress.first_start,

@@ -15,6 +15,7 @@ from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timedelta
 
 from greentrain.engine.stats import StepTimes
+from greentrain.policies.rate import estimate_room_s
 
 __all__ = ["Progress"]
 
@@ -31,6 +32,8 @@ class Progress:
     """Steps done, this process's and earlier ones' (a resume starts here)."""
     step_time_s: InitVar[float | None] = None
     """Expected step time before any is measured (lets ``begin`` plan a delayed start)."""
+    estimate_error: InitVar[float] = 0.0
+    """How much longer than estimated the work may take until it is measured (``JobOptions.estimate_error``)."""
     rate_probe: Callable[[], float | None] | None = None
     """``() -> seconds per step`` (job clock), asked at re-plans while the job waits: a busier machine moves
     the deadline guard's latest safe resume up before the wait ends."""
@@ -52,9 +55,10 @@ class Progress:
     measured_running_s: float = 0.0
     """Job-clock seconds of the job's measured steps."""
 
-    def __post_init__(self, step_time_s: float | None) -> None:
+    def __post_init__(self, step_time_s: float | None, estimate_error: float) -> None:
         if step_time_s is not None:
             self.times.prior_s = step_time_s
+        self.times.rate.prior_spread = estimate_error
 
     @property
     def finished(self) -> bool:
@@ -70,13 +74,18 @@ class Progress:
         if self.steps_total is not None:
             steps_left = max(0, self.steps_total - self.steps_done)
             if pessimistic:
-                return self.times.upper_total_s(steps_left)
+                return self.times.upper_total_s(steps_left, self.steps_done / self.steps_total if self.steps_total
+                                                else 1.0)
             step_s = self.times.mean_s
             return None if step_s is None else steps_left * step_s
         if self.work_total_s is not None:
             # The user's estimate is the only knowledge here; the jitter of polling intervals says nothing
             # about it, so the guard's safety fraction is the only margin.
-            return max(0.0, self.work_total_s - self.running_s)
+            left_s = max(0.0, self.work_total_s - self.running_s)
+            if pessimistic and self.work_total_s > 0:
+                left_s = estimate_room_s(left_s, None, self.times.rate.prior_spread,
+                                         self.running_s / self.work_total_s)
+            return left_s
         return None
 
     @property

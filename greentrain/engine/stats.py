@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from greentrain.policies.rate import RateEstimator
+from greentrain.policies.rate import RateEstimator, estimate_room_s
 
 __all__ = ["StepTimes"]
 
@@ -105,7 +105,14 @@ class StepTimes:
         measured = self.rate.pessimistic_s if self.rate.stable else self.rate.measured_s
         return max(mean, measured or 0.0, self.probe_s or 0.0)
 
-    def upper_total_s(self, steps: int) -> float | None:
-        """Upper bound on the time of ``steps`` more steps, at the pessimistic step time."""
+    def upper_total_s(self, steps: int, done_frac: float = 0.0) -> float | None:
+        """Upper bound on the time of ``steps`` more steps, at the pessimistic step time: with an estimate
+        error allowed (``rate.prior_spread``), never below its room, faded by ``done_frac`` of the job done
+        (``RateEstimator.pessimistic_at``)."""
         pessimistic = self.pessimistic_s
-        return None if pessimistic is None else max(0, steps) * pessimistic
+        if pessimistic is None:
+            return None
+        if self.rate.prior_spread > 0 and self.mean_s is not None:
+            pessimistic = max(pessimistic, estimate_room_s(self.mean_s, self.prior_s, self.rate.prior_spread,
+                                                           done_frac))
+        return max(0, steps) * pessimistic

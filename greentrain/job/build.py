@@ -173,7 +173,7 @@ def build_job(
                           event_log=opened.event_log, broadcast=broadcast, job_stats=job_stats),
             progress=Progress(steps_total=options.steps_total, work_total_s=work_total_s, steps_done=steps_done,
                               step_time_s=planning_step_time_s(prior, options.step_time_s),
-                              rate_probe=parts.rate_probe),
+                              rate_probe=parts.rate_probe, estimate_error=options.estimate_error),
             deadline=DeadlineGuard.for_policy(deadline, settings, policy=options.deadline_policy,
                                               simulated=clock.simulated, speedup=clock.speedup),
             pause_cost=PauseCost.for_policy(settings, user_w=options.waiting_power_w, released=hardware_released),

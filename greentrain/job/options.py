@@ -50,10 +50,11 @@ PolicySpec = str | Path | Policy
 ProviderSpec = str | CarbonIntensityProvider | CarbonSignal
 """A provider spec ('csv:PATH', 'electricitymaps', 'static', ...), a provider, or a ``SignalChain``."""
 
-FrontEnd = Literal["session", "run", "train", "demo"]
+FrontEnd = Literal["session", "run", "train", "demo", "simulate"]
 """Where a setting can be given besides the framework callbacks (which take every one): ``Session``'s
 keywords, the flags of ``greentrain run``, ``greentrain train`` (its flags and the runtime's ``[greentrain]``
-section) and ``greentrain demo``."""
+section), ``greentrain demo`` and ``greentrain simulate`` (the settings the simulator replays as the engine
+does)."""
 
 _OFFERED = "offered"
 _FLAG = "flag"
@@ -89,9 +90,12 @@ class JobOptions:
     """Expected step time before one is measured, seconds (plans a delayed start before step 0)."""
     decide_interval_s: float = 300.0
     """Longest time between two policy decisions, seconds of job clock."""
-    min_wait_saving: float = 0.005
+    min_wait_saving: float = field(default=0.005, metadata=offered("session", "run", "train", "simulate"))
     """A delay or pause is taken only if it saves more than this fraction of the job's expected emissions
     (and more than the forecast's measured error over the energy it moves); ties run now."""
+    estimate_error: float = field(default=0.0, metadata=offered("session", "run", "train", "demo", "simulate"))
+    """How much longer than estimated the work may take (fraction; 0.5: up to 1.5 x): plans and the deadline
+    guard keep that room until the job's own measured rate replaces it, in proportion to the work done."""
     pause_mode: PauseMode | None = None
     """'checkpoint' (save, stop, resume from the checkpoint), 'suspend' (wait in-process, holding the devices)
     or 'auto' (per pause: release when a relauncher exists and holding costs more); unset: the policy's,
@@ -261,6 +265,8 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
             yield name, f"must be a number > 0, got {o[name]!r}"
     if not (_number(o["min_wait_saving"], low_ok=True) and o["min_wait_saving"] <= 1):
         yield "min_wait_saving", f"must be a fraction in [0, 1], got {o['min_wait_saving']!r}"
+    if not (_number(o["estimate_error"], low_ok=True) and o["estimate_error"] <= 10):
+        yield "estimate_error", f"must be a fraction in [0, 10], got {o['estimate_error']!r}"
     if not _number(o["decide_interval_s"], low_ok=False):
         yield "decide_interval_s", f"must be > 0, got {o['decide_interval_s']}"
     if o["step_time_s"] is not None and not _number(o["step_time_s"], low_ok=False):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["RateEstimator"]
+__all__ = ["RateEstimator", "estimate_room_s"]
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -36,6 +36,15 @@ def _quantile(values: list[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def estimate_room_s(typical_s: float, estimate_s: float | None, spread: float, done_frac: float) -> float:
+    """The step time an estimate error of ``spread`` still asks for when ``done_frac`` of the job is done:
+    ``spread`` faded in proportion to the work left. Faster than estimated earns trust only as the work is
+    measured, so the room counts from the estimate (when slower than ``typical_s``) in the same proportion."""
+    left = 1.0 - min(1.0, max(0.0, done_frac))
+    anchor = typical_s if estimate_s is None else left * max(estimate_s, typical_s) + (1.0 - left) * typical_s
+    return anchor * (1.0 + spread * left)
 
 
 class RateEstimator:
@@ -116,11 +125,7 @@ class RateEstimator:
         pessimistic, robust = self.pessimistic_s, self.robust_s
         if pessimistic is None or robust is None or self.prior_spread <= 0:
             return pessimistic
-        fade = 1.0 - min(1.0, max(0.0, done_frac))
-        # Faster than estimated earns trust only as the work is measured: the reserve counts from the
-        # estimate (when slower than the measurement) in the same proportion.
-        anchor = robust if self.prior_s is None else fade * max(self.prior_s, robust) + (1.0 - fade) * robust
-        return max(pessimistic, anchor * (1.0 + self.prior_spread * fade))
+        return max(pessimistic, estimate_room_s(robust, self.prior_s, self.prior_spread, done_frac))
 
     @property
     def reserve_frac(self) -> float:

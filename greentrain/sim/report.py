@@ -8,6 +8,7 @@ from datetime import datetime
 
 from greentrain.policies.base import Policy
 import greentrain.sim.baselines as baselines
+from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC
 from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
@@ -45,7 +46,8 @@ class RunResult:
 
 def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy: Policy,
              forecaster: ForecasterLike, *, oracle_bins: int = 4000, noise: RateNoise = NO_NOISE,
-             estimate_error: float = 0.0, engine_gate: bool = True) -> list[RunResult]:
+             estimate_error: float = 0.0, min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC,
+             engine_gate: bool = True) -> list[RunResult]:
     """Replay ``policy`` from each start, with baselines; the trace must cover every deadline. With ``noise``
     each start gets its realised work rate (``sim/noise.py``): the policy faces it as it runs, and the
     baselines (the oracle included) are scored on the same realised rate."""
@@ -55,7 +57,7 @@ def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy:
     for start in starts:
         rates = None if noise.kind == "none" else noise.profile(start, horizon_s)
         run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error,
-                           engine_gate=engine_gate)
+                           min_wait_saving=min_wait_saving, engine_gate=engine_gate)
         window, window_start = baselines.best_window(trace, start, job, rates)
         fixed = baselines.oracle(trace, start, job, oracle_bins, rates)
         scaled = job.scaling is not None  # the CLI refuses rate noise with a scaling profile

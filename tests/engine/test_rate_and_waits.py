@@ -143,3 +143,34 @@ def test_the_plans_saving_in_grams_is_the_summarys(tmp_path: Path) -> None:
     summary = [e for e in events if e["event"] == "summary"][-1]
     assert delay["plan_saving_g"] == pytest.approx(summary["emissions_avoided_g"], rel=0.02)
     assert summary["emissions_avoided_g"] == pytest.approx(250.0 * 3600 * 200 / 3.6e6, rel=0.02)
+
+
+@pytest.mark.parametrize("estimate_error, met", [(0.0, False), (1.0, True)])
+def test_an_allowed_estimate_error_keeps_room_for_a_slower_job(estimate_error: float, met: bool) -> None:
+    # 2 h estimated (120 steps of 60 s), clean only in the last 2 of 8 hours; the steps really take twice
+    # as long. Trusting the estimate, the job waits for the clean hours and cannot finish; allowing it to
+    # take up to twice the estimate (estimate_error 1.0), it starts by hour 4 and meets the deadline.
+    clock = FrozenClock(T0)
+    values = [300.0, 310.0, 290.0, 300.0, 305.0, 295.0, 100.0, 100.0, 300.0, 300.0, 300.0, 300.0]
+    engine = Engine(load_policy("forecast-optimal"),
+                    Collaborators(clock=clock, signals=TraceSignals(hourly(T0, values), clock),
+                                  monitor=ClockMonitor(clock, power_w=250.0)),
+                    progress=Progress(steps_total=120, step_time_s=60.0, estimate_error=estimate_error),
+                    deadline=DeadlineGuard(T0 + timedelta(hours=8), simulated=True, policy="best-effort"),
+                    decide_interval_s=600.0, countdown=False)
+    drive(engine, clock, step_s=120.0)
+    engine.close()
+    assert engine.finished
+    assert (engine.progress.first_start <= T0 + timedelta(hours=4)) is met
+    assert (engine.progress.finished_at <= T0 + timedelta(hours=8)) is met
+
+
+def test_the_estimates_room_fades_as_the_work_is_measured() -> None:
+    rate = RateEstimator(recent=4, min_samples=2, prior_s=1.0, prior_spread=0.5)
+    assert rate.pessimistic_at(0.0) == pytest.approx(1.5), "nothing measured: the estimate and its room"
+    for _ in range(4):
+        rate.add(0.8)  # faster than estimated, steadily
+    assert rate.pessimistic_at(0.0) == pytest.approx(1.5), "no work done yet: the estimate still stands"
+    assert rate.pessimistic_at(0.5) == pytest.approx((0.5 * 1.0 + 0.5 * 0.8) * 1.25)
+    assert rate.pessimistic_at(1.0) == pytest.approx(0.8), "all measured: the job's own rate"
+    assert RateEstimator(prior_s=1.0).pessimistic_at(0.0) == pytest.approx(1.0), "no room allowed: none kept"

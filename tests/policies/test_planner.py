@@ -81,3 +81,22 @@ def test_dp_matches_brute_force(seed):
     expected = brute_force(values, work_s, modes, overhead_s)
     assert plan is not None and expected is not None
     assert plan.emissions_g == pytest.approx(expected, rel=1e-6)
+
+
+def test_pessimism_keeps_the_plan_inside_the_slower_rates_envelope():
+    # 2 h of work, clean only in the last two of six hours. At the expected rate the plan waits for them.
+    # At twice the time (pessimism 2) the work left at each hour's start must fit twice over before the
+    # end: with 2 h left it may not wait past hour 2, with 1 h left not past hour 4. Cheapest inside that:
+    # one dirty hour now, then the first clean hour (5 + 1 g), not the 10 g of a later contiguous start.
+    values = [5, 5, 5, 5, 1, 1]
+    expected = plan_schedule(slots(values), 2 * 3600, [KW])
+    assert expected.running_intervals() == ((T0 + 4 * HOUR, T0 + 6 * HOUR),)
+    enveloped = plan_schedule(slots(values), 2 * 3600, [KW], pessimism=2.0)
+    assert enveloped.emissions_g == pytest.approx(6.0)
+    assert enveloped.running_intervals() == ((T0, T0 + HOUR), (T0 + 4 * HOUR, T0 + 5 * HOUR))
+
+
+def test_pessimism_that_cannot_fit_gives_no_plan_and_one_never_waits_past_it():
+    assert plan_schedule(slots([5, 5, 1]), 2 * 3600, [KW], pessimism=2.0) is None  # 4 h needed, 3 h left
+    with pytest.raises(ValueError):
+        plan_schedule(slots([5, 5, 1]), 2 * 3600, [KW], pessimism=0.5)
