@@ -161,8 +161,9 @@ class MetricsServer:
             self._server = make_server(self.addr, self.port, self._app, server_class, _SilentHandler)
         except OSError as e:
             self._started = False
-            raise ConfigError(f"--metrics-port {self.port}: cannot bind {self.addr}:{self.port} ({e.strerror}); "
-                              "choose another port, or 0 for any free one") from None
+            # Named both ways: the setting reaches here from a flag (run, demo) or a keyword (Session).
+            raise ConfigError(f"--metrics-port / metrics_port {self.port}: cannot bind {self.addr}:{self.port} "
+                              f"({e.strerror}); choose another port, or 0 for any free one") from None
         self.port = self._server.server_port
         if not is_loopback(self.addr):
             log.warning("metrics endpoint listens on %s:%d and is reachable from the network", self.addr, self.port)

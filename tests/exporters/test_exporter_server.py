@@ -55,7 +55,7 @@ def test_port_in_use_is_a_clear_error() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(ConfigError, match=f"--metrics-port {port}: cannot bind"):
+        with pytest.raises(ConfigError, match=f"--metrics-port / metrics_port {port}: cannot bind"):
             MetricsServer(job="j", port=port).start()
 
 
