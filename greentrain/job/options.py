@@ -90,7 +90,7 @@ class JobOptions:
     """Expected step time before one is measured, seconds (plans a delayed start before step 0)."""
     decide_interval_s: float = 300.0
     """Longest time between two policy decisions, seconds of job clock."""
-    min_wait_saving: float = field(default=0.01, metadata=offered("session", "run", "train", "simulate"))
+    min_wait_saving: float = field(default=0.005, metadata=offered("session", "run", "train", "simulate"))
     """A delay or pause is taken only if it saves more than this fraction of the job's expected emissions
     (and more than the forecast's measured error over the energy it moves); ties run now."""
     estimate_error: float = field(default=0.0, metadata=offered("session", "run", "train", "demo", "simulate"))

@@ -26,7 +26,7 @@ from greentrain.policies.planner import J_PER_KWH
 
 __all__ = ["DEFAULT_MIN_SAVING_FRAC", "constant_signal", "expected_job_g", "keep_latest_start", "worth_waiting"]
 
-DEFAULT_MIN_SAVING_FRAC = 0.01
+DEFAULT_MIN_SAVING_FRAC = 0.005
 """A wait must save more than this fraction of the job's expected emissions."""
 
 _SAME = 1e-9

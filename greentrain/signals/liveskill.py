@@ -73,4 +73,9 @@ class ForecastSkill:
             if len(self._errors[i]) >= self.min_scored:
                 last = statistics.median(self._errors[i])
             out.append(last)
+        # Past the last horizon scored, an error that grows like a random walk's (sqrt of the hours ahead):
+        # far forecasts are not as good as the nearest scored one, and an error taken too small there lets
+        # a wait that keeps seeing a cleaner tomorrow through.
+        top = len(out)
+        out.extend(last * ((h + 1) / top) ** 0.5 for h in range(top, self.max_h))
         return tuple(out)
