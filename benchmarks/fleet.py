@@ -3,12 +3,19 @@
 For every trace given and every week start, a job set of ``--jobs`` jobs on
 ``--capacity-gpus`` GPUs is drawn from the PAI trace's distributions
 (``benchmarks/fleet_jobs.py``) and replayed under each policy with causal
-forecasts (greentrain's ``Forecaster``, fed the trace up to each decision).
+forecasts fed the trace up to each decision: ``--forecast causal``
+greentrain's ``Forecaster`` (what ``greentrain fleet simulate`` plans on),
+``blend`` it and same-hour-yesterday weighed by their measured skill at each
+hour ahead (``fleet.feed.blend_forecaster``), ``seasonal-naive``
+same-hour-yesterday alone, ``perfect`` the trace's own future.
+``--hedge K`` plans each later hour at its forecast plus K times the
+forecast's measured error at that horizon.
 Reported per case: emissions of each policy, late jobs, peak GPUs, the
 fleet plan's fraction of the bound's saving over FIFO
 (``(FIFO - plan) / (FIFO - bound)``), resumes and the planner's CPU time.
 
     python benchmarks/fleet.py PAI.csv TRACE.csv [TRACE.csv ...] [--weeks 10,36] [--workers 2]
+        [--forecast causal|blend|seasonal-naive|perfect] [--hedge K]
 
 Forecasts are computed once per case and hour and kept in ``--cache`` (they
 depend only on the trace), so a second run of the same cases is faster.
@@ -32,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleet_jobs import job_set, read_pai, write_jobs  # noqa: E402
 
 from greentrain.fleet.bound import offline_bound  # noqa: E402
-from greentrain.fleet.feed import TraceFeed, fleet_forecaster  # noqa: E402
+from greentrain.fleet.feed import TraceFeed, blend_forecaster  # noqa: E402
 from greentrain.fleet.jobs import load_jobs  # noqa: E402
 from greentrain.fleet.model import PlannerConfig  # noqa: E402
 from greentrain.fleet.policies import DEFAULT_HEDGE, CarbonAware, PerJobWindow, RunNowFIFO  # noqa: E402
@@ -73,11 +80,12 @@ class CachedFeed(TraceFeed):
         return np.concatenate([[0.0], self._table[hour][1, :horizon_h]])
 
 
-FORECASTS = {"causal": fleet_forecaster,
-             "forecaster": lambda: SkillBlendForecaster(Forecaster(), None),
+FORECASTS = {"causal": lambda: SkillBlendForecaster(Forecaster(), None),
+             "blend": blend_forecaster,
              "seasonal-naive": lambda: SkillBlendForecaster(SeasonalNaiveForecaster(), None)}
-"""causal: the fleet's own (greentrain's Forecaster and same-hour-yesterday, skill-weighted); the others one
-source alone (with its measured errors, for ``--hedge``)."""
+"""causal: greentrain's Forecaster (what ``greentrain fleet simulate`` plans on); blend: it and same-hour-yesterday
+weighed by their measured skill; seasonal-naive: same-hour-yesterday alone. Each with its measured errors (for
+``--hedge``)."""
 
 
 def _forecast_table(case: Case, points, feed: TraceFeed, first: int, last: int) -> dict[int, np.ndarray]:
@@ -161,7 +169,7 @@ def main() -> None:
     parser.add_argument("--power-kw-per-gpu", type=float, default=0.7)
     parser.add_argument("--resume-overhead-min", type=float, default=5.0)
     parser.add_argument("--forecast", choices=(*FORECASTS, "perfect"), default="causal",
-                        help="causal: the fleet's forecaster; forecaster / seasonal-naive: one source alone.")
+                        help="causal: greentrain's Forecaster; blend: it and same-hour-yesterday, skill-weighted.")
     parser.add_argument("--hedge", type=float, default=DEFAULT_HEDGE,
                         help="Multiples of the forecast's measured error added to later hours.")
     parser.add_argument("--workers", type=int, default=2)

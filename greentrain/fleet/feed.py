@@ -7,10 +7,13 @@ forecast is made per hour, at the longest horizon asked so far, and shared by
 every decision in that hour (the forecaster's value for ``k`` hours ahead does
 not depend on the horizon asked: ``horizon_independent``).
 
-The fleet's forecaster (``fleet_forecaster``) is greentrain's ``Forecaster``
-and same-hour-yesterday weighed by their errors at each hour ahead over the
-last four weeks (``signals/blend.py``); its measured error by hours ahead
-(``errors``) is what the planner hedges against.
+``blend_forecaster`` is greentrain's ``Forecaster`` and same-hour-yesterday
+weighed by their errors at each hour ahead over the last four weeks
+(``signals/blend.py``). On the development weeks it planned no better than
+``Forecaster`` alone (docs/benchmarks.md, "Fleet"), which ``greentrain fleet
+simulate`` therefore keeps. A forecaster that measures its own error by hours
+ahead (``errors_g_per_kwh``, as the blend does) gives ``errors``: what the
+planner can hedge against.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from greentrain.signals.base import IntensityPoint
 from greentrain.signals.blend import SkillBlendForecaster
 from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
 
-__all__ = ["TraceFeed", "HourlyForecaster", "fleet_forecaster"]
+__all__ = ["TraceFeed", "HourlyForecaster", "blend_forecaster"]
 
 _HOUR = timedelta(hours=1)
 
@@ -39,8 +42,8 @@ class HourlyForecaster(Protocol):
         ...
 
 
-def fleet_forecaster() -> SkillBlendForecaster:
-    """The fleet planner's causal forecaster: ``Forecaster`` and same-hour-yesterday, skill-weighted."""
+def blend_forecaster() -> SkillBlendForecaster:
+    """``Forecaster`` and same-hour-yesterday, weighed by their measured skill at each hour ahead."""
     return SkillBlendForecaster(Forecaster(), SeasonalNaiveForecaster())
 
 
