@@ -11,7 +11,9 @@
   is planned at its forecast plus ``hedge`` × the forecast's measured error at
   that many hours ahead (``TraceFeed.errors``): work moves to a later hour only
   where the forecast's advantage beats its own error there (the single-job
-  wait gate, ``policies/worth.py``, asks the same of a wait).
+  wait gate, ``policies/worth.py``, asks the same of a wait). The default is
+  0: on the development weeks any hedge made the plan worse (docs/benchmarks.md,
+  "Fleet"); re-planning every hour already corrects what the forecast got wrong.
 """
 
 from __future__ import annotations
