@@ -20,26 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
 
 import numpy as np
 
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint
-from greentrain.signals.blend import SkillBlendForecaster
+from greentrain.signals.blend import HourlyForecaster, SkillBlendForecaster
 from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
 
 __all__ = ["TraceFeed", "HourlyForecaster", "blend_forecaster"]
 
 _HOUR = timedelta(hours=1)
-
-
-class HourlyForecaster(Protocol):
-    """``greentrain.signals.forecast.Forecaster`` and friends."""
-
-    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
-        ...
 
 
 def blend_forecaster() -> SkillBlendForecaster:
