@@ -70,3 +70,16 @@ def test_the_blend_never_reads_past_now() -> None:
     assert [p.intensity_g_per_kwh for p in a.forecast(points, now, 24)] == \
         [p.intensity_g_per_kwh for p in b.forecast(changed, now, 24)]
     assert np.array_equal(a.errors_g_per_kwh(points, now), b.errors_g_per_kwh(changed, now), equal_nan=True)
+
+
+def test_the_fleet_feed_passes_on_the_measured_error_for_the_planner_to_hedge() -> None:
+    from greentrain.fleet.feed import TraceFeed
+
+    points = _trace(12)
+    feed = TraceFeed(points, "periodic", SkillBlendForecaster(HighBy40(), None, window_h=5 * 24, skill_h=24))
+    hour = 10 * 24 + 2
+    errors = feed.errors(hour, 30)
+    assert errors[0] == 0.0  # the current hour is known
+    assert errors[1:] == pytest.approx(np.full(30, 40.0))  # measured to 24 h, the last one's beyond
+    assert feed.view(hour, 30)[1:] == pytest.approx(np.resize(np.roll(DAY, -3), 30) + 40.0)
+    assert TraceFeed(points, "perfect", None).errors(hour, 30).tolist() == [0.0] * 31
