@@ -11,10 +11,12 @@ their errors partly cancel, the mix beats both. ``errors_g_per_kwh(history,
 now)`` is the mix's own mean absolute error by hours ahead over the same
 window: what a planner can hedge against.
 
-The fleet planner uses it with ``Forecaster`` (seasonal profile and anomaly
-persistence: best in the first hours) and ``SeasonalNaiveForecaster`` (same
-hour yesterday: often better a day ahead). Causal: forecasts at past hours see
-the history up to those hours, and only actuals up to ``now`` score them.
+``fleet.feed.blend_forecaster`` pairs ``Forecaster`` (seasonal profile and
+anomaly persistence: best in the first hours) with ``SeasonalNaiveForecaster``
+(same hour yesterday: at times better a day ahead); with ``second=None`` a
+single source gets its measured error, for a planner to hedge against.
+Causal: forecasts at past hours see the history up to those hours, and only
+actuals up to ``now`` score them.
 """
 
 from __future__ import annotations
