@@ -3,12 +3,19 @@
 For every trace given and every week start, a job set of ``--jobs`` jobs on
 ``--capacity-gpus`` GPUs is drawn from the PAI trace's distributions
 (``benchmarks/fleet_jobs.py``) and replayed under each policy with causal
-forecasts (greentrain's ``Forecaster``, fed the trace up to each decision).
+forecasts fed the trace up to each decision: ``--forecast causal``
+greentrain's ``Forecaster`` (what ``greentrain fleet simulate`` plans on),
+``blend`` it and same-hour-yesterday weighed by their measured skill at each
+hour ahead (``fleet.feed.blend_forecaster``), ``seasonal-naive``
+same-hour-yesterday alone, ``perfect`` the trace's own future.
+``--hedge K`` plans each later hour at its forecast plus K times the
+forecast's measured error at that horizon.
 Reported per case: emissions of each policy, late jobs, peak GPUs, the
 fleet plan's fraction of the bound's saving over FIFO
 (``(FIFO - plan) / (FIFO - bound)``), resumes and the planner's CPU time.
 
     python benchmarks/fleet.py PAI.csv TRACE.csv [TRACE.csv ...] [--weeks 10,36] [--workers 2]
+        [--forecast causal|blend|seasonal-naive|perfect] [--hedge K]
 
 Forecasts are computed once per case and hour and kept in ``--cache`` (they
 depend only on the trace), so a second run of the same cases is faster.
@@ -32,12 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleet_jobs import job_set, read_pai, write_jobs  # noqa: E402
 
 from greentrain.fleet.bound import offline_bound  # noqa: E402
-from greentrain.fleet.feed import TraceFeed  # noqa: E402
+from greentrain.fleet.feed import TraceFeed, blend_forecaster  # noqa: E402
 from greentrain.fleet.jobs import load_jobs  # noqa: E402
 from greentrain.fleet.model import PlannerConfig  # noqa: E402
-from greentrain.fleet.policies import CarbonAware, PerJobWindow, RunNowFIFO  # noqa: E402
+from greentrain.fleet.policies import DEFAULT_HEDGE, CarbonAware, PerJobWindow, RunNowFIFO  # noqa: E402
 from greentrain.fleet.simulate import Cluster, simulate_fleet  # noqa: E402
-from greentrain.signals.forecast import Forecaster  # noqa: E402
+from greentrain.signals.blend import SkillBlendForecaster  # noqa: E402
+from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster  # noqa: E402
 from greentrain.signals.trace import load_trace  # noqa: E402
 
 HORIZON_H = 128
@@ -55,6 +63,7 @@ class Case:
     cache: Path
     pai: Path
     forecast: str
+    hedge: float
 
 
 class CachedFeed(TraceFeed):
@@ -65,17 +74,29 @@ class CachedFeed(TraceFeed):
         self._table = table
 
     def view(self, hour: int, horizon_h: int) -> np.ndarray:
-        return np.concatenate([[self.actual[hour]], self._table[hour][:horizon_h]])
+        return np.concatenate([[self.actual[hour]], self._table[hour][0, :horizon_h]])
+
+    def errors(self, hour: int, horizon_h: int) -> np.ndarray:
+        return np.concatenate([[0.0], self._table[hour][1, :horizon_h]])
+
+
+FORECASTS = {"causal": lambda: SkillBlendForecaster(Forecaster(), None),
+             "blend": blend_forecaster,
+             "seasonal-naive": lambda: SkillBlendForecaster(SeasonalNaiveForecaster(), None)}
+"""causal: greentrain's Forecaster (what ``greentrain fleet simulate`` plans on); blend: it and same-hour-yesterday
+weighed by their measured skill; seasonal-naive: same-hour-yesterday alone. Each with its measured errors (for
+``--hedge``)."""
 
 
 def _forecast_table(case: Case, points, feed: TraceFeed, first: int, last: int) -> dict[int, np.ndarray]:
-    key = hashlib.sha1(f"{case.trace.name}:{case.forecast}:{first}:{last}:{HORIZON_H}".encode()).hexdigest()[:16]
+    key = hashlib.sha1(f"{case.trace.name}:{case.forecast}:{first}:{last}:{HORIZON_H}:v2".encode()).hexdigest()[:16]
     path = case.cache / f"{case.trace.stem}-{key}.npy"
     if path.exists():
         values = np.load(path)
     else:
-        live = TraceFeed(points, case.trace.name, Forecaster())
-        values = np.stack([live.view(h, HORIZON_H)[1:] for h in range(first, last)])
+        live = TraceFeed(points, case.trace.name, FORECASTS[case.forecast]())
+        values = np.stack([np.stack([live.view(h, HORIZON_H)[1:], live.errors(h, HORIZON_H)[1:]])
+                           for h in range(first, last)])
         case.cache.mkdir(parents=True, exist_ok=True)
         np.save(path, values)
     return {first + i: row for i, row in enumerate(values)}
@@ -102,7 +123,7 @@ def run_case(case: Case) -> dict:
     fifo = simulate_fleet(jobs, perfect, RunNowFIFO(), cluster)
     per_job = simulate_fleet(jobs, feed, PerJobWindow(feed), cluster)
     bound = offline_bound(jobs, perfect.hour_of, perfect.actual, case.capacity_gpus)
-    planner = CarbonAware(feed, case.capacity_gpus, config=PlannerConfig(exact_max_binaries=0))
+    planner = CarbonAware(feed, case.capacity_gpus, config=PlannerConfig(exact_max_binaries=0), hedge=case.hedge)
     began = time.process_time()
     plan = simulate_fleet(jobs, feed, planner, cluster)
     sim_cpu_s = time.process_time() - began
@@ -147,12 +168,15 @@ def main() -> None:
     parser.add_argument("--capacity-gpus", type=int, default=64)
     parser.add_argument("--power-kw-per-gpu", type=float, default=0.7)
     parser.add_argument("--resume-overhead-min", type=float, default=5.0)
-    parser.add_argument("--forecast", choices=("causal", "perfect"), default="causal")
+    parser.add_argument("--forecast", choices=(*FORECASTS, "perfect"), default="causal",
+                        help="causal: greentrain's Forecaster; blend: it and same-hour-yesterday, skill-weighted.")
+    parser.add_argument("--hedge", type=float, default=DEFAULT_HEDGE,
+                        help="Multiples of the forecast's measured error added to later hours.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path(".fleet-bench-cache"))
     args = parser.parse_args()
     cases = [Case(t, int(w), int(s), args.jobs, args.capacity_gpus, args.power_kw_per_gpu, args.resume_overhead_min,
-                  args.cache, args.pai, args.forecast)
+                  args.cache, args.pai, args.forecast, args.hedge)
              for t in args.traces for w in args.weeks.split(",") for s in args.seeds.split(",")]
     results = []
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:

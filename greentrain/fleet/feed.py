@@ -6,30 +6,37 @@ later hours come from a forecaster fed the trace up to hour ``h`` only. One
 forecast is made per hour, at the longest horizon asked so far, and shared by
 every decision in that hour (the forecaster's value for ``k`` hours ahead does
 not depend on the horizon asked: ``horizon_independent``).
+
+``blend_forecaster`` is greentrain's ``Forecaster`` and same-hour-yesterday
+weighed by their errors at each hour ahead over the last four weeks
+(``signals/blend.py``). On the development weeks it planned no better than
+``Forecaster`` alone (docs/benchmarks.md, "Fleet"), which ``greentrain fleet
+simulate`` therefore keeps. A forecaster that measures its own error by hours
+ahead (``errors_g_per_kwh``, as the blend does) gives ``errors``: what the
+planner can hedge against.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
 
 import numpy as np
 
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint
+from greentrain.signals.blend import HourlyForecaster, SkillBlendForecaster
+from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
 
-__all__ = ["TraceFeed", "HourlyForecaster"]
+__all__ = ["TraceFeed", "HourlyForecaster", "blend_forecaster"]
 
 _HOUR = timedelta(hours=1)
 
 
-class HourlyForecaster(Protocol):
-    """``greentrain.signals.forecast.Forecaster`` and friends."""
-
-    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
-        ...
+def blend_forecaster() -> SkillBlendForecaster:
+    """``Forecaster`` and same-hour-yesterday, weighed by their measured skill at each hour ahead."""
+    return SkillBlendForecaster(Forecaster(), SeasonalNaiveForecaster())
 
 
 class TraceFeed:
@@ -82,6 +89,19 @@ class TraceFeed:
             cached = self._forecast(hour, max(horizon_h, 1 if cached is None else 2 * cached.size))
             self._cache[hour] = cached  # kept: another policy replays the same hours
         return np.concatenate([[self.actual[hour]], cached[:horizon_h]])
+
+    def errors(self, hour: int, horizon_h: int) -> np.ndarray:
+        """[0 for ``hour`` (known), the forecast's measured mean absolute error 1..``horizon_h`` hours ahead]
+        as known during ``hour``, g/kWh; 0 where nothing was measured (perfect foresight: all 0)."""
+        out = np.zeros(horizon_h + 1)
+        measure = getattr(self._forecaster, "errors_g_per_kwh", None)
+        if measure is None:
+            return out
+        measured = np.nan_to_num(np.asarray(measure(self.points[: self._last_point(hour) + 1], self.at(hour)),
+                                            dtype=float))
+        if measured.size:  # past the horizons measured: the last one's error
+            out[1:] = np.concatenate([measured, np.full(max(0, horizon_h - measured.size), measured[-1])])[:horizon_h]
+        return out
 
     def _forecast(self, hour: int, horizon_h: int) -> np.ndarray:
         assert self._forecaster is not None

@@ -11,6 +11,7 @@ import contextlib
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -115,10 +116,12 @@ class LinearModel:
         return np.flatnonzero(np.concatenate(self._int)) if self._int else np.zeros(0, dtype=int)
 
     def solve(self, *, time_limit_s: float, mip_rel_gap: float = 1e-4, relax: bool = False,
-              fixed: dict[int, float] | None = None) -> Solution:
+              fixed: dict[int, float] | None = None, interior: bool = False) -> Solution:
         """Solve with HiGHS; the best point found within the time limit is returned.
 
-        ``relax``: ignore integrality (the LP relaxation). ``fixed``: variables held at a value."""
+        ``relax``: ignore integrality (the LP relaxation). ``fixed``: variables held at a value.
+        ``interior``: an LP by HiGHS's interior-point method without crossover (far faster than simplex on
+        hundreds of thousands of columns; the point is optimal but need not be a vertex)."""
         began = time.process_time()
         if self.size == 0:
             return Solution(np.zeros(0), 0.0, 0, 0.0)
@@ -134,10 +137,13 @@ class LinearModel:
             matrix = csr_array((np.concatenate(self._vals), np.concatenate(self._cols), indptr),
                                shape=(indptr.size - 1, self.size))
             constraints.append(LinearConstraint(matrix, np.concatenate(self._row_lb), np.concatenate(self._row_ub)))
-        options: dict[str, float | bool] = {"time_limit": time_limit_s, "presolve": True}
+        options: dict[str, float | bool | str] = {"time_limit": time_limit_s, "presolve": True}
         if integrality.any():
             options["mip_rel_gap"] = mip_rel_gap
-        with _quiet_stdout() if integrality.any() else contextlib.nullcontext():
+        elif interior:  # HiGHS options milp passes on verbatim (with a warning that they are not its own)
+            options |= {"solver": "ipm", "run_crossover": "off"}
+        with _quiet_stdout() if integrality.any() else contextlib.nullcontext(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Unrecognized options", RuntimeWarning)
             result = milp(cost, integrality=integrality if integrality.any() else None,
                           bounds=Bounds(lower, upper), constraints=constraints, options=options)
         x = None if result.x is None else np.asarray(result.x)

@@ -75,6 +75,10 @@ class PlannerConfig:
     time_limit_s: float = 10.0
     """HiGHS time limit per solve; the best solution found by then is used."""
     mip_rel_gap: float = 1e-4
+    relax_above_jobs: int = 1000
+    """More jobs than this in one plan: slot 0 is rounded from the LP relaxation alone (as ``rounding='lp'``;
+    branching on thousands of binaries does not end in minutes) and the coarse slots after the first
+    six hours are twice as wide. Capacity and deadlines are kept the same way (packing check, guard)."""
     rounding: str = "fix"
     """Rolling form, slot 0 in whole jobs: 'fix' solves the LP relaxation, keeps its whole decisions
     and branches on the split ones only (relax and fix); 'milp' branches on all; 'lp' rounds the

@@ -47,6 +47,8 @@ class _Problem:
     overhead_h: float
     free: Mapping[str, int]
     config: PlannerConfig
+    large: bool = False
+    """More jobs than ``config.relax_above_jobs``: the LP relaxation alone, on a stretched grid."""
 
 
 def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mapping[str, Partition],
@@ -62,7 +64,8 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
     if not statuses:
         return FleetPlan(now_h=now_h, jobs={}, planned_emissions_g=0.0, method="empty", solve_s=0.0)
     free = {name: p.capacity_gpus for name, p in partitions.items()} | dict(free_now or {})
-    problem = _Problem(now_h, partitions, intensity, resume_overhead_h, free, config)
+    problem = _Problem(now_h, partitions, intensity, resume_overhead_h, free, config,
+                       large=len(statuses) > config.relax_above_jobs)
     exact = _binaries(_drafts(statuses, problem, late_all=False, margin_h=0.0), now_h) <= config.exact_max_binaries
     # The exact form's plan is what will run, whole slots and all: it needs no rounding margin, nor the
     # packing check. The rolling form tries with both, then without the margin; if deadlines still
@@ -72,7 +75,7 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
     for margin_h, start_now in dict.fromkeys([(0.0 if exact else config.margin_h, must), (0.0, must)]):
         drafts = _drafts(statuses, problem, late_all=False, margin_h=margin_h)
         solution, vars_, grid, method = _solve(_windows(drafts, problem, exact, start_now), problem, exact)
-        if solution.ok and method != "rolling-lp" or config.rounding == "lp":
+        if solution.ok and method != "rolling-lp" or config.rounding == "lp" or problem.large:
             break
     if not solution.ok:
         drafts = _drafts(statuses, problem, late_all=True, margin_h=0.0)
@@ -202,7 +205,8 @@ def _must_start(statuses: Sequence[JobStatus], problem: _Problem) -> frozenset[s
 
 def _windows(drafts: list[_Draft], problem: _Problem, exact: bool,
              start_now: frozenset[str] = frozenset()) -> tuple[list[JobWindow], SlotGrid]:
-    grid = SlotGrid(problem.now_h, max(end for _, end, _ in drafts), coarse=not exact)
+    grid = SlotGrid(problem.now_h, max(end for _, end, _ in drafts), coarse=not exact,
+                    stretch=2 if problem.large and not exact else 1)
     by_zone = {zone: grid.mean_per_slot(intensity_for(values, grid.hours))
                for zone, values in problem.intensity.items()}
     windows = [JobWindow(st, by_zone[problem.partitions[st.partition].zone], end, hard, problem.free[st.partition],
@@ -232,10 +236,10 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
     model = LinearModel()
     vars_ = build_rolling(model, windows, grid, resume_overhead_h=problem.overhead_h, scale_g=scale_g,
                           capacity=capacity)
-    if config.rounding == "milp":
+    if config.rounding == "milp" and not problem.large:
         return model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap), vars_, grid, "rolling"
-    relaxed = model.solve(time_limit_s=config.time_limit_s, relax=True)
-    if config.rounding == "lp" or relaxed.x is None:
+    relaxed = model.solve(time_limit_s=config.time_limit_s, relax=True, interior=problem.large)
+    if config.rounding == "lp" or problem.large or relaxed.x is None:
         return relaxed, vars_, grid, "rolling-lp"
     # Relax and fix: keep the LP's whole decisions, branch only on the jobs it splits.
     binaries = model.integral()

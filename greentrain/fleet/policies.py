@@ -7,7 +7,13 @@
   before its deadline from the forecast it sees then, queues at that start,
   and from there it is FIFO as above. Nobody looks at the others: they herd.
 * ``CarbonAware``: the fleet plan (``plan_fleet``), re-solved at every decision
-  with the forecast known then; the current slot is acted on.
+  with the forecast known then; the current slot is acted on. Each later hour
+  is planned at its forecast plus ``hedge`` × the forecast's measured error at
+  that many hours ahead (``TraceFeed.errors``): work moves to a later hour only
+  where the forecast's advantage beats its own error there (the single-job
+  wait gate, ``policies/worth.py``, asks the same of a wait). The default is
+  0: on the development weeks any hedge made the plan worse (docs/benchmarks.md,
+  "Fleet"); re-planning every hour already corrects what the forecast got wrong.
 """
 
 from __future__ import annotations
@@ -19,15 +25,18 @@ from dataclasses import replace
 
 import numpy as np
 
+from greentrain.errors import ConfigError
 from greentrain.fleet.feed import TraceFeed
 from greentrain.fleet.jobs import FleetJob
 from greentrain.fleet.model import Partition, PlannerConfig
 from greentrain.fleet.planner import plan_fleet
 from greentrain.fleet.simulate import Cluster, RunState
 
-__all__ = ["RunNowFIFO", "PerJobWindow", "CarbonAware", "best_start_h"]
+__all__ = ["DEFAULT_HEDGE", "RunNowFIFO", "PerJobWindow", "CarbonAware", "best_start_h"]
 
 _EPS_H = 1e-9
+DEFAULT_HEDGE = 0.0
+"""Multiples of the forecast's measured error by which a later hour is planned dearer than forecast."""
 
 
 def _fifo(queue: list[RunState], runs: Sequence[RunState], cluster: Cluster) -> dict[str, int]:
@@ -108,10 +117,14 @@ class CarbonAware:
     name = "carbon-aware"
 
     def __init__(self, feed: TraceFeed, capacity_gpus: int, *, config: PlannerConfig = PlannerConfig(),
-                 jobs: Sequence[FleetJob] = ()) -> None:
+                 jobs: Sequence[FleetJob] = (), hedge: float = DEFAULT_HEDGE) -> None:
         """``jobs``: the whole set; unless it is small enough for the exact form throughout, every plan
-        uses the rolling form, so decisions do not switch between the two models as the queue changes."""
+        uses the rolling form, so decisions do not switch between the two models as the queue changes.
+        ``hedge``: multiples of the forecast's measured error added to each later hour (0: take it as exact)."""
+        if not hedge >= 0:
+            raise ConfigError(f"hedge: must be >= 0, got {hedge}")
         self._feed = feed
+        self._hedge = float(hedge)
         self._partitions = {"default": Partition("default", capacity_gpus, feed.zone)}
         binaries = sum(len(j.options) * math.ceil((j.deadline - j.submit).total_seconds() / 3600) for j in jobs)
         self._config = config if binaries <= config.exact_max_binaries else replace(config, exact_max_binaries=0)
@@ -127,6 +140,8 @@ class CarbonAware:
         hour = int(math.floor(now_h + _EPS_H))
         horizon = max(1, int(math.ceil(max(r.deadline_h for r in runs))) - hour)
         values = self._feed.view(hour, horizon)
+        if self._hedge:
+            values = values + self._hedge * self._feed.errors(hour, values.size - 1)
         # Between whole hours (an arrival, a completion) jobs may start but none is paused: a pause
         # only where the intensity changes, so no run is cut into minutes that each cost a resume.
         on_the_hour = abs(now_h - round(now_h)) < 1e-6

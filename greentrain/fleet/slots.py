@@ -5,7 +5,9 @@ for the first day, two hours wide up to the third, four hours beyond. Only
 slot 0 is acted on and the plan is re-solved at every decision, so the far
 future needs less detail, and there the forecast has less to give: it is
 mostly the daily profile. This keeps a week-long plan of hundreds of jobs
-small enough to solve every few minutes of simulated time.
+small enough to solve every few minutes of simulated time. ``stretch`` widens
+every coarse slot after the first hours by that factor (the planner does so
+for very large queues: thousands of jobs).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ _EPS_H = 1e-9
 _WIDTHS = ((24, 1), (72, 2))
 """(up to this many hours from now, slot width in hours); 4-hour slots beyond the last."""
 _FAR_WIDTH_H = 4
+_HOURLY_H = 6
+"""Hours ahead kept hourly whatever the stretch."""
 
 
 class SlotGrid:
     """Slot boundaries from ``now_h`` to at least ``end_h`` (plan hours)."""
 
-    def __init__(self, now_h: float, end_h: float, *, coarse: bool = False) -> None:
+    def __init__(self, now_h: float, end_h: float, *, coarse: bool = False, stretch: int = 1) -> None:
         first = math.floor(now_h + _EPS_H) + 1
         last = max(first, math.ceil(end_h - _EPS_H))
         self.now_h = now_h
@@ -33,7 +37,7 @@ class SlotGrid:
         """The whole hour containing now: index 0 of the intensity arrays."""
         edges = [now_h, float(first)]
         while edges[-1] < last:
-            width = _width(edges[-1] - now_h) if coarse else 1
+            width = _width(edges[-1] - now_h, stretch) if coarse else 1
             edges.append(float(min(last, edges[-1] + width)) if coarse else edges[-1] + 1.0)
         self.edges = np.array(edges)
         self.lengths = np.diff(self.edges)
@@ -63,8 +67,10 @@ class SlotGrid:
         return (cumulative[bounds] - cumulative[starts]) / (bounds - starts)
 
 
-def _width(ahead_h: float) -> int:
+def _width(ahead_h: float, stretch: int) -> int:
+    if ahead_h < _HOURLY_H:
+        return 1
     for limit_h, width in _WIDTHS:
         if ahead_h < limit_h:
-            return width
-    return _FAR_WIDTH_H
+            return width * stretch
+    return _FAR_WIDTH_H * stretch

@@ -27,29 +27,24 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
 
 import numpy as np
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.forecast import floor_hour, hourly_series
+from greentrain.signals.blend import SKILL_WINDOW_H, HourlyForecaster, forecast_values, past_actuals
+from greentrain.signals.forecast import floor_hour
 from greentrain.signals.issued import IssuedForecasts
-from greentrain.signals.skill import actual_table, blend_weights, combine
+from greentrain.signals.skill import blend_weights, combine
 
 __all__ = ["ArchiveForecaster", "OwnForecaster", "SKILL_WINDOW_H", "hourly_points"]
 
-SKILL_WINDOW_H = 28 * 24
-"""Past hours over which the two sources' errors are measured (four weeks: every hour of day and day of week)."""
 _MIN_SKILL_H = 72
 _HOUR = timedelta(hours=1)
 
 
-class OwnForecaster(Protocol):
-    """greentrain's own forecaster (``signals.forecast.Forecaster`` or anything with its ``forecast``)."""
-
-    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
-        ...
+OwnForecaster = HourlyForecaster
+"""greentrain's own forecaster (``signals.forecast.Forecaster`` or anything with its ``forecast``)."""
 
 
 def hourly_points(values: Sequence[float], first: datetime, template: IntensityPoint,
@@ -133,7 +128,7 @@ class ArchiveForecaster:
         need = max(horizon_h, self.skill_h)
         cached = self._own.get(hour)
         if cached is None or cached.size < need:
-            cached = _own_values(self.own, history, hour, need)
+            cached = forecast_values(self.own, history, hour, need)
             if cached is None:
                 return None
             self._own[hour] = cached
@@ -145,7 +140,7 @@ class ArchiveForecaster:
         if cached is not None:
             return cached
         window = self.skill_window_h
-        origins = [hour - (window - i) * _HOUR for i in range(window)]
+        origins, actual = past_actuals(history, hour, window, self.skill_h)
         origins_s = np.array([int(o.timestamp()) for o in origins], dtype=np.int64)
         provider = self.issued.table(origins_s, self.skill_h, max_age_s=self.max_age_s)
         own = np.full((window, self.skill_h), np.nan)
@@ -153,28 +148,6 @@ class ArchiveForecaster:
             values = self._own_at(history, origins[row], self.skill_h)
             if values is not None:
                 own[row] = values[: self.skill_h]
-        # Actuals of the window's hours and the current one: only what had arrived by `hour`.
-        actual = hourly_series(history, hour, window + 1)
-        first_s = int((hour - window * _HOUR).timestamp())
-        weight = blend_weights(provider, own, actual_table(actual, first_s, origins_s, self.skill_h))
+        weight = blend_weights(provider, own, actual)  # actuals: only what had arrived by `hour`
         self._weights[hour] = weight
         return weight
-
-
-def _own_values(own: OwnForecaster, history: Sequence[IntensityPoint], hour: datetime,
-                need: int) -> np.ndarray | None:
-    """``need`` hourly values of ``own``'s forecast at ``hour`` (NaN past its end), or None if it has none.
-
-    A forecaster that can give bare values (``forecast_values``, e.g. a benchmark's table of precomputed
-    forecasts) skips building points."""
-    values_of = getattr(own, "forecast_values", None)
-    if values_of is not None:
-        values = values_of(history, hour, need)
-        values = [] if values is None else np.asarray(values, dtype=float)[:need]
-    else:
-        values = [p.intensity_g_per_kwh for p in own.forecast(history, hour, need)[:need]]
-    if len(values) == 0 or np.isnan(values).all():
-        return None
-    out = np.full(need, np.nan)
-    out[: len(values)] = values
-    return out

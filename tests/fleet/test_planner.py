@@ -9,7 +9,9 @@ import pytest
 from gt_fleet import brute_force, feed, job
 
 from greentrain.fleet import JobStatus, Partition, PlannerConfig, RunOption, plan_fleet
+from greentrain.fleet.feed import TraceFeed
 from greentrain.fleet.policies import CarbonAware, PerJobWindow, RunNowFIFO
+from greentrain.fleet.slots import SlotGrid
 from greentrain.fleet.simulate import Cluster, simulate_fleet
 
 EXACT = PlannerConfig(exact_max_binaries=100_000)
@@ -118,3 +120,44 @@ def test_a_solver_out_of_time_falls_back_to_earliest_deadline_first() -> None:
                       intensity={"XX": np.full(40, 100.0)}, resume_overhead_h=0.1,
                       config=PlannerConfig(exact_max_binaries=0, time_limit_s=1e-9))
     assert plan.method.startswith("edf") and plan.running() == {"j4": 0, "j3": 0}
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("seed", (0, 2, 3))  # (seed 1: the rolling plans all emit more than FIFO)
+def test_a_large_queue_is_planned_from_the_relaxation_and_keeps_capacity_and_deadlines(seed: int) -> None:
+    # relax_above_jobs=0: every plan takes the path of thousands of queued jobs (no binaries, stretched slots).
+    values, jobs, capacity = _small(seed)
+    trace = feed(values + [400.0] * 40)
+    cluster = Cluster(capacity, 5 / 60)
+    planner = CarbonAware(trace, capacity, config=PlannerConfig(exact_max_binaries=0, relax_above_jobs=0), jobs=jobs)
+    result = simulate_fleet(jobs, trace, planner, cluster)
+    fifo = simulate_fleet(jobs, trace, RunNowFIFO(), cluster)
+    assert planner.methods and all(m.startswith("rolling-lp") for m in planner.methods), planner.methods
+    assert not result.capacity_exceeded and result.peak_gpus <= capacity
+    assert [r.job.id for r in result.late] == [] and all(r.finished_h is not None for r in result.runs)
+    assert result.emissions_g < fifo.emissions_g  # still carbon-aware
+
+
+class _Hedged(TraceFeed):
+    """A feed whose forecast is known to be 30 g/kWh wrong from two hours ahead (as measured)."""
+
+    def errors(self, hour: int, horizon_h: int) -> np.ndarray:
+        return np.r_[0.0, 0.0, np.full(max(0, horizon_h - 1), 30.0)][: horizon_h + 1]
+
+
+def test_the_hedge_runs_now_unless_waiting_beats_the_forecast_error() -> None:
+    base = feed([100.0] * 4 + [80.0] * 3 + [100.0] * 30)
+    trace = _Hedged(base.points, "hedged", None)
+    jobs = [job("a", gpus=1, work_h=2.0, deadline_h=12.0)]
+    cluster = Cluster(2, 5 / 60)
+    runs = {hedge: simulate_fleet(jobs, trace, CarbonAware(trace, 2, jobs=jobs, hedge=hedge), cluster).runs[0]
+            for hedge in (0.0, 1.0)}
+    assert runs[0.0].segments[0][0] == pytest.approx(4.0)  # taken as exact: wait for the 80 g/kWh hours
+    assert runs[1.0].segments[0][0] == pytest.approx(0.0)  # 20 g/kWh cleaner is within the error: run now
+
+
+def test_stretched_slots_stay_hourly_for_six_hours_then_double() -> None:
+    normal, stretched = SlotGrid(0.5, 200.0, coarse=True), SlotGrid(0.5, 200.0, coarse=True, stretch=2)
+    assert stretched.lengths[:7].tolist() == [0.5] + [1.0] * 6
+    assert set(stretched.lengths[7:-1].tolist()) <= {2.0, 4.0, 8.0} and stretched.count < 0.6 * normal.count
+    assert stretched.edges[-1] == normal.edges[-1] == 200.0
