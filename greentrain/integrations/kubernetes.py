@@ -37,6 +37,7 @@ __all__ = [
     "WORK_HOURS",
     "RESUME_OVERHEAD_S",
     "ANNOTATION_PREFIX",
+    "parse_annotation_time",
     "RAN_SECONDS",
     "OBSERVED_AT",
     "DECISION",
@@ -109,11 +110,11 @@ class ManagedJob:
             name=meta.name,
             namespace=meta.namespace,
             zone=need(ZONE),
-            deadline=_parse_time(need(DEADLINE), f"{where}: annotation {DEADLINE}"),
+            deadline=parse_annotation_time(need(DEADLINE), f"{where}: annotation {DEADLINE}"),
             work_s=number(WORK_HOURS) * 3600.0,
             resume_overhead_s=number(RESUME_OVERHEAD_S, _DEFAULT_RESUME_OVERHEAD_S),
             ran_s=number(RAN_SECONDS, 0.0),
-            observed_at=_parse_time(notes[OBSERVED_AT], OBSERVED_AT) if notes.get(OBSERVED_AT) else None,
+            observed_at=parse_annotation_time(notes[OBSERVED_AT], OBSERVED_AT) if notes.get(OBSERVED_AT) else None,
             suspended=bool(spec.suspend),
             active_pods=int((status.active or 0) if status else 0),
             finished=finished,
@@ -132,7 +133,8 @@ class Outcome:
     reason: str
 
 
-def _parse_time(text: str, what: str) -> datetime:
+def parse_annotation_time(text: str, what: str) -> datetime:
+    """An annotation's ISO-8601 time with its zone; ConfigError naming ``what`` otherwise."""
     try:
         parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -40,6 +40,7 @@ from greentrain.integrations.kubernetes import (
     WORK_HOURS,
     ZONE,
     Outcome,
+    parse_annotation_time,
 )
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Policy, Snapshot
@@ -102,22 +103,12 @@ class ScaledJob:
         finished = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
         return cls(
             name=meta["name"], namespace=meta["namespace"], zone=notes[ZONE],
-            deadline=_time(notes[DEADLINE], f"{where}: annotation {DEADLINE}"),
+            deadline=parse_annotation_time(notes[DEADLINE], f"{where}: annotation {DEADLINE}"),
             work_s=_number(notes, WORK_HOURS, where) * 3600.0,
             reference=reference,
             replicas=replicas, active=int(((status.get("replicaStatuses") or {}).get("Worker") or {}).get("active", 0)),
             suspended=bool((spec.get("runPolicy") or {}).get("suspend", False)), finished=finished, profile=profile,
             min_replicas=int(elastic.get("minReplicas", 1)), max_replicas=elastic.get("maxReplicas"), notes=notes)
-
-
-def _time(text: str, what: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"{what}: {text!r} is not ISO-8601 (e.g. 2026-11-22T06:00:00Z)") from None
-    if parsed.tzinfo is None:
-        raise ConfigError(f"{what}: {text!r} has no timezone; add 'Z'")
-    return parsed
 
 
 def _number(notes: dict[str, str], key: str, where: str, default: float | None = None) -> float:
@@ -176,7 +167,7 @@ class PyTorchJobController:
         done_s = float(notes.get(WORK_DONE_S, "0") or 0)
         workers = min(job.active, job.replicas)  # pods of a change still coming up do no work yet
         if running and notes.get(OBSERVED_AT) and workers in job.profile.replica_counts:
-            elapsed_s = max(0.0, (now - _time(notes[OBSERVED_AT], OBSERVED_AT)).total_seconds())
+            elapsed_s = max(0.0, (now - parse_annotation_time(notes[OBSERVED_AT], OBSERVED_AT)).total_seconds())
             done_s += elapsed_s * job.profile.speed(workers, job.reference)  # work counted at the first count
         annotations = {WORK_DONE_S: f"{done_s:.0f}", OBSERVED_AT: now.isoformat()}
         reverted = self._stuck_change(job, now, failed)
@@ -206,7 +197,7 @@ class PyTorchJobController:
             return None
         changed = job.notes.get(CHANGED_AT)
         timeout_s = float(job.notes.get(RESCALE_TIMEOUT_S, "600") or 600)
-        if changed is None or (now - _time(changed, CHANGED_AT)).total_seconds() < timeout_s:
+        if changed is None or (now - parse_annotation_time(changed, CHANGED_AT)).total_seconds() < timeout_s:
             return None
         return int(previous)
 
