@@ -79,8 +79,8 @@ class Progress:
             step_s = self.times.mean_s
             return None if step_s is None else steps_left * step_s
         if self.work_total_s is not None:
-            # The user's estimate is the only knowledge here; the jitter of polling intervals says nothing
-            # about it, so the guard's safety fraction is the only margin.
+            # The user's estimate is the only knowledge here (the jitter of polling intervals says nothing
+            # about it): the pessimistic time adds only the room the user allowed (``estimate_error``).
             left_s = max(0.0, self.work_total_s - self.running_s)
             if pessimistic and self.work_total_s > 0:
                 left_s = estimate_room_s(left_s, None, self.times.rate.prior_spread,
