@@ -33,7 +33,7 @@ class Progress:
     step_time_s: InitVar[float | None] = None
     """Expected step time before any is measured (lets ``begin`` plan a delayed start)."""
     estimate_error: InitVar[float] = 0.0
-    """How much longer than estimated the work may take until it is measured (``JobOptions.estimate_error``)."""
+    """How much longer than estimated the work left may take (``JobOptions.estimate_error``)."""
     rate_probe: Callable[[], float | None] | None = None
     """``() -> seconds per step`` (job clock), asked at re-plans while the job waits: a busier machine moves
     the deadline guard's latest safe resume up before the wait ends."""
@@ -74,8 +74,7 @@ class Progress:
         if self.steps_total is not None:
             steps_left = max(0, self.steps_total - self.steps_done)
             if pessimistic:
-                return self.times.upper_total_s(steps_left, self.steps_done / self.steps_total if self.steps_total
-                                                else 1.0)
+                return self.times.upper_total_s(steps_left)
             step_s = self.times.mean_s
             return None if step_s is None else steps_left * step_s
         if self.work_total_s is not None:
@@ -83,8 +82,7 @@ class Progress:
             # about it): the pessimistic time adds only the room the user allowed (``estimate_error``).
             left_s = max(0.0, self.work_total_s - self.running_s)
             if pessimistic and self.work_total_s > 0:
-                left_s = estimate_room_s(left_s, None, self.times.rate.prior_spread,
-                                         self.running_s / self.work_total_s)
+                left_s = estimate_room_s(left_s, None, self.times.rate.prior_spread)
             return left_s
         return None
 

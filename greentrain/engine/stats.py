@@ -105,14 +105,12 @@ class StepTimes:
         measured = self.rate.pessimistic_s if self.rate.stable else self.rate.measured_s
         return max(mean, measured or 0.0, self.probe_s or 0.0)
 
-    def upper_total_s(self, steps: int, done_frac: float = 0.0) -> float | None:
+    def upper_total_s(self, steps: int) -> float | None:
         """Upper bound on the time of ``steps`` more steps, at the pessimistic step time: with an estimate
-        error allowed (``rate.prior_spread``), never below its room, faded by ``done_frac`` of the job done
-        (``RateEstimator.pessimistic_at``)."""
+        error allowed (``rate.prior_spread``), never below its room (``estimate_room_s``)."""
         pessimistic = self.pessimistic_s
         if pessimistic is None:
             return None
         if self.rate.prior_spread > 0 and self.mean_s is not None:
-            pessimistic = max(pessimistic, estimate_room_s(self.mean_s, self.prior_s, self.rate.prior_spread,
-                                                           done_frac))
+            pessimistic = max(pessimistic, estimate_room_s(self.mean_s, self.prior_s, self.rate.prior_spread))
         return max(0, steps) * pessimistic

@@ -95,7 +95,7 @@ class JobOptions:
     (and more than the forecast's measured error over the energy it moves); ties run now."""
     estimate_error: float = field(default=0.0, metadata=offered("session", "run", "train", "demo", "simulate"))
     """How much longer than estimated the work may take (fraction; 0.5: up to 1.5 x): plans and the deadline
-    guard keep that room until the job's own measured rate replaces it, in proportion to the work done."""
+    guard keep that room for all the work left, over the slower of the estimate and the measured rate."""
     pause_mode: PauseMode | None = None
     """'checkpoint' (save, stop, resume from the checkpoint), 'suspend' (wait in-process, holding the devices)
     or 'auto' (per pause: release when a relauncher exists and holding costs more); unset: the policy's,

@@ -38,13 +38,15 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def estimate_room_s(typical_s: float, estimate_s: float | None, spread: float, done_frac: float) -> float:
-    """The step time an estimate error of ``spread`` still asks for when ``done_frac`` of the job is done:
-    ``spread`` faded in proportion to the work left. Faster than estimated earns trust only as the work is
-    measured, so the room counts from the estimate (when slower than ``typical_s``) in the same proportion."""
-    left = 1.0 - min(1.0, max(0.0, done_frac))
-    anchor = typical_s if estimate_s is None else left * max(estimate_s, typical_s) + (1.0 - left) * typical_s
-    return anchor * (1.0 + spread * left)
+def estimate_room_s(typical_s: float, estimate_s: float | None, spread: float) -> float:
+    """The step time an estimate error of ``spread`` asks for: the slower of the estimate and ``typical_s``,
+    times ``1 + spread``, for all the work left.
+
+    The room does not fade as the job measures itself: a rate measured over a few hours says little about
+    the next ones (a neighbour arrives, a loader stalls), and a room that faded with the work done let a
+    late slow spell miss deadlines the same room met when kept (docs/benchmarks.md, "Live as proven")."""
+    anchor = typical_s if estimate_s is None else max(estimate_s, typical_s)
+    return anchor * (1.0 + spread)
 
 
 class RateEstimator:
@@ -117,15 +119,13 @@ class RateEstimator:
             return robust * (1.0 + self.prior_spread)
         return max(robust, _quantile(list(self._history), self.quantile))
 
-    def pessimistic_at(self, done_frac: float) -> float | None:
-        """The pessimistic value for the rest of a job ``done_frac`` (0..1) done: the measured one, floored
-        by the prior's reserve faded in proportion to the work measured. A few hours at one steady rate say
-        little about the hours to come (a neighbour arrives, a loader stalls): the spread the user allowed
-        for (``prior_spread``) leaves only as the job's own history replaces it."""
+    def pessimistic_with_room_s(self) -> float | None:
+        """The pessimistic value for the rest of the job: the measured one, never below the room the user
+        allowed (``prior_spread``, ``estimate_room_s``) over the slower of the estimate and the robust rate."""
         pessimistic, robust = self.pessimistic_s, self.robust_s
         if pessimistic is None or robust is None or self.prior_spread <= 0:
             return pessimistic
-        return max(pessimistic, estimate_room_s(robust, self.prior_s, self.prior_spread, done_frac))
+        return max(pessimistic, estimate_room_s(robust, self.prior_s, self.prior_spread))
 
     @property
     def reserve_frac(self) -> float:

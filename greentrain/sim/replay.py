@@ -148,14 +148,10 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
 
 def _latest_start(job: SimJob, ledger: Ledger, deadline: datetime, estimator: RateEstimator) -> datetime:
     """The latest (re)start that finishes the rest by ``deadline`` at the pessimistic rate (a resume first)."""
-    need_s = ledger.remaining_s * (estimator.pessimistic_at(_done_frac(job, ledger)) or 1.0) / job.full.speed
+    need_s = ledger.remaining_s * (estimator.pessimistic_with_room_s() or 1.0) / job.full.speed
     if ledger.state != StartState.FRESH:
         need_s += job.resume_overhead_s
     return deadline - timedelta(seconds=need_s)
-
-
-def _done_frac(job: SimJob, ledger: Ledger) -> float:
-    return 1.0 - ledger.remaining_s / job.work_s if job.work_s > 0 else 1.0
 
 
 def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: datetime,
@@ -168,7 +164,7 @@ def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: 
     skill.record(now, forecast)
     return Snapshot(
         work_remaining_s=ledger.remaining_s * (estimator.robust_s or 1.0),
-        work_remaining_upper_s=ledger.remaining_s * (estimator.pessimistic_at(_done_frac(job, ledger)) or 1.0),
+        work_remaining_upper_s=ledger.remaining_s * (estimator.pessimistic_with_room_s() or 1.0),
         power_w=mode.power_w / (estimator.robust_s or 1.0),  # as measured: energy per second of running
         carbon_now=trace.points[t],
         forecast=tuple(forecast),

@@ -165,12 +165,21 @@ def test_an_allowed_estimate_error_keeps_room_for_a_slower_job(estimate_error: f
     assert (engine.progress.finished_at <= T0 + timedelta(hours=8)) is met
 
 
-def test_the_estimates_room_fades_as_the_work_is_measured() -> None:
+def test_the_estimates_room_holds_for_the_work_left() -> None:
     rate = RateEstimator(recent=4, min_samples=2, prior_s=1.0, prior_spread=0.5)
-    assert rate.pessimistic_at(0.0) == pytest.approx(1.5), "nothing measured: the estimate and its room"
+    assert rate.pessimistic_with_room_s() == pytest.approx(1.5), "nothing measured: the estimate and its room"
     for _ in range(4):
         rate.add(0.8)  # faster than estimated, steadily
-    assert rate.pessimistic_at(0.0) == pytest.approx(1.5), "no work done yet: the estimate still stands"
-    assert rate.pessimistic_at(0.5) == pytest.approx((0.5 * 1.0 + 0.5 * 0.8) * 1.25)
-    assert rate.pessimistic_at(1.0) == pytest.approx(0.8), "all measured: the job's own rate"
-    assert RateEstimator(prior_s=1.0).pessimistic_at(0.0) == pytest.approx(1.0), "no room allowed: none kept"
+    assert rate.pessimistic_with_room_s() == pytest.approx(1.5), "faster than estimated: the estimate still counts"
+    for _ in range(4):
+        rate.add(1.6)  # then slower than estimated
+    assert rate.pessimistic_with_room_s() == pytest.approx(1.6 * 1.5), "slower: the room counts from the measured rate"
+    assert RateEstimator(prior_s=1.0).pessimistic_with_room_s() == pytest.approx(1.0), "no room allowed: none kept"
+
+
+def test_a_job_without_steps_keeps_its_room_for_the_work_left() -> None:
+    progress = Progress(work_total_s=3600.0, estimate_error=0.5)
+    assert progress.work_remaining_s(pessimistic=True) == pytest.approx(5400.0)
+    progress.running_s = 2700.0  # three quarters done: the quarter left may still take 1.5 x
+    assert progress.work_remaining_s() == pytest.approx(900.0)
+    assert progress.work_remaining_s(pessimistic=True) == pytest.approx(1350.0)
