@@ -32,7 +32,7 @@ import numpy as np
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.blend import SKILL_WINDOW_H, HourlyForecaster, forecast_values, past_actuals
+from greentrain.signals.blend import SKILL_WINDOW_H, HourlyForecaster, extend_last, forecast_values, past_actuals
 from greentrain.signals.forecast import floor_hour
 from greentrain.signals.issued import IssuedForecasts
 from greentrain.signals.skill import blend_weights, combine
@@ -115,7 +115,8 @@ class ArchiveForecaster:
             return hourly_points(own, hour + _HOUR, template, ["greentrain"] * usable)
         if np.isnan(provider).any():
             self._extended.add(hour)
-        weight = self._weights_at(history, hour)[:usable] if self.blend else np.ones(usable)
+        # Past the span skill is measured on (which covers the provider's horizon) only the own forecast is left.
+        weight = extend_last(self._weights_at(history, hour), usable) if self.blend else np.ones(usable)
         weight = np.where(np.isnan(own), 1.0, weight)
         values = combine(provider, own, weight)
         name = self.issued.provider

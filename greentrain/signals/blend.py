@@ -32,7 +32,8 @@ from greentrain.signals.base import IntensityPoint, Kind
 from greentrain.signals.forecast import floor_hour, hourly_series
 from greentrain.signals.skill import actual_table, blend_weights, combine, horizon_errors
 
-__all__ = ["HourlyForecaster", "SKILL_WINDOW_H", "SkillBlendForecaster", "forecast_values", "past_actuals"]
+__all__ = ["HourlyForecaster", "SKILL_WINDOW_H", "SkillBlendForecaster", "extend_last", "forecast_values",
+           "past_actuals"]
 
 SKILL_WINDOW_H = 28 * 24
 """Past hours over which two sources' errors are measured (four weeks: every hour of day and day of week)."""
@@ -116,7 +117,7 @@ class SkillBlendForecaster:
             return None
         nan = np.full(horizon_h, np.nan)
         first, second = (nan if v is None else v[:horizon_h] for v in (first, second))
-        values = _mix(first, second, _extend(self._skill_at(history, hour)[0], horizon_h))
+        values = _mix(first, second, extend_last(self._skill_at(history, hour)[0], horizon_h))
         usable = horizon_h if not np.isnan(values).any() else int(np.argmax(np.isnan(values)))
         return values[:usable] if usable else None
 
@@ -165,7 +166,7 @@ def _mix(first: np.ndarray, second: np.ndarray, weight: np.ndarray) -> np.ndarra
     return np.where(np.isnan(second), first, combine(first, second, weight))
 
 
-def _extend(per_h: np.ndarray, horizon_h: int) -> np.ndarray:
+def extend_last(per_h: np.ndarray, horizon_h: int) -> np.ndarray:
     """``per_h`` to ``horizon_h`` values, its last one repeated past its end."""
     if per_h.size >= horizon_h:
         return per_h[:horizon_h]

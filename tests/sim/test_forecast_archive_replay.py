@@ -103,6 +103,20 @@ def test_skill_weights_trust_a_good_provider_and_discount_a_bad_one(slice_de):
     assert {p.provider for p in blended[24:]} == {"bad+greentrain"}
 
 
+def test_a_blended_forecast_past_the_skill_span_extends_with_the_own_forecaster(slice_de):
+    # A plan whose deadline lies beyond the 72 h the skill is measured on (a fleet's, or a 96 h job's).
+    trace = slice_de
+    now = trace[24 * 32].start
+    own = HourlyForecastCache(Forecaster())
+    issued = IssuedForecasts(*archive_rows(trace, spread=0.02), provider="p", zone="DE")
+    forecaster = ArchiveForecaster(issued, own, skill_window_h=24 * 4)
+    long = forecaster.forecast(trace[: 24 * 32 + 1], now, 100)
+    assert len(long) == 100
+    assert {p.provider for p in long[48:]} == {"greentrain"}  # the provider's 48 h end there
+    mine = own.forecast(trace[: 24 * 32 + 1], now, 100)
+    assert [p.intensity_g_per_kwh for p in long[48:]] == pytest.approx([p.intensity_g_per_kwh for p in mine[48:]])
+
+
 def _decisions(trace, issued_rows, start, cut, job):
     policy = Recording(CarbonAwarePolicy())
     issued = IssuedForecasts(*issued_rows, provider="p", zone="DE")
