@@ -8,6 +8,11 @@ greentrain's ``Forecaster`` (what ``greentrain fleet simulate`` plans on),
 ``blend`` it and same-hour-yesterday weighed by their measured skill at each
 hour ahead (``fleet.feed.blend_forecaster``), ``seasonal-naive``
 same-hour-yesterday alone, ``perfect`` the trace's own future.
+``archive`` a provider-grade forecast: issue 26's synthetic archive of the
+trace (``benchmarks/synthetic_archive.py``: errors growing with the horizon,
+7 % MAPE a day ahead at ``--archive-scale 1``, built once into
+``--archive-dir``), weighed against ``Forecaster`` by its measured skill as
+``greentrain simulate --forecast-archive`` does (``ArchiveForecaster``).
 ``--hedge K`` plans each later hour at its forecast plus K times the
 forecast's measured error at that horizon.
 Reported per case: emissions of each policy, late jobs, peak GPUs, the
@@ -15,7 +20,8 @@ fleet plan's fraction of the bound's saving over FIFO
 (``(FIFO - plan) / (FIFO - bound)``), resumes and the planner's CPU time.
 
     python benchmarks/fleet.py PAI.csv TRACE.csv [TRACE.csv ...] [--weeks 10,36] [--workers 2]
-        [--forecast causal|blend|seasonal-naive|perfect] [--hedge K]
+        [--forecast causal|blend|seasonal-naive|archive|perfect] [--archive-dir DIR] [--archive-scale S]
+        [--hedge K]
 
 Forecasts are computed once per case and hour and kept in ``--cache`` (they
 depend only on the trace), so a second run of the same cases is faster.
@@ -36,7 +42,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from archive_timing import archive_for  # noqa: E402
 from fleet_jobs import job_set, read_pai, write_jobs  # noqa: E402
+from synthetic_archive import DEFAULT_SEED  # noqa: E402
 
 from greentrain.fleet.bound import offline_bound  # noqa: E402
 from greentrain.fleet.feed import TraceFeed, blend_forecaster  # noqa: E402
@@ -44,8 +52,11 @@ from greentrain.fleet.jobs import load_jobs  # noqa: E402
 from greentrain.fleet.model import PlannerConfig  # noqa: E402
 from greentrain.fleet.policies import DEFAULT_HEDGE, CarbonAware, PerJobWindow, RunNowFIFO  # noqa: E402
 from greentrain.fleet.simulate import Cluster, simulate_fleet  # noqa: E402
+from greentrain.signals.archive import ForecastArchive  # noqa: E402
+from greentrain.signals.archived import ArchiveForecaster  # noqa: E402
 from greentrain.signals.blend import SkillBlendForecaster  # noqa: E402
 from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster  # noqa: E402
+from greentrain.signals.issued import IssuedForecasts  # noqa: E402
 from greentrain.signals.trace import load_trace  # noqa: E402
 
 HORIZON_H = 128
@@ -64,6 +75,12 @@ class Case:
     pai: Path
     forecast: str
     hedge: float
+    archive_dir: Path = Path(".fleet-bench-cache/archives")
+    archive_scale: float = 1.0
+
+    @property
+    def forecast_label(self) -> str:
+        return f"archive-{self.archive_scale:g}x-seed{DEFAULT_SEED}" if self.forecast == "archive" else self.forecast
 
 
 class CachedFeed(TraceFeed):
@@ -88,13 +105,24 @@ weighed by their measured skill; seasonal-naive: same-hour-yesterday alone. Each
 ``--hedge``)."""
 
 
+def _archive_forecaster(case: Case, points) -> ArchiveForecaster:
+    """The trace's synthetic provider archive at ``case.archive_scale``, skill-weighted against Forecaster."""
+    path, _ = archive_for(case.trace, points, case.archive_dir, [case.archive_scale], DEFAULT_SEED)
+    name, zone = f"synthetic-{case.archive_scale:g}x", points[0].zone
+    with ForecastArchive(path, create=False) as archive:
+        issued = IssuedForecasts(*archive.forecast_rows(name, zone), provider=name, zone=zone)
+    return ArchiveForecaster(issued, Forecaster(), blend=True)
+
+
 def _forecast_table(case: Case, points, feed: TraceFeed, first: int, last: int) -> dict[int, np.ndarray]:
-    key = hashlib.sha1(f"{case.trace.name}:{case.forecast}:{first}:{last}:{HORIZON_H}:v2".encode()).hexdigest()[:16]
+    label = f"{case.trace.name}:{case.forecast_label}:{first}:{last}:{HORIZON_H}:v2"
+    key = hashlib.sha1(label.encode()).hexdigest()[:16]
     path = case.cache / f"{case.trace.stem}-{key}.npy"
     if path.exists():
         values = np.load(path)
     else:
-        live = TraceFeed(points, case.trace.name, FORECASTS[case.forecast]())
+        forecaster = _archive_forecaster(case, points) if case.forecast == "archive" else FORECASTS[case.forecast]()
+        live = TraceFeed(points, case.trace.name, forecaster)
         values = np.stack([np.stack([live.view(h, HORIZON_H)[1:], live.errors(h, HORIZON_H)[1:]])
                            for h in range(first, last)])
         case.cache.mkdir(parents=True, exist_ok=True)
@@ -168,15 +196,21 @@ def main() -> None:
     parser.add_argument("--capacity-gpus", type=int, default=64)
     parser.add_argument("--power-kw-per-gpu", type=float, default=0.7)
     parser.add_argument("--resume-overhead-min", type=float, default=5.0)
-    parser.add_argument("--forecast", choices=(*FORECASTS, "perfect"), default="causal",
-                        help="causal: greentrain's Forecaster; blend: it and same-hour-yesterday, skill-weighted.")
+    parser.add_argument("--forecast", choices=(*FORECASTS, "archive", "perfect"), default="causal",
+                        help="causal: greentrain's Forecaster; blend: it and same-hour-yesterday, skill-weighted; "
+                             "archive: a synthetic provider archive (issue 26's), skill-weighted against Forecaster.")
+    parser.add_argument("--archive-dir", type=Path, default=None,
+                        help="Where --forecast archive keeps the synthetic archives (default: CACHE/archives).")
+    parser.add_argument("--archive-scale", type=float, default=1.0,
+                        help="--forecast archive: its error as a multiple of 7 %% MAPE a day ahead.")
     parser.add_argument("--hedge", type=float, default=DEFAULT_HEDGE,
                         help="Multiples of the forecast's measured error added to later hours.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path(".fleet-bench-cache"))
     args = parser.parse_args()
     cases = [Case(t, int(w), int(s), args.jobs, args.capacity_gpus, args.power_kw_per_gpu, args.resume_overhead_min,
-                  args.cache, args.pai, args.forecast, args.hedge)
+                  args.cache, args.pai, args.forecast, args.hedge, args.archive_dir or args.cache / "archives",
+                  args.archive_scale)
              for t in args.traces for w in args.weeks.split(",") for s in args.seeds.split(",")]
     results = []
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
