@@ -75,8 +75,9 @@ class Case:
     pai: Path
     forecast: str
     hedge: float
-    archive_dir: Path = Path(".fleet-bench-cache/archives")
-    archive_scale: float = 1.0
+    archive_dir: Path
+    """Where ``--forecast archive`` keeps the synthetic archives."""
+    archive_scale: float
 
     @property
     def forecast_label(self) -> str:

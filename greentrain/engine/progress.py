@@ -81,7 +81,7 @@ class Progress:
             # The user's estimate is the only knowledge here (the jitter of polling intervals says nothing
             # about it): the pessimistic time adds only the room the user allowed (``estimate_error``).
             left_s = max(0.0, self.work_total_s - self.running_s)
-            if pessimistic and self.work_total_s > 0:
+            if pessimistic:
                 left_s = estimate_room_s(left_s, None, self.times.rate.prior_spread)
             return left_s
         return None
