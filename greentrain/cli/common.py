@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import click
@@ -9,8 +10,9 @@ import click
 from greentrain.clock import DEADLINE_HELP
 from greentrain.clock import parse_deadline as _parse_deadline
 from greentrain.errors import ConfigError
+from greentrain.signals.base import IntensityPoint
 
-__all__ = ["parse_deadline", "DEADLINE_HELP", "DEADLINE_POLICY_HELP"]
+__all__ = ["parse_deadline", "history_notes", "DEADLINE_HELP", "DEADLINE_POLICY_HELP"]
 
 DEADLINE_POLICY_HELP = ("strict (default): refuse a deadline shorter than the work, and exit with status 3 "
                         "after a late finish; best-effort: warn and run on (no status 3). A likely miss is "
@@ -24,3 +26,15 @@ def parse_deadline(value: str, now: datetime, param: str = "--deadline") -> date
     except ConfigError as e:
         message = str(e).removeprefix(f"{param}: ")
         raise click.BadParameter(message, param_hint=param) from None
+
+
+def history_notes(points: Sequence[IntensityPoint], first: datetime) -> list[str]:
+    """Notes for a replay whose first decision has too little trace behind it for the forecaster; each is
+    also printed on stderr (standard output may be JSON)."""
+    from greentrain.signals.forecast import thin_history_note
+
+    note = thin_history_note(points, first)
+    if note is None:
+        return []
+    click.echo(f"greentrain: note: {note}", err=True)
+    return [note]

@@ -110,12 +110,15 @@ def _scenario(zone: str | None, trace: Path | None, start: str | None, work_h: f
 
 
 def _check_trace_covers(scenario: Scenario) -> None:
+    from greentrain.cli.common import history_notes
     from greentrain.signals.trace import load_trace
     from greentrain.sim import TraceIndex
 
-    index = TraceIndex(load_trace(scenario.trace), str(scenario.trace))
+    points = load_trace(scenario.trace)
+    index = TraceIndex(points, str(scenario.trace))
     index.index(scenario.start, "--start")
     index.require_cover(scenario.start, scenario.deadline, "the deadline")
+    history_notes(points, scenario.start)  # the engine forecasts from the trace before the start
 
 
 def _new_state(scenario: Scenario, policy: str, reserve_h: float, steps: int | None, deadline_policy: str,

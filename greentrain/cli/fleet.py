@@ -64,6 +64,7 @@ def _check_numbers(capacity_gpus: int, power_kw_per_gpu: float, resume_overhead_
 def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per_gpu: float,
              resume_overhead_min: float, policy: str, forecast: str, column: str, as_json: bool) -> None:
     """Replay a jobs file on one cluster against a carbon trace; compare with FIFO, per-job and the bound."""
+    from greentrain.cli.common import history_notes
     from greentrain.fleet.bound import offline_bound
     from greentrain.fleet.feed import TraceFeed
     from greentrain.fleet.jobs import load_jobs
@@ -78,6 +79,7 @@ def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per
     actual = TraceFeed(points, str(trace_path), None)
     feed = actual if forecast == "perfect" else TraceFeed(points, str(trace_path), Forecaster())
     cluster = Cluster(capacity_gpus, resume_overhead_min / 60.0)
+    notes = history_notes(points, min(j.submit for j in jobs)) if forecast == "causal" else []
     results = {"run-now": simulate_fleet(jobs, actual, RunNowFIFO(), cluster),
                "per-job": simulate_fleet(jobs, feed, PerJobWindow(feed), cluster)}
     planner = None
@@ -89,6 +91,7 @@ def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per
     report["input"] = {"jobs": str(jobs_path), "trace": str(trace_path), "zone": actual.zone, "column": column,
                        "capacity_gpus": capacity_gpus, "power_kw_per_gpu": power_kw_per_gpu,
                        "resume_overhead_min": resume_overhead_min, "policy": policy, "forecast": forecast}
+    report["summary"]["notes"] = notes
     if as_json:
         click.echo(json.dumps(report))
     else:

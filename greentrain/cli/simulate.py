@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from greentrain.cli.common import history_notes
 from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError, DeadlineError
@@ -188,6 +189,7 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
         trace.index(start, "--start")
         trace.require_cover(start, start + horizon, "the deadline")
     chosen = make_forecaster(forecaster, points)
+    notes = history_notes(points, min(starts)) if forecaster == "default" else []
     archived = _archive_forecaster(opts, points, chosen, forecaster) if opts["archive_path"] is not None else None
     results = run_simulation(trace, starts, job, policy, chosen if archived is None else archived[1], noise=noise,
                              estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving)
@@ -195,7 +197,7 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
                    idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec,
-                   estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving)
+                   estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving, notes=notes)
     if job.scaling is not None:
         summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
     if archived is not None:

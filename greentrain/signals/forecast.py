@@ -49,13 +49,19 @@ import numpy as np
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.lagregression import lag_regression
+from greentrain.signals.lagregression import LAGS_H, MIN_FIT_ORIGINS, lag_regression
 
-__all__ = ["Forecaster", "SeasonalNaiveForecaster", "floor_hour", "hourly_series"]
+__all__ = ["Forecaster", "SeasonalNaiveForecaster", "floor_hour", "hourly_series", "FULL_HISTORY_H",
+           "thin_history_note"]
 
 _HOUR = timedelta(hours=1)
 _BACKTEST_H = 14 * 24
 """Hours of out-of-sample forecasts on which the candidate models are compared."""
+_PROFILE_MIN_H = 48
+"""Under this much history no daily profile is fitted: the forecast persists the recent level."""
+FULL_HISTORY_H = MIN_FIT_ORIGINS + LAGS_H + 72
+"""History at which the default ``Forecaster`` has its whole model 72 h ahead: the direct family needs a week
+of complete (lags + horizon) examples (``signals/lagregression.py``); with less it is left out there."""
 _POOL_H = 2
 """Neighbouring horizons pooled (each side) when comparing the candidates at one horizon."""
 _RECENT_LAGS_H = (0, 2, 6)
@@ -205,7 +211,7 @@ class Forecaster:
             return None
         first = int(np.argmax(known))
         y = np.maximum(_fill_gaps(series[first:]), 0.0)
-        if y.size < 48:
+        if y.size < _PROFILE_MIN_H:
             # Under two days nothing seasonal can be estimated: persist the recent level.
             return np.full(horizon_h, float(np.mean(y[-3:])))
         offset_g_per_kwh = 0.1 * float(np.mean(y)) or 1.0  # keeps log() finite for zero-carbon hours
@@ -356,3 +362,21 @@ class SeasonalNaiveForecaster:
         if day.size < 24:
             day = np.concatenate([np.full(24 - day.size, day[0]), day])
         return np.resize(day, horizon_h)
+
+
+def thin_history_note(history: Sequence[IntensityPoint], at: datetime) -> str | None:
+    """One line for the user when ``history`` holds less before ``at`` than the default ``Forecaster`` needs
+    for its whole model (``FULL_HISTORY_H``), else None. A replay that starts at a trace's first hours otherwise plans
+    on a flat or unchecked forecast and reports a small saving with no reason given."""
+    if not history:
+        return None
+    have_h = max(0.0, (ensure_aware_utc(at) - history[0].start).total_seconds() / 3600.0)
+    if have_h >= FULL_HISTORY_H:
+        return None
+    if have_h < _PROFILE_MIN_H:
+        what = "no daily profile yet: the forecast persists the latest level, so the first plans run at once"
+    else:
+        what = "a daily profile, but not yet the model of how far a departure from it persists, hours to days ahead"
+    return (f"the trace holds {have_h:.0f} h before {ensure_aware_utc(at):%Y-%m-%dT%H:%MZ}; greentrain's forecaster "
+            f"has its whole model with {FULL_HISTORY_H // 24} days of history ({what}); "
+            "a trace that begins earlier gives the full forecast")

@@ -47,6 +47,19 @@ def test_json_has_every_job_schedule_and_the_summary(tmp_path: Path, capsys) -> 
     assert summary["fraction_of_bound_saving"] == pytest.approx(1.0, abs=1e-6)
 
 
+def test_a_trace_that_starts_with_the_jobs_says_the_forecast_has_no_history(tmp_path: Path, capsys) -> None:
+    trace = write_trace(tmp_path, [400.0] * 4 + [50.0] * 4 + [400.0] * 40)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(JOBS_HEADER + f"a,{T0.strftime('%Y-%m-%dT%H:%M:%SZ')},2,2,12\n")
+    args = ("--jobs", str(jobs), "--trace", str(trace), "--capacity-gpus", "4", "--json")
+    code, out, err = run_fleet(capsys, *args)
+    assert code == 0, err
+    notes = json.loads(out)["summary"]["notes"]
+    assert len(notes) == 1 and "holds 0 h before" in notes[0] and f"greentrain: note: {notes[0]}" in err
+    code, out, err = run_fleet(capsys, *args, "--forecast", "perfect")  # nothing is forecast: nothing to say
+    assert code == 0 and json.loads(out)["summary"]["notes"] == [] and "note" not in err
+
+
 def test_bad_jobs_and_flags_are_one_line_each_exit_2(tmp_path: Path, capsys) -> None:
     trace = write_trace(tmp_path, [100.0] * 48)
     jobs = tmp_path / "jobs.csv"

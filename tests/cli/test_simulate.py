@@ -172,6 +172,8 @@ def test_real_command_with_default_forecaster_and_table(tmp_path):
                           "PATH": "/usr/bin:/bin", "COLUMNS": "160"})
     assert done.returncode == 0, done.stderr
     assert "fraction of oracle saving" in done.stdout and "deadlines missed: 0/1" in done.stdout
+    # Two days of trace before the start: a daily profile, not the forecaster's full skill, and it says so.
+    assert "greentrain: note: the trace holds 48 h before 2022-03-03T00:00Z" in done.stderr
 
 
 def test_policy_file_and_seasonal_forecaster(tmp_path, capsys):
@@ -189,3 +191,4 @@ def test_policy_file_and_seasonal_forecaster(tmp_path, capsys):
                                                                               ("04:00", "05:05")]
     assert run["deadline_met"] and run["resumes"] == 1
     assert doc["summary"]["policy"] == "threshold"
+    assert doc["summary"]["notes"] == []  # same-hour-yesterday needs no more than the day before

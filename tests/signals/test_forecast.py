@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import EmissionFactor, IntensityPoint, Kind
-from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster, floor_hour, hourly_series
+from greentrain.signals.forecast import (
+    FULL_HISTORY_H,
+    Forecaster,
+    SeasonalNaiveForecaster,
+    floor_hour,
+    hourly_series,
+    thin_history_note,
+)
 from greentrain.signals.trace import load_trace
 
 pytestmark = pytest.mark.timeout(60)
@@ -249,3 +256,15 @@ def test_online_selection_relearns_a_changed_daily_shape_quickly() -> None:
         forecast = Forecaster(select_online=True).predict(300 + 100 * shape + weather, 48)
         errors.append(np.mean(np.abs(forecast - future)[12:]))
     assert np.mean(errors) < 35, errors
+
+
+def test_a_replay_with_too_little_history_for_the_forecaster_gets_a_note_saying_so() -> None:
+    points = series_points(daily_cycle(40 * 24))
+    first = points[0].start
+    flat = thin_history_note(points, first + timedelta(hours=10))
+    assert flat is not None and "holds 10 h before 2024-03-01T10:00Z" in flat and "persists the latest level" in flat
+    unchecked = thin_history_note(points, first + timedelta(days=5))
+    assert unchecked is not None and "a daily profile, but not yet the model" in unchecked
+    assert thin_history_note(points, first + timedelta(hours=FULL_HISTORY_H)) is None
+    assert thin_history_note(points, first - timedelta(hours=3)) is not None  # before the trace: 0 h
+    assert thin_history_note([], first) is None
