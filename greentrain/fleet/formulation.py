@@ -67,6 +67,9 @@ class JobVars:
     """Rolling form: per option, the hours it would run in slot 0."""
     active_cols: list[np.ndarray] = field(default_factory=list)
     """Exact form: per option, the binaries 'holds its GPUs in this slot'."""
+    hold_cols: list[np.ndarray] = field(default_factory=list)
+    """Rolling form, options wider than half the partition (``wide_whole_slots``): the binaries 'holds its
+    GPUs for this later slot'."""
 
 
 class CapacityRows:
@@ -79,12 +82,12 @@ class CapacityRows:
         self._coefs: list[np.ndarray] = []
         self._names: dict[str, int] = {}
 
-    def add(self, partition: str, slots: np.ndarray, cols: np.ndarray, gpus: float) -> None:
+    def add(self, partition: str, slots: np.ndarray, cols: np.ndarray, gpus: float | np.ndarray) -> None:
         pid = self._names.setdefault(partition, len(self._names))
         self._parts.append(np.full(cols.size, pid))
         self._slots.append(np.asarray(slots))
         self._cols.append(np.asarray(cols))
-        self._coefs.append(np.full(cols.size, float(gpus)))
+        self._coefs.append(np.broadcast_to(np.asarray(gpus, dtype=float), (cols.size,)).copy())
 
     def emit(self, model: LinearModel, limit: dict[tuple[str, int], float]) -> None:
         """One row per (partition, slot): sum <= ``limit[(partition, slot)]``."""
@@ -103,7 +106,7 @@ class CapacityRows:
 
 
 def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *, resume_overhead_h: float,
-                  scale_g: float, capacity: dict[str, int]) -> list[JobVars]:
+                  scale_g: float, capacity: dict[str, int], wide_whole_slots: bool = True) -> list[JobVars]:
     """Add the rolling form to ``model``; return each job's variables.
 
     Restarts are counted on the job's running level (slot 0: 0 or 1; later: the fraction of
@@ -138,7 +141,13 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
             vars_.run_slots.append(slots)
             work_cols.append(x)
             work_vals.append(np.full(x.size, opt.speed))
-            caps.add(st.partition, slots, x, opt.gpus)
+            near = grid.edges[slots] < grid.now_h + WHOLE_SLOTS_AHEAD_H
+            if wide_whole_slots and 2 * opt.gpus > capacity[st.partition] and near.any():
+                vars_.hold_cols.append(_hold_whole_slots(model, caps, st.partition, slots[near], x[near], opt.gpus,
+                                                         grid.lengths[slots[near]]))
+                caps.add(st.partition, slots[~near], x[~near], opt.gpus)
+            else:
+                caps.add(st.partition, slots, x, opt.gpus)
         if w.start_now:
             model.row(vars_.now_cols, 1.0, lb=1.0)
         resumes = _restarts(model, vars_, grid, slots, st)
@@ -154,6 +163,27 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
     caps.emit(model, _limits(windows, grid, capacity, gpu_hours=True))
     _wide_job_rows(model, out, grid, capacity)
     return out
+
+
+WHOLE_SLOTS_AHEAD_H = 24.0
+"""Wide jobs hold whole slots in the plan's first day (hourly slots); further out GPU-hours, as a sketch."""
+
+
+def _hold_whole_slots(model: LinearModel, caps: CapacityRows, partition: str, slots: np.ndarray, x: np.ndarray,
+                      gpus: int, lengths_h: np.ndarray) -> np.ndarray:
+    """A job wider than half its partition holds its GPUs for every later slot it runs in, whole.
+
+    In GPU-hours a wide job could run 60 % of an hour beside small jobs filling the rest; in the simulator
+    and on Slurm jobs pause only on the hour, so the small jobs started beside it would keep it out of the
+    whole hour. With that relaxation the plan starts small jobs in the clean hours it means the wide job to
+    have, and the wide job is left the dirty hours its deadline forces. A binary per slot says the job holds
+    the partition's ``gpus`` for the slot (its last slot too: conservative); they are returned."""
+    hold = model.add(np.zeros(slots.size), 0.0, 1.0, integral=True)
+    index = np.arange(slots.size)
+    model.rows(np.r_[index, index], np.r_[x, hold], np.r_[np.ones(slots.size), -lengths_h],
+               lb=np.full(slots.size, -np.inf), ub=np.zeros(slots.size))
+    caps.add(partition, slots, hold, gpus * lengths_h)
+    return hold
 
 
 def _wide_job_rows(model: LinearModel, all_vars: list[JobVars], grid: SlotGrid, capacity: dict[str, int]) -> None:

@@ -235,8 +235,9 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
         windows, grid = _windows([(w.status, w.end_h, w.hard_end_h) for w in windows], problem, False)
     model = LinearModel()
     vars_ = build_rolling(model, windows, grid, resume_overhead_h=problem.overhead_h, scale_g=scale_g,
-                          capacity=capacity)
-    if config.rounding == "milp" and not problem.large:
+                          capacity=capacity, wide_whole_slots=config.wide_whole_slots and not problem.large)
+    wide = any(v.hold_cols for v in vars_)
+    if (config.rounding == "milp" or config.rounding == "fix" and wide) and not problem.large:
         return model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap), vars_, grid, "rolling"
     relaxed = model.solve(time_limit_s=config.time_limit_s, relax=True, interior=problem.large)
     if config.rounding == "lp" or problem.large or relaxed.x is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from gt_fleet import feed, job
 
@@ -53,8 +55,11 @@ def test_carbon_aware_is_on_time_where_fifo_is_on_time_at_tight_capacity() -> No
             job("j1", gpus=4, work_h=6.0, deadline_h=12.0, submit_h=2.0)]
     trace, cluster = feed(values), Cluster(4, 0.1)
     assert simulate_fleet(jobs, trace, RunNowFIFO(), cluster).late == []
-    planner = CarbonAware(trace, 4, config=ROLLING, jobs=jobs)
+    # The wide job counted in GPU-hours, as before wide jobs held whole slots: the guard is what keeps them.
+    planner = CarbonAware(trace, 4, config=replace(ROLLING, wide_whole_slots=False), jobs=jobs)
     result = simulate_fleet(jobs, trace, planner, cluster)
     assert not result.capacity_exceeded
     assert result.late == [], [(r.job.id, r.segments) for r in result.runs]
     assert any(method.endswith("+guard") for method in planner.methods)  # the guard is what kept them
+    result = simulate_fleet(jobs, trace, CarbonAware(trace, 4, config=ROLLING, jobs=jobs), cluster)
+    assert result.late == [] and not result.capacity_exceeded  # and with the default model

@@ -111,6 +111,29 @@ def test_identical_jobs_with_one_green_window_are_spread_not_herded() -> None:
     assert plan.emissions_g < 0.85 * fifo.emissions_g  # (the herd emits less only by running past deadlines)
 
 
+@pytest.mark.timeout(120)
+def test_a_job_as_wide_as_the_cluster_gets_the_clean_hours_not_the_small_jobs_beside_it() -> None:
+    # 4 GPUs, six clean hours from hour 2. The whole-cluster job needs 5 of them; three 1-GPU jobs of 5 h
+    # arrive half an hour later. Counted in GPU-hours the plan lets the small jobs take the clean hours
+    # "beside" the wide one, which then cannot start until they finish (jobs pause only on the hour).
+    values = [300.0] * 2 + [50.0] * 6 + [200.0] * 24 + [400.0] * 30
+    jobs = [job("wide", gpus=4, work_h=5.0, deadline_h=30.0)]
+    jobs += [job(f"s{i}", gpus=1, work_h=5.0, deadline_h=30.0, submit_h=0.5) for i in range(3)]
+    trace, cluster = feed(values), Cluster(4, 0.1)
+    emitted = {}
+    for whole in (False, True):
+        config = PlannerConfig(exact_max_binaries=0, wide_whole_slots=whole)
+        result = simulate_fleet(jobs, trace, CarbonAware(trace, 4, config=config, jobs=jobs), cluster)
+        assert result.late == [] and not result.capacity_exceeded
+        emitted[whole] = result.emissions_g
+        if whole:
+            wide = next(r for r in result.runs if r.job.id == "wide")
+            assert [seg[:2] for seg in wide.segments] == [[2.0, 7.0]]
+    # Wide job in hours 2-7 at 50 g/kWh, the small ones from hour 7: 4*5*50 + 3*(50 + 4*200) g.
+    assert emitted[True] == pytest.approx(1000.0 + 3 * (50.0 + 4 * 200.0))
+    assert emitted[False] > emitted[True] + 500.0  # the GPU-hour model: the small jobs took the clean hours
+
+
 def test_a_solver_out_of_time_falls_back_to_earliest_deadline_first() -> None:
     # HiGHS's time limit is wall-clock: on a loaded machine it can end with no plan at all. The round
     # still gets one: carbon-blind, by deadline, within capacity.
