@@ -236,9 +236,14 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
     model = LinearModel()
     vars_ = build_rolling(model, windows, grid, resume_overhead_h=problem.overhead_h, scale_g=scale_g,
                           capacity=capacity, wide_whole_slots=config.wide_whole_slots and not problem.large)
-    wide = any(v.hold_cols for v in vars_)
-    if (config.rounding == "milp" or config.rounding == "fix" and wide) and not problem.large:
+    if config.rounding == "milp" and not problem.large:
         return model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap), vars_, grid, "rolling"
+    if config.rounding == "fix" and any(v.hold_cols for v in vars_):
+        # Wide jobs: the relaxation's whole decisions now are the ones their binaries exist to correct, so
+        # branch on all; relax and fix below only if that finds nothing in the time allowed.
+        whole = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap)
+        if whole.ok:
+            return whole, vars_, grid, "rolling"
     relaxed = model.solve(time_limit_s=config.time_limit_s, relax=True, interior=problem.large)
     if config.rounding == "lp" or problem.large or relaxed.x is None:
         return relaxed, vars_, grid, "rolling-lp"

@@ -134,6 +134,28 @@ def test_a_job_as_wide_as_the_cluster_gets_the_clean_hours_not_the_small_jobs_be
     assert emitted[False] > emitted[True] + 500.0  # the GPU-hour model: the small jobs took the clean hours
 
 
+def test_wide_jobs_fall_back_to_relax_and_fix_when_branching_on_all_finds_nothing(monkeypatch) -> None:
+    from greentrain.fleet.lpmodel import LinearModel, Solution
+
+    solve = LinearModel.solve
+    calls = []
+
+    def no_whole_plan(self, **kw):  # the full branch-and-bound runs out of time with nothing found
+        calls.append(kw)
+        if not kw.get("relax") and not kw.get("fixed"):
+            return Solution(None, float("inf"), 1, 0.0)
+        return solve(self, **kw)
+
+    monkeypatch.setattr(LinearModel, "solve", no_whole_plan)
+    statuses = [JobStatus(job_id="wide", options=(RunOption(4, 1.0, 4.0),), remaining_h=3.0, deadline_h=20.0),
+                JobStatus(job_id="small", options=(RunOption(1, 1.0, 1.0),), remaining_h=2.0, deadline_h=20.0)]
+    values = np.r_[np.full(2, 300.0), np.full(6, 50.0), np.full(32, 300.0)]
+    plan = plan_fleet(statuses, now_h=0.0, partitions={"default": Partition("default", 4, "XX")},
+                      intensity={"XX": values}, resume_overhead_h=0.1, config=PlannerConfig(exact_max_binaries=0))
+    assert plan.method.startswith("rolling") and plan.running() == {}  # still a plan: wait for the clean hours
+    assert calls[0].get("relax") is None and any(kw.get("relax") for kw in calls[1:])
+
+
 def test_a_solver_out_of_time_falls_back_to_earliest_deadline_first() -> None:
     # HiGHS's time limit is wall-clock: on a loaded machine it can end with no plan at all. The round
     # still gets one: carbon-blind, by deadline, within capacity.
