@@ -32,6 +32,9 @@ LATE_COST = 100.0
 """Cost of one run-hour one hour past its deadline, in units of the dearest run-hour of the horizon."""
 _EARLY = 1e-6
 """Per slot: among equal plans, the earlier one (a tie-break only)."""
+WHOLE_SLOTS_AHEAD_H = 24.0
+"""Jobs wider than half their partition hold whole slots in the plan's first day (hourly slots); further out
+GPU-hours, as a sketch (``_hold_whole_slots``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +144,12 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
             vars_.run_slots.append(slots)
             work_cols.append(x)
             work_vals.append(np.full(x.size, opt.speed))
-            near = grid.edges[slots] < grid.now_h + WHOLE_SLOTS_AHEAD_H
-            if wide_whole_slots and 2 * opt.gpus > capacity[st.partition] and near.any():
+            wide = wide_whole_slots and 2 * opt.gpus > capacity[st.partition]
+            near = grid.edges[slots] < grid.now_h + WHOLE_SLOTS_AHEAD_H if wide else np.zeros(slots.size, bool)
+            if near.any():
                 vars_.hold_cols.append(_hold_whole_slots(model, caps, st.partition, slots[near], x[near], opt.gpus,
                                                          grid.lengths[slots[near]]))
-                caps.add(st.partition, slots[~near], x[~near], opt.gpus)
-            else:
-                caps.add(st.partition, slots, x, opt.gpus)
+            caps.add(st.partition, slots[~near], x[~near], opt.gpus)
         if w.start_now:
             model.row(vars_.now_cols, 1.0, lb=1.0)
         resumes = _restarts(model, vars_, grid, slots, st)
@@ -163,10 +165,6 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
     caps.emit(model, _limits(windows, grid, capacity, gpu_hours=True))
     _wide_job_rows(model, out, grid, capacity)
     return out
-
-
-WHOLE_SLOTS_AHEAD_H = 24.0
-"""Wide jobs hold whole slots in the plan's first day (hourly slots); further out GPU-hours, as a sketch."""
 
 
 def _hold_whole_slots(model: LinearModel, caps: CapacityRows, partition: str, slots: np.ndarray, x: np.ndarray,

@@ -59,9 +59,10 @@ _BACKTEST_H = 14 * 24
 """Hours of out-of-sample forecasts on which the candidate models are compared."""
 _PROFILE_MIN_H = 48
 """Under this much history no daily profile is fitted: the forecast persists the recent level."""
-FULL_HISTORY_H = MIN_FIT_ORIGINS + LAGS_H + 72
-"""History at which the default ``Forecaster`` has its whole model 72 h ahead: the direct family needs a week
-of complete (lags + horizon) examples (``signals/lagregression.py``); with less it is left out there."""
+_FULL_HORIZON_H = 72
+FULL_HISTORY_H = MIN_FIT_ORIGINS + LAGS_H + _FULL_HORIZON_H
+"""History at which the default ``Forecaster`` has its whole model ``_FULL_HORIZON_H`` ahead: the direct family
+needs a week of complete (lags + horizon) examples (``signals/lagregression.py``); with less it is left out."""
 _POOL_H = 2
 """Neighbouring horizons pooled (each side) when comparing the candidates at one horizon."""
 _RECENT_LAGS_H = (0, 2, 6)
@@ -374,9 +375,9 @@ def thin_history_note(history: Sequence[IntensityPoint], at: datetime) -> str | 
     if have_h >= FULL_HISTORY_H:
         return None
     if have_h < _PROFILE_MIN_H:
-        what = "no daily profile yet: the forecast persists the latest level, so the first plans run at once"
+        what = "under 2 days it has no daily profile and persists the latest level, so the first plans run at once"
     else:
-        what = "a daily profile, but not yet the model of how far a departure from it persists, hours to days ahead"
+        what = "before that it lacks its regression of each hour ahead on the last day, so the first plans use less"
     return (f"the trace holds {have_h:.0f} h before {ensure_aware_utc(at):%Y-%m-%dT%H:%MZ}; greentrain's forecaster "
             f"has its whole model with {FULL_HISTORY_H // 24} days of history ({what}); "
             "a trace that begins earlier gives the full forecast")

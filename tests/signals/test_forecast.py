@@ -262,9 +262,9 @@ def test_a_replay_with_too_little_history_for_the_forecaster_gets_a_note_saying_
     points = series_points(daily_cycle(40 * 24))
     first = points[0].start
     flat = thin_history_note(points, first + timedelta(hours=10))
-    assert flat is not None and "holds 10 h before 2024-03-01T10:00Z" in flat and "persists the latest level" in flat
+    assert flat is not None and "holds 10 h before 2024-03-01T10:00Z" in flat and "no daily profile and persists the latest level" in flat
     unchecked = thin_history_note(points, first + timedelta(days=5))
-    assert unchecked is not None and "a daily profile, but not yet the model" in unchecked
+    assert unchecked is not None and "lacks its regression of each hour ahead" in unchecked
     assert thin_history_note(points, first + timedelta(hours=FULL_HISTORY_H)) is None
     assert thin_history_note(points, first - timedelta(hours=3)) is not None  # before the trace: 0 h
     assert thin_history_note([], first) is None
