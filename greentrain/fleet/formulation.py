@@ -144,12 +144,14 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
             vars_.run_slots.append(slots)
             work_cols.append(x)
             work_vals.append(np.full(x.size, opt.speed))
-            wide = wide_whole_slots and 2 * opt.gpus > capacity[st.partition]
-            near = grid.edges[slots] < grid.now_h + WHOLE_SLOTS_AHEAD_H if wide else np.zeros(slots.size, bool)
-            if near.any():
+            near = (grid.edges[slots] < grid.now_h + WHOLE_SLOTS_AHEAD_H
+                    if wide_whole_slots and 2 * opt.gpus > capacity[st.partition] else None)
+            if near is not None and near.any():
                 vars_.hold_cols.append(_hold_whole_slots(model, caps, st.partition, slots[near], x[near], opt.gpus,
                                                          grid.lengths[slots[near]]))
-            caps.add(st.partition, slots[~near], x[~near], opt.gpus)
+                caps.add(st.partition, slots[~near], x[~near], opt.gpus)
+            else:
+                caps.add(st.partition, slots, x, opt.gpus)
         if w.start_now:
             model.row(vars_.now_cols, 1.0, lb=1.0)
         resumes = _restarts(model, vars_, grid, slots, st)
