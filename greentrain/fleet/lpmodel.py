@@ -116,12 +116,14 @@ class LinearModel:
         return np.flatnonzero(np.concatenate(self._int)) if self._int else np.zeros(0, dtype=int)
 
     def solve(self, *, time_limit_s: float, mip_rel_gap: float = 1e-4, relax: bool = False,
-              fixed: dict[int, float] | None = None, interior: bool = False) -> Solution:
+              fixed: dict[int, float] | None = None, interior: bool = False,
+              mip_abs_gap: float | None = None) -> Solution:
         """Solve with HiGHS; the best point found within the time limit is returned.
 
         ``relax``: ignore integrality (the LP relaxation). ``fixed``: variables held at a value.
         ``interior``: an LP by HiGHS's interior-point method without crossover (far faster than simplex on
-        hundreds of thousands of columns; the point is optimal but need not be a vertex)."""
+        hundreds of thousands of columns; the point is optimal but need not be a vertex). ``mip_abs_gap``:
+        HiGHS's absolute gap (its default, 1e-6, when None)."""
         began = time.process_time()
         if self.size == 0:
             return Solution(np.zeros(0), 0.0, 0, 0.0)
@@ -140,6 +142,8 @@ class LinearModel:
         options: dict[str, float | bool | str] = {"time_limit": time_limit_s, "presolve": True}
         if integrality.any():
             options["mip_rel_gap"] = mip_rel_gap
+            if mip_abs_gap is not None:  # passed on to HiGHS like ``interior``'s options below
+                options["mip_abs_gap"] = mip_abs_gap
         elif interior:  # HiGHS options milp passes on verbatim (with a warning that they are not its own)
             options |= {"solver": "ipm", "run_crossover": "off"}
         with _quiet_stdout() if integrality.any() else contextlib.nullcontext(), warnings.catch_warnings():

@@ -88,6 +88,21 @@ def test_a_job_late_even_alone_is_reported_and_run_at_once() -> None:
         assert easy.option is None and not easy.late and easy.next_start_h >= 5.0, config
 
 
+@pytest.mark.parametrize(("now_h", "deadline_h"), [(0.75, 9.1), (0.55, 9.2), (0.6, 9.4), (0.85, 9.9), (0.0, 10.0)])
+def test_equal_cost_hours_go_to_the_earlier_one(now_h: float, deadline_h: float) -> None:
+    # Clean hours 2-3 and 5-6, room for both jobs in each: the 1-hour job runs beside the 3-hour one at
+    # hour 2, not at 5 at the same cost. The earlier-hour tie-break is far below HiGHS's default gap, so a
+    # plan solved only to that gap ended at hour 5 for these clocks (the Slurm controller did, once).
+    values = np.array([450.0, 450, 40, 40, 450, 40, 40] + [450.0] * 12)
+    option = (RunOption(8, 1.0, 8 * 0.7),)
+    statuses = [JobStatus(job_id="short", options=option, remaining_h=1.0, deadline_h=deadline_h),
+                JobStatus(job_id="long", options=option, remaining_h=3.0, deadline_h=deadline_h)]
+    plan = plan_fleet(statuses, now_h=now_h, partitions={"default": Partition("default", 16, "XX")},
+                      intensity={"XX": values}, resume_overhead_h=5 / 60)
+    assert plan.method == "exact"
+    assert plan.jobs["short"].next_start_h == 2.0 and plan.jobs["long"].next_start_h == 2.0, plan.jobs
+
+
 def test_identical_jobs_with_one_green_window_are_spread_not_herded() -> None:
     # 20 identical jobs, one clean four-hour window that holds 8 of them. Per-job windows all pick it,
     # queue behind each other and the last ones overflow past the deadline; the fleet plan fills the
