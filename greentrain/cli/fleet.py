@@ -92,6 +92,7 @@ def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per
                        "capacity_gpus": capacity_gpus, "power_kw_per_gpu": power_kw_per_gpu,
                        "resume_overhead_min": resume_overhead_min, "policy": policy, "forecast": forecast}
     report["summary"]["notes"] = notes
+    report["summary"]["forecast"] = _forecast_summary(feed, forecast)
     if as_json:
         click.echo(json.dumps(report))
     else:
@@ -116,6 +117,19 @@ def _report(results: dict, policy: str, bound: Any, actual: Any, planner: Any, c
     return {"jobs": jobs_json(chosen, actual), "summary": summary}
 
 
+def _forecast_summary(feed: Any, forecast: str) -> dict:
+    """What the plans were made on, and how far off a causal forecast turned out a day ahead (measured:
+    the replay's own forecasts against the trace)."""
+    out: dict[str, Any] = {"kind": forecast}
+    error = feed.realised_error(24) if forecast == "causal" else None
+    if error is not None:
+        out |= {"day_ahead_mae_g_per_kwh": round(error.mae_g_per_kwh, 1),
+                "day_ahead_bias_g_per_kwh": round(error.bias_g_per_kwh, 1),
+                "day_ahead_actual_mean_g_per_kwh": round(error.actual_mean_g_per_kwh, 1),
+                "day_ahead_forecasts": error.count}
+    return out
+
+
 def _print(report: dict, results: dict) -> None:
     from rich.console import Console
 
@@ -137,10 +151,19 @@ def _print(report: dict, results: dict) -> None:
                 f"{report['input']['trace']}", ("policy", "CO2eq", "late jobs", "peak GPUs", "resumes"), rows,
                 right=("CO2eq", "late jobs", "peak GPUs", "resumes"))
     fraction = summary["fraction_of_bound_saving"]
-    console.print(f"{summary['policy']}: {format_mass_g(summary['saving_vs_run_now_g'])} less than FIFO run-now; "
+    saving_g = summary["saving_vs_run_now_g"]
+    versus = f"{format_mass_g(abs(saving_g))} {'less' if saving_g >= 0 else 'more'} than FIFO run-now"
+    console.print(f"{summary['policy']}: {versus}; "
                   f"fraction of the bound's saving: {'n/a' if fraction is None else f'{fraction:.2f}'}; "
                   f"late jobs: {summary['late_jobs']}; emissions estimated (per-GPU power x trace intensity)",
                   markup=False, highlight=False)
+    forecast = summary["forecast"]
+    if "day_ahead_mae_g_per_kwh" in forecast:
+        bias = forecast["day_ahead_bias_g_per_kwh"]
+        console.print(f"forecast: greentrain's, off by {forecast['day_ahead_mae_g_per_kwh']:g} g/kWh on average a day "
+                      f"ahead in this replay ({abs(bias):g} {'too low' if bias < 0 else 'too high'} on average, on hours that "
+                      f"averaged {forecast['day_ahead_actual_mean_g_per_kwh']:g}); --forecast perfect plans with "
+                      "the carbon known", markup=False, highlight=False)
 
 
 def _run_command() -> click.Command:

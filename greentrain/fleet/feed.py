@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from greentrain.signals.base import IntensityPoint
 from greentrain.signals.blend import HourlyForecaster, SkillBlendForecaster
 from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
 
-__all__ = ["TraceFeed", "HourlyForecaster", "blend_forecaster"]
+__all__ = ["ForecastError", "TraceFeed", "HourlyForecaster", "blend_forecaster"]
 
 _HOUR = timedelta(hours=1)
 
@@ -37,6 +38,17 @@ _HOUR = timedelta(hours=1)
 def blend_forecaster() -> SkillBlendForecaster:
     """``Forecaster`` and same-hour-yesterday, weighed by their measured skill at each hour ahead."""
     return SkillBlendForecaster(Forecaster(), SeasonalNaiveForecaster())
+
+
+class ForecastError(NamedTuple):
+    """How far a replay's forecasts were from the trace at one lead time, g/kWh."""
+
+    mae_g_per_kwh: float
+    bias_g_per_kwh: float
+    """Forecast minus actual, on average (< 0: too low)."""
+    actual_mean_g_per_kwh: float
+    """The mean of the hours forecast (for scale)."""
+    count: int
 
 
 class TraceFeed:
@@ -102,6 +114,17 @@ class TraceFeed:
         if measured.size:  # past the horizons measured: the last one's error
             out[1:] = np.concatenate([measured, np.full(max(0, horizon_h - measured.size), measured[-1])])[:horizon_h]
         return out
+
+    def realised_error(self, ahead_h: int = 24) -> ForecastError | None:
+        """The forecasts made so far against the trace, ``ahead_h`` hours ahead (measured); None with perfect
+        foresight or no forecast that reached that far inside the trace."""
+        pairs = [(cached[ahead_h - 1], self.actual[hour + ahead_h]) for hour, cached in self._cache.items()
+                 if cached.size >= ahead_h and hour + ahead_h < self.hours]
+        if self._forecaster is None or not pairs:
+            return None
+        made, came = np.array(pairs).T
+        return ForecastError(float(np.abs(made - came).mean()), float((made - came).mean()), float(came.mean()),
+                             len(pairs))
 
     def _forecast(self, hour: int, horizon_h: int) -> np.ndarray:
         assert self._forecaster is not None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_simulate import T0, write_trace
 
@@ -73,3 +75,28 @@ def test_bad_jobs_and_flags_are_one_line_each_exit_2(tmp_path: Path, capsys) -> 
     code, _, err = run_fleet(capsys, "--jobs", str(jobs), "--trace", str(trace), "--capacity-gpus", "0",
                              "--power-kw-per-gpu", "-1")
     assert code == 2 and "--capacity-gpus" in err and "--power-kw-per-gpu" in err and "Traceback" not in err
+
+
+def test_a_causal_replay_says_how_far_off_its_forecast_was_a_day_ahead(tmp_path: Path, capsys) -> None:
+    # Three days of history with a daily cycle, then the jobs: the forecasts the plans were made on are
+    # scored against the trace, in the JSON and in one line of the table's output.
+    cycle = [300.0 + 150.0 * np.sin(2 * np.pi * h / 24) for h in range(24)]
+    trace = write_trace(tmp_path, cycle * 7)
+    submit = (T0 + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(JOBS_HEADER + f"a,{submit},2,2,30\nb,{submit},2,3,30\n")
+    args = ("--jobs", str(jobs), "--trace", str(trace), "--capacity-gpus", "4")
+    code, out, err = run_fleet(capsys, *args, "--json")
+    assert code == 0, err
+    forecast = json.loads(out)["summary"]["forecast"]
+    assert forecast["kind"] == "causal" and forecast["day_ahead_forecasts"] > 0
+    assert forecast["day_ahead_mae_g_per_kwh"] >= abs(forecast["day_ahead_bias_g_per_kwh"])
+    assert 150 <= forecast["day_ahead_actual_mean_g_per_kwh"] <= 450
+    code, out, err = run_fleet(capsys, *args)
+    assert code == 0, err
+    assert f"off by {forecast['day_ahead_mae_g_per_kwh']:g} g/kWh on average a day ahead" in " ".join(out.split())
+    code, out, err = run_fleet(capsys, *args, "--forecast", "perfect", "--json")
+    assert json.loads(out)["summary"]["forecast"] == {"kind": "perfect"}
+    code, out, err = run_fleet(capsys, *args, "--forecast", "perfect")
+    flat = " ".join(out.split())
+    assert "less than FIFO run-now" in flat and "forecast:" not in flat
