@@ -117,18 +117,23 @@ class LinearModel:
 
     def solve(self, *, time_limit_s: float, mip_rel_gap: float = 1e-4, relax: bool = False,
               fixed: dict[int, float] | None = None, interior: bool = False,
-              mip_abs_gap: float | None = None) -> Solution:
+              mip_abs_gap: float | None = None, integral_only: np.ndarray | None = None) -> Solution:
         """Solve with HiGHS; the best point found within the time limit is returned.
 
         ``relax``: ignore integrality (the LP relaxation). ``fixed``: variables held at a value.
         ``interior``: an LP by HiGHS's interior-point method without crossover (far faster than simplex on
         hundreds of thousands of columns; the point is optimal but need not be a vertex). ``mip_abs_gap``:
-        HiGHS's absolute gap (its default, 1e-6, when None)."""
+        HiGHS's absolute gap (its default, 1e-6, when None). ``integral_only``: of the integral variables,
+        only these stay integral (the rest are relaxed)."""
         began = time.process_time()
         if self.size == 0:
             return Solution(np.zeros(0), 0.0, 0, 0.0)
         cost = np.concatenate(self._cost)
         integrality = np.concatenate(self._int) * (0 if relax else 1)
+        if integral_only is not None:
+            kept = np.zeros_like(integrality)
+            kept[integral_only] = integrality[integral_only]
+            integrality = kept
         lower, upper = np.concatenate(self._lb), np.concatenate(self._ub)
         if fixed:
             index = np.fromiter(fixed, dtype=np.int64)

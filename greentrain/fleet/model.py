@@ -83,8 +83,9 @@ class PlannerConfig:
     """Rolling form, slot 0 in whole jobs: 'fix' solves the LP relaxation, keeps its whole decisions
     and branches on the split ones only (relax and fix); 'milp' branches on all; 'lp' rounds the
     relaxation greedily (deadline-urgent jobs first, then by the LP's share, while they fit). With jobs wider
-    than half a partition (``wide_whole_slots``) 'fix' branches on all: the relaxation's whole decisions are
-    the ones the wide jobs' binaries exist to correct."""
+    than half a partition (``wide_whole_slots``) 'fix' first branches on the wide jobs' binaries alone, the
+    other jobs relaxed, and fixes those: the relaxation's whole decisions are the ones the wide jobs'
+    binaries exist to correct."""
     wide_whole_slots: bool = True
     """A job wider than half its partition holds its GPUs for whole later slots (a binary per slot), as it
     does when run: jobs pause only on the hour, so small jobs beside it keep it out of the hour. Counted

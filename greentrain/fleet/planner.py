@@ -240,13 +240,8 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
                           capacity=capacity, wide_whole_slots=config.wide_whole_slots and not problem.large)
     if config.rounding == "milp" and not problem.large:
         return model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap), vars_, grid, "rolling"
-    if config.rounding == "fix" and any(v.hold_cols for v in vars_):
-        # Wide jobs: the relaxation's whole decisions now are the ones their binaries exist to correct, so
-        # branch on all; relax and fix below only if that finds nothing in the time allowed.
-        whole = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap)
-        if whole.ok:
-            return whole, vars_, grid, "rolling"
-    relaxed = model.solve(time_limit_s=config.time_limit_s, relax=True, interior=problem.large)
+    wide = _wide_decisions(model, vars_, config) if config.rounding == "fix" else {}
+    relaxed = model.solve(time_limit_s=config.time_limit_s, relax=True, interior=problem.large, fixed=wide or None)
     if config.rounding == "lp" or problem.large or relaxed.x is None:
         return relaxed, vars_, grid, "rolling-lp"
     # Relax and fix: keep the LP's whole decisions, branch only on the jobs it splits.
@@ -255,11 +250,30 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
     whole = np.abs(values - np.round(values)) < 1e-6
     if whole.all():
         return relaxed, vars_, grid, "rolling"
-    fixed = {int(i): float(round(v)) for i, v in zip(binaries[whole], values[whole], strict=True)}
+    fixed = wide | {int(i): float(round(v)) for i, v in zip(binaries[whole], values[whole], strict=True)}
     solution = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap, fixed=fixed)
     if not solution.ok:  # the LP's whole decisions cannot be completed: branch on every job after all
         solution = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap)
     return (solution if solution.ok else relaxed), vars_, grid, "rolling" if solution.ok else "rolling-lp"
+
+
+def _wide_decisions(model: LinearModel, vars_: list[JobVars], config: PlannerConfig) -> dict[int, float]:
+    """Jobs wider than half a partition: their whole-slot holds and their run-now decision, branched on first
+    with every other job relaxed ({} when there are none, or nothing is found in the time allowed).
+
+    The relaxation's whole decisions now are the ones the wide jobs' binaries exist to correct (small jobs
+    "beside" a wide one in the clean hours), so relax and fix alone would keep them; these few binaries
+    decided first, the relaxation and the fix that follow plan the rest around them. Branching on every job
+    at once finds about the same plans at twice the CPU (docs/benchmarks.md, "Jobs wider than half the
+    cluster")."""
+    wide = [v for v in vars_ if v.hold_cols]
+    if not wide:
+        return {}
+    cols = np.concatenate([c for v in wide for c in v.hold_cols] + [np.asarray(v.now_cols, dtype=int) for v in wide])
+    staged = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap, integral_only=cols)
+    if not staged.ok or staged.x is None:
+        return {}
+    return {int(i): float(round(staged.x[i])) for i in cols}
 
 
 def _extract(solution: Solution, all_vars: list[JobVars], grid: SlotGrid, problem: _Problem, method: str,

@@ -149,13 +149,13 @@ def test_a_job_as_wide_as_the_cluster_gets_the_clean_hours_not_the_small_jobs_be
     assert emitted[False] > emitted[True] + 500.0  # the GPU-hour model: the small jobs took the clean hours
 
 
-def test_wide_jobs_fall_back_to_relax_and_fix_when_branching_on_all_finds_nothing(monkeypatch) -> None:
+def test_wide_jobs_fall_back_to_relax_and_fix_when_branching_on_them_finds_nothing(monkeypatch) -> None:
     from greentrain.fleet.lpmodel import LinearModel, Solution
 
     solve = LinearModel.solve
     calls = []
 
-    def no_whole_plan(self, **kw):  # the full branch-and-bound runs out of time with nothing found
+    def no_whole_plan(self, **kw):  # branching on the wide job runs out of time with nothing found
         calls.append(kw)
         if not kw.get("relax") and not kw.get("fixed"):
             return Solution(None, float("inf"), 1, 0.0)
