@@ -30,7 +30,7 @@ from greentrain.signals.base import IntensityPoint
 from greentrain.signals.blend import HourlyForecaster, SkillBlendForecaster
 from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
 
-__all__ = ["ForecastError", "TraceFeed", "HourlyForecaster", "blend_forecaster"]
+__all__ = ["ForecastDeviation", "TraceFeed", "HourlyForecaster", "blend_forecaster"]
 
 _HOUR = timedelta(hours=1)
 
@@ -40,7 +40,7 @@ def blend_forecaster() -> SkillBlendForecaster:
     return SkillBlendForecaster(Forecaster(), SeasonalNaiveForecaster())
 
 
-class ForecastError(NamedTuple):
+class ForecastDeviation(NamedTuple):
     """How far a replay's forecasts were from the trace at one lead time, g/kWh."""
 
     mae_g_per_kwh: float
@@ -115,7 +115,7 @@ class TraceFeed:
             out[1:] = np.concatenate([measured, np.full(max(0, horizon_h - measured.size), measured[-1])])[:horizon_h]
         return out
 
-    def realised_error(self, ahead_h: int = 24) -> ForecastError | None:
+    def realised_error(self, ahead_h: int = 24) -> ForecastDeviation | None:
         """The forecasts made so far against the trace, ``ahead_h`` hours ahead (measured); None with perfect
         foresight or no forecast that reached that far inside the trace."""
         pairs = [(cached[ahead_h - 1], self.actual[hour + ahead_h]) for hour, cached in self._cache.items()
@@ -123,7 +123,7 @@ class TraceFeed:
         if self._forecaster is None or not pairs:
             return None
         made, came = np.array(pairs).T
-        return ForecastError(float(np.abs(made - came).mean()), float((made - came).mean()), float(came.mean()),
+        return ForecastDeviation(float(np.abs(made - came).mean()), float((made - came).mean()), float(came.mean()),
                              len(pairs))
 
     def _forecast(self, hour: int, horizon_h: int) -> np.ndarray:
