@@ -160,10 +160,11 @@ def _print(report: dict, results: dict) -> None:
     forecast = summary["forecast"]
     if "day_ahead_mae_g_per_kwh" in forecast:
         bias = forecast["day_ahead_bias_g_per_kwh"]
-        console.print(f"forecast: greentrain's, off by {forecast['day_ahead_mae_g_per_kwh']:g} g/kWh on average a day "
-                      f"ahead in this replay ({abs(bias):g} {'too low' if bias < 0 else 'too high'} on average, on hours that "
-                      f"averaged {forecast['day_ahead_actual_mean_g_per_kwh']:g}); --forecast perfect plans with "
-                      "the carbon known", markup=False, highlight=False)
+        direction = "too low" if bias < 0 else "too high"
+        console.print(f"forecast: greentrain's, off by {forecast['day_ahead_mae_g_per_kwh']:g} g/kWh on average a "
+                      f"day ahead in this replay ({abs(bias):g} {direction} on average, on hours that averaged "
+                      f"{forecast['day_ahead_actual_mean_g_per_kwh']:g}); --forecast perfect plans with the carbon "
+                      "known", markup=False, highlight=False)
 
 
 def _run_command() -> click.Command:

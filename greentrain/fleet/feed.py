@@ -123,8 +123,8 @@ class TraceFeed:
         if self._forecaster is None or not pairs:
             return None
         made, came = np.array(pairs).T
-        return ForecastDeviation(float(np.abs(made - came).mean()), float((made - came).mean()), float(came.mean()),
-                             len(pairs))
+        return ForecastDeviation(float(np.abs(made - came).mean()), float((made - came).mean()),
+                                 float(came.mean()), len(pairs))
 
     def _forecast(self, hour: int, horizon_h: int) -> np.ndarray:
         assert self._forecaster is not None
