@@ -96,12 +96,18 @@ def _precision(results: dict[str, Any]) -> list[str]:
     return out + [""] + _note(results, "precision")
 
 
+def _pct(value: Any) -> str:
+    return NM if value is None else f"{value * 100:.1f} %"
+
+
 def _runtime(results: dict[str, Any]) -> list[str]:
     r = _section(results, "runtime")
     return ["#### Runtime tokens/s vs a plain compiled loop of the same model (bf16, interleaved rounds)", "",
             "| figure | value |", "|---|---|",
             f"| shape | {r.get('shape', NM)} |",
             f"| greentrain Trainer, tokens/s | {_num(r.get('runtime_tokens_per_s'), ',.0f')} |",
-            f"| plain loop, torch.compile(model), fused AdamW, tokens/s | "
+            f"| plain loop, torch.compile(model), fused AdamW, same batches and clipping, tokens/s | "
             f"{_num(r.get('compiled_tokens_per_s'), ',.0f')} |",
-            f"| ratio Trainer / plain compiled | {_num(r.get('ratio'), '.3f')} |", ""] + _note(results, "runtime")
+            f"| ratio Trainer / plain compiled | {_num(r.get('ratio'), '.3f')} |",
+            f"| MFU, Trainer / plain (dense bf16 peak) | {_pct(r.get('mfu'))} / {_pct(r.get('plain_mfu'))} |",
+            ""] + _note(results, "runtime")

@@ -166,9 +166,17 @@ def run_device_comparison(cfg: JobConfig, *, steps: int, rounds: int, warmup: in
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    for c in contenders:  # compile and warm the caches outside the timed blocks
-        c.run(warmup)
-        sync()
+    for c in list(contenders):  # compile and warm the caches outside the timed blocks
+        try:
+            c.run(warmup)
+            sync()
+        except Exception as e:  # noqa: BLE001 - a reference loop that fails must not cost the Trainer's figures
+            if c.name in ("trainer", "plain"):
+                raise
+            log(f"{c.name}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+            contenders.remove(c)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
     for i in range(rounds):
         order = contenders[i % len(contenders):] + contenders[:i % len(contenders)]
         for c in order:
