@@ -18,6 +18,7 @@ from greentrain.policies import Policy, RunNowPolicy, load_policy
 from greentrain.policies.settings import DEADLINE_POLICIES
 from greentrain.signals.trace import load_trace
 from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, parse_rate_noise, run_to_json, summarize
+from greentrain.sim.report import forecast_summary
 from greentrain.sim import simulate as run_simulation
 
 __all__ = ["make_forecaster", "parse_starts", "parse_time", "simulate"]
@@ -200,6 +201,7 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
                    estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving, notes=notes)
     if job.scaling is not None:
         summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
+    summary["forecast"] = forecast_summary(results, _forecast_kind(forecaster, archived, opts["forecast_blend"]))
     if archived is not None:
         from greentrain.sim.forecastarchive import summary as archive_summary
 
@@ -209,6 +211,29 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
         click.echo(json.dumps({"runs": runs, "summary": summary}))
     else:
         _print_table(results, summary)
+
+
+def _forecast_kind(forecaster: str, archived: Any, blend: str) -> str:
+    """What the decisions planned on, in the words of the flags that chose it."""
+    own = {"default": "greentrain", "seasonal-naive": "seasonal-naive", "perfect": "perfect"}[forecaster]
+    return own if archived is None else f"archive ({blend}) + {own}"
+
+
+def _forecast_line(forecast: dict[str, Any]) -> str | None:
+    """One line: how far off the forecasts the decisions used turned out, the next hour and the furthest lead
+    time scored."""
+    if forecast["kind"] == "perfect":
+        return "forecast: the trace's own future (--forecaster perfect: evaluation only, no forecast error)"
+    leads = forecast["by_hours_ahead"]
+    if not leads:
+        return None
+    far = max(leads, key=int)
+    near = leads.get("1")
+    d = leads[far]
+    errors = (f"{near['mae_g_per_kwh']:g} g/kWh 1 h ahead, {d['mae_g_per_kwh']:g} at {far} h"
+              if near is not None and far != "1" else f"{d['mae_g_per_kwh']:g} g/kWh {far} h ahead")
+    return (f"forecast ({forecast['kind']}): MAE {errors} (bias {d['bias_g_per_kwh']:+g}, actual mean "
+            f"{d['actual_mean_g_per_kwh']:g}); {forecast['forecasts']} forecasts")
 
 
 def _archive_forecaster(opts: dict[str, Any], points: list, own: Any, own_name: str) -> tuple[Any, Any]:
@@ -265,6 +290,9 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
         f"worse than run-now: {summary['runs_worse_than_run_now']}; "
         f"net of {summary['idle_power_kw']:g} kW while paused ({summary['waiting_energy_kwh']:.2f} kWh waiting)"
     )
+    line = _forecast_line(summary["forecast"])
+    if line is not None:
+        console.print(line, markup=False, highlight=False)
     archived = summary.get("forecast_archive")
     if archived is not None:
         skipped = sum(archived["skipped_rows"].values())

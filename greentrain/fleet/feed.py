@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint
 from greentrain.signals.blend import HourlyForecaster, SkillBlendForecaster
+from greentrain.signals.deviation import ForecastDeviation
 from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
 
 __all__ = ["ForecastDeviation", "TraceFeed", "HourlyForecaster", "blend_forecaster"]
@@ -38,17 +38,6 @@ _HOUR = timedelta(hours=1)
 def blend_forecaster() -> SkillBlendForecaster:
     """``Forecaster`` and same-hour-yesterday, weighed by their measured skill at each hour ahead."""
     return SkillBlendForecaster(Forecaster(), SeasonalNaiveForecaster())
-
-
-class ForecastDeviation(NamedTuple):
-    """How far a replay's forecasts were from the trace at one lead time, g/kWh."""
-
-    mae_g_per_kwh: float
-    bias_g_per_kwh: float
-    """Forecast minus actual, on average (< 0: too low)."""
-    actual_mean_g_per_kwh: float
-    """The mean of the hours forecast (for scale)."""
-    count: int
 
 
 class TraceFeed:

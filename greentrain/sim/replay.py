@@ -27,6 +27,7 @@ from greentrain.policies.planner import StartState
 from greentrain.policies.rate import RateEstimator
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, keep_latest_start, worth_waiting
 from greentrain.signals.base import IntensityPoint
+from greentrain.signals.deviation import DeviationTally
 from greentrain.signals.liveskill import ForecastSkill
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
@@ -70,6 +71,11 @@ class TraceIndex:
             raise ConfigError(f"{what}: {_iso(when)} is not the start of a trace interval (use whole hours)")
         return i
 
+    def actual_at(self, when: datetime) -> float | None:
+        """The intensity of the interval starting exactly at ``when``; None where the trace has none."""
+        i = bisect_left(self._starts, when)
+        return self.points[i].intensity_g_per_kwh if i < len(self._starts) and self._starts[i] == when else None
+
     def require_cover(self, start: datetime, until: datetime, what: str) -> None:
         """ConfigError unless the trace covers [start, until)."""
         if until > self.points[-1].end:
@@ -91,6 +97,8 @@ class RunTrace:
     start: datetime
     deadline: datetime
     decisions: int
+    forecast_deviation: DeviationTally
+    """The forecasts the decisions used, scored against the trace (measured)."""
 
 
 def rate_estimator(estimate_error: float = 0.0) -> RateEstimator:
@@ -119,6 +127,7 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
     paused = False
     started_at: datetime | None = None
     decisions = 0
+    tally = DeviationTally()
     for t in range(first, len(trace.points)):
         point = trace.points[t]
         now = point.start
@@ -127,6 +136,7 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
         if wake is None or now >= wake:
             snapshot = _snapshot(trace, t, job, ledger, deadline, forecaster, mode, started_at, estimator, skill)
             decision = policy.decide(snapshot, now)
+            tally.score(now, snapshot.forecast, trace.actual_at)
             if engine_gate:
                 decision = worth_waiting(decision, snapshot, now, min_wait_saving)
                 decision = keep_latest_start(decision, now, _latest_start(job, ledger, deadline, estimator),
@@ -143,7 +153,7 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
         ledger.step(point, None if paused else mode)
         if not paused:
             estimator.add(1.0 / ledger.last_rate)
-    return RunTrace(ledger, start, deadline, decisions)
+    return RunTrace(ledger, start, deadline, decisions, tally)
 
 
 def _latest_start(job: SimJob, ledger: Ledger, deadline: datetime, estimator: RateEstimator) -> datetime:

@@ -9,6 +9,7 @@ from datetime import datetime
 from greentrain.policies.base import Policy
 import greentrain.sim.baselines as baselines
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC
+from greentrain.signals.deviation import DeviationTally
 from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
@@ -16,7 +17,7 @@ from greentrain.sim.noise import NO_NOISE, RateNoise
 from greentrain.sim.replay import ForecasterLike, TraceIndex, simulate_run
 from greentrain.userfile import JSONObject
 
-__all__ = ["RunResult", "iso", "run_to_json", "simulate", "summarize"]
+__all__ = ["RunResult", "forecast_summary", "iso", "run_to_json", "simulate", "summarize"]
 
 
 def iso(when: datetime | None) -> str | None:
@@ -38,6 +39,8 @@ class RunResult:
     best_window_start: datetime
     oracle: Ledger
     timing_only: Ledger | None = None
+    forecast_deviation: DeviationTally | None = None
+    """The forecasts the policy's decisions used, scored against the trace."""
 
     @property
     def deadline_met(self) -> bool:
@@ -66,7 +69,7 @@ def simulate(trace: TraceIndex, starts: Iterable[datetime], job: SimJob, policy:
             run_now=baselines.run_now(trace, start, job, rates), best_window=window,
             best_window_start=window_start,
             oracle=baselines.scaling_oracle(trace, start, job) if scaled else fixed,
-            timing_only=fixed if scaled else None,
+            timing_only=fixed if scaled else None, forecast_deviation=run.forecast_deviation,
         ))
     return results
 
@@ -143,3 +146,16 @@ def summarize(results: Sequence[RunResult], policy_name: str) -> JSONObject:
         "runs_worse_than_run_now": sum(r.policy.emissions_g > r.run_now.emissions_g + 1e-9 for r in results),
         **extra,
     }
+
+
+def forecast_summary(results: Sequence[RunResult], kind: str) -> JSONObject:
+    """What the decisions planned on (``kind``) and how far off it was at each scored lead time, over every
+    run (measured: the forecasts used, against the trace; a decision's forecast counts once per run)."""
+    tally = DeviationTally()
+    for result in results:
+        if result.forecast_deviation is not None:
+            tally.merge(result.forecast_deviation)
+    return {"kind": kind, "forecasts": tally.forecasts, "by_hours_ahead": {
+        str(ahead): {"mae_g_per_kwh": round(d.mae_g_per_kwh, 1), "bias_g_per_kwh": round(d.bias_g_per_kwh, 1),
+                     "actual_mean_g_per_kwh": round(d.actual_mean_g_per_kwh, 1), "pairs": d.count}
+        for ahead, d in tally.by_lead_time().items()}}

@@ -192,3 +192,25 @@ def test_policy_file_and_seasonal_forecaster(tmp_path, capsys):
     assert run["deadline_met"] and run["resumes"] == 1
     assert doc["summary"]["policy"] == "threshold"
     assert doc["summary"]["notes"] == []  # same-hour-yesterday needs no more than the day before
+
+
+def test_summary_says_how_far_off_the_forecast_was_by_hours_ahead(tmp_path, capsys):
+    # Each day 10 g/kWh above the one before, flat within the day: same-hour-yesterday (seasonal-naive) is
+    # 10 too low up to a day ahead, 20 up to two days and 30 at three, whatever the decision.
+    trace = write_trace(tmp_path, [100 + 10 * (hour // 24) for hour in range(8 * 24)])
+    args = ["--trace", str(trace), "--start", "2022-03-03T00:00Z", "--work-hours", "2", "--deadline-hours", "80",
+            "--forecaster", "seasonal-naive"]
+    code, out, _ = run_cli(capsys, *args, "--json")
+    assert code == 0
+    forecast = json.loads(out)["summary"]["forecast"]
+    assert forecast["kind"] == "seasonal-naive" and forecast["forecasts"] >= 1
+    leads = forecast["by_hours_ahead"]
+    assert set(leads) == {"1", "6", "12", "24", "48", "72"}
+    for ahead, off in (("1", 10), ("6", 10), ("12", 10), ("24", 10), ("48", 20), ("72", 30)):
+        assert leads[ahead]["mae_g_per_kwh"] == off and leads[ahead]["bias_g_per_kwh"] == -off, ahead
+        assert leads[ahead]["pairs"] == forecast["forecasts"]
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0
+    assert "forecast (seasonal-naive): MAE 10 g/kWh 1 h ahead, 30 at 72 h (bias -30," in " ".join(out.split())
+    code, out, _ = run_cli(capsys, *args[:-1], "perfect", "--json")
+    assert json.loads(out)["summary"]["forecast"]["by_hours_ahead"]["72"]["mae_g_per_kwh"] == 0

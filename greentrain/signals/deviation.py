@@ -1,0 +1,88 @@
+"""How far forecasts turned out from what came: mean absolute error and bias at fixed hours ahead.
+
+Measured by scoring the forecasts a replay actually planned on against the
+trace they were made from (``greentrain simulate`` and ``greentrain fleet
+simulate`` report it). It says how much of the gap to the oracle is the
+forecast's, which no saving figure shows by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from greentrain.signals.base import IntensityPoint
+
+__all__ = ["LEAD_TIMES_H", "DeviationTally", "ForecastDeviation"]
+
+LEAD_TIMES_H = (1, 6, 12, 24, 48, 72)
+"""The hours ahead scored: the next hour, a quarter, half, one, two and three days."""
+
+_HOUR = timedelta(hours=1)
+
+
+class ForecastDeviation(NamedTuple):
+    """How far a replay's forecasts were from the trace at one lead time, g/kWh."""
+
+    mae_g_per_kwh: float
+    bias_g_per_kwh: float
+    """Forecast minus actual, on average (< 0: too low)."""
+    actual_mean_g_per_kwh: float
+    """The mean of the hours forecast (for scale)."""
+    count: int
+
+
+def _hour(when: datetime) -> datetime:
+    return when.replace(minute=0, second=0, microsecond=0)
+
+
+class DeviationTally:
+    """Sums of forecast minus actual at ``lead_times_h``, over every forecast scored (mergeable)."""
+
+    def __init__(self, lead_times_h: Sequence[int] = LEAD_TIMES_H) -> None:
+        self.lead_times_h = tuple(lead_times_h)
+        self._abs = dict.fromkeys(self.lead_times_h, 0.0)
+        self._signed = dict.fromkeys(self.lead_times_h, 0.0)
+        self._actual = dict.fromkeys(self.lead_times_h, 0.0)
+        self._count = dict.fromkeys(self.lead_times_h, 0)
+        self.forecasts = 0
+        """Forecasts scored (one per decision)."""
+
+    def score(self, made: datetime, forecast: Sequence[IntensityPoint],
+              actual_at: Callable[[datetime], float | None]) -> None:
+        """One forecast made at ``made`` (hourly points, oldest first) against ``actual_at(hour start)``, which
+        is None where the trace has no such hour."""
+        self.forecasts += 1
+        if not forecast:
+            return
+        base = _hour(made)
+        first_ahead = round((forecast[0].start - base) / _HOUR)
+        for ahead in self.lead_times_h:
+            i = ahead - first_ahead
+            if not 0 <= i < len(forecast) or forecast[i].start != base + ahead * _HOUR:
+                continue  # not hourly there (a gap in the forecast): that lead time is left out, not guessed
+            came = actual_at(forecast[i].start)
+            if came is None:
+                continue
+            made_g = forecast[i].intensity_g_per_kwh
+            self._abs[ahead] += abs(made_g - came)
+            self._signed[ahead] += made_g - came
+            self._actual[ahead] += came
+            self._count[ahead] += 1
+
+    def merge(self, other: DeviationTally) -> None:
+        """Add ``other``'s sums (the same lead times)."""
+        if other.lead_times_h != self.lead_times_h:
+            raise ValueError("tallies of different lead times")
+        for ahead in self.lead_times_h:
+            self._abs[ahead] += other._abs[ahead]
+            self._signed[ahead] += other._signed[ahead]
+            self._actual[ahead] += other._actual[ahead]
+            self._count[ahead] += other._count[ahead]
+        self.forecasts += other.forecasts
+
+    def by_lead_time(self) -> dict[int, ForecastDeviation]:
+        """Hours ahead -> the deviation there, for the lead times that were scored at least once."""
+        return {ahead: ForecastDeviation(self._abs[ahead] / n, self._signed[ahead] / n, self._actual[ahead] / n, n)
+                for ahead in self.lead_times_h if (n := self._count[ahead])}
