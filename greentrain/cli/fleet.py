@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from greentrain.cli.archiveflags import archive_flags, archive_forecaster, archive_line, archive_summary
 from greentrain.errors import ConfigError
 
 __all__ = ["fleet", "simulate"]
@@ -59,10 +60,12 @@ def _check_numbers(capacity_gpus: int, power_kw_per_gpu: float, resume_overhead_
 @click.option("--forecast", type=click.Choice(["causal", "perfect"]), default="causal", show_default=True,
               help="causal: greentrain's forecaster fed the trace up to each decision; perfect: the trace's own "
                    "future (evaluation only).")
+@archive_flags
 @click.option("--column", type=click.Choice(["direct", "lca"]), default="direct", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {input, jobs, summary}.")
 def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per_gpu: float,
-             resume_overhead_min: float, policy: str, forecast: str, column: str, as_json: bool) -> None:
+             resume_overhead_min: float, policy: str, forecast: str, column: str, as_json: bool,
+             **archive_opts: Any) -> None:
     """Replay a jobs file on one cluster against a carbon trace; compare with FIFO, per-job and the bound."""
     from greentrain.cli.common import history_notes
     from greentrain.fleet.bound import offline_bound
@@ -77,7 +80,9 @@ def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per
     jobs = load_jobs(jobs_path, capacity_gpus=capacity_gpus, power_kw_per_gpu=power_kw_per_gpu)
     points = load_trace(trace_path, column)
     actual = TraceFeed(points, str(trace_path), None)
-    feed = actual if forecast == "perfect" else TraceFeed(points, str(trace_path), Forecaster())
+    archived = archive_forecaster(archive_opts, actual.zone, Forecaster(), forecast == "perfect")
+    planned_on = Forecaster() if archived is None else archived[1]
+    feed = actual if forecast == "perfect" else TraceFeed(points, str(trace_path), planned_on)
     cluster = Cluster(capacity_gpus, resume_overhead_min / 60.0)
     notes = history_notes(points, min(j.submit for j in jobs)) if forecast == "causal" else []
     results = {"run-now": simulate_fleet(jobs, actual, RunNowFIFO(), cluster),
@@ -93,6 +98,10 @@ def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per
                        "resume_overhead_min": resume_overhead_min, "policy": policy, "forecast": forecast}
     report["summary"]["notes"] = notes
     report["summary"]["forecast"] = _forecast_summary(feed, forecast)
+    if archived is not None:
+        report["input"]["forecast_archive"] = str(archive_opts["archive_path"])
+        report["summary"]["forecast"]["kind"] = f"archive ({archive_opts['forecast_blend']}) + causal"
+        report["summary"]["forecast_archive"] = archive_summary(archived, archive_opts["forecast_blend"])
     if as_json:
         click.echo(json.dumps(report))
     else:
@@ -161,10 +170,13 @@ def _print(report: dict, results: dict) -> None:
     if "day_ahead_mae_g_per_kwh" in forecast:
         bias = forecast["day_ahead_bias_g_per_kwh"]
         direction = "too low" if bias < 0 else "too high"
-        console.print(f"forecast: greentrain's, off by {forecast['day_ahead_mae_g_per_kwh']:g} g/kWh on average a "
+        whose = "greentrain's" if forecast["kind"] == "causal" else forecast["kind"]
+        console.print(f"forecast: {whose}, off by {forecast['day_ahead_mae_g_per_kwh']:g} g/kWh on average a "
                       f"day ahead in this replay ({abs(bias):g} {direction} on average, on hours that averaged "
                       f"{forecast['day_ahead_actual_mean_g_per_kwh']:g}); --forecast perfect plans with the carbon "
                       "known", markup=False, highlight=False)
+    if "forecast_archive" in summary:
+        console.print(archive_line(summary["forecast_archive"]), markup=False, highlight=False)
 
 
 def _run_command() -> click.Command:

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from greentrain.cli.archiveflags import archive_flags, archive_forecaster, archive_line, archive_summary
 from greentrain.cli.common import history_notes
 from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.clock import ensure_aware_utc
@@ -157,16 +158,7 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
                    "[1-AMPLITUDE, 1+AMPLITUDE] each held HOLD/2 to 3·HOLD/2 (e.g. steps:0.5:4h); or 'runlog:PATH', "
                    "the measured step times of a run log that greentrain wrote.")
 @job_flags("simulate")
-@click.option("--forecast-archive", "archive_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Forecasts as issued (archive SQLite file or issued_at,target_time,intensity_g_per_kwh CSV): "
-                   "each decision uses the latest issued at or before it; --forecaster fills past its end and gaps.")
-@click.option("--archive-provider", default=None, help="The archive's series to use when it has several for the zone.")
-@click.option("--forecast-blend", type=click.Choice(("skill", "latest")), default="skill", show_default=True,
-              help="skill: weigh the archived forecast against --forecaster by their measured errors per hour "
-                   "ahead; latest: take it as exact.")
-@click.option("--archive-max-age-hours", type=float, default=None,
-              help="An archived forecast older than this at a decision counts as a gap (default: 6, or twice the "
-                   "archive's usual time between issues when longer).")
+@archive_flags
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
              policy_spec: str, forecaster: str, rate_noise: str, as_json: bool,
@@ -191,7 +183,7 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
         trace.require_cover(start, start + horizon, "the deadline")
     chosen = make_forecaster(forecaster, points)
     notes = history_notes(points, min(starts)) if forecaster == "default" else []
-    archived = _archive_forecaster(opts, points, chosen, forecaster) if opts["archive_path"] is not None else None
+    archived = archive_forecaster(opts, points[0].zone, chosen, forecaster == "perfect")
     results = run_simulation(trace, starts, job, policy, chosen if archived is None else archived[1], noise=noise,
                              estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving)
     summary = summarize(results, policy_name)
@@ -203,9 +195,7 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
         summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
     summary["forecast"] = forecast_summary(results, _forecast_kind(forecaster, archived, opts["forecast_blend"]))
     if archived is not None:
-        from greentrain.sim.forecastarchive import summary as archive_summary
-
-        summary["forecast_archive"] = archive_summary(archived[0], archived[1], opts["forecast_blend"])
+        summary["forecast_archive"] = archive_summary(archived, opts["forecast_blend"])
     if as_json:
         runs = [run_to_json(r, power=job.profiled) for r in results]
         click.echo(json.dumps({"runs": runs, "summary": summary}))
@@ -234,20 +224,6 @@ def _forecast_line(forecast: dict[str, Any]) -> str | None:
               if near is not None and far != "1" else f"{d['mae_g_per_kwh']:g} g/kWh {far} h ahead")
     return (f"forecast ({forecast['kind']}): MAE {errors} (bias {d['bias_g_per_kwh']:+g}, actual mean "
             f"{d['actual_mean_g_per_kwh']:g}); {forecast['forecasts']} forecasts")
-
-
-def _archive_forecaster(opts: dict[str, Any], points: list, own: Any, own_name: str) -> tuple[Any, Any]:
-    """(the loaded archive, its forecaster) for --forecast-archive; ``own`` fills past its end and its gaps."""
-    from greentrain.sim.forecastarchive import load_forecast_archive, make_archive_forecaster
-
-    if own_name == "perfect":
-        raise ConfigError("--forecast-archive: replays forecasts as issued; it cannot be combined with "
-                          "--forecaster perfect")
-    if opts["archive_max_age_hours"] is not None and not opts["archive_max_age_hours"] > 0:
-        raise ConfigError(f"--archive-max-age-hours: must be > 0, got {opts['archive_max_age_hours']:g}")
-    loaded = load_forecast_archive(opts["archive_path"], points[0].zone, opts["archive_provider"])
-    return loaded, make_archive_forecaster(loaded, own, blend=opts["forecast_blend"],
-                                           max_age_h=opts["archive_max_age_hours"])
 
 
 def _print_table(results: list, summary: dict[str, Any]) -> None:
@@ -295,12 +271,4 @@ def _print_table(results: list, summary: dict[str, Any]) -> None:
         console.print(line, markup=False, highlight=False)
     archived = summary.get("forecast_archive")
     if archived is not None:
-        skipped = sum(archived["skipped_rows"].values())
-        console.print(
-            f"forecasts as issued: {archived['provider']}/{archived['zone']} from {archived['file']} "
-            f"({archived['issues']} issues, blend {archived['blend']}); {archived['fallback_hours']} of "
-            f"{archived['forecast_hours']} decision hours had no forecast within {archived['max_age_hours']:g} h "
-            f"(archive gap) and used the trace-only forecaster; {archived['extended_hours']} reached past the "
-            "archived forecast"
-            + (f"; {skipped} rows left out ({', '.join(f'{n} {k}' for k, n in archived['skipped_rows'].items())})"
-               if skipped else ""), markup=False)
+        console.print(archive_line(archived), markup=False)

@@ -100,3 +100,45 @@ def test_a_causal_replay_says_how_far_off_its_forecast_was_a_day_ahead(tmp_path:
     code, out, err = run_fleet(capsys, *args, "--forecast", "perfect")
     flat = " ".join(out.split())
     assert "less than FIFO run-now" in flat and "forecast:" not in flat
+
+
+def write_exact_archive(tmp_path: Path, values: list[float], ahead_h: int = 47) -> Path:
+    """A provider that was always right: every hour, the trace's next ``ahead_h`` hours as issued then."""
+    rows = ["issued_at,target_time,intensity_g_per_kwh"]
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    for issued in range(len(values)):
+        for target in range(issued + 1, min(len(values), issued + 1 + ahead_h)):
+            rows.append(f"{(T0 + timedelta(hours=issued)).strftime(stamp)},"
+                        f"{(T0 + timedelta(hours=target)).strftime(stamp)},{values[target]}")
+    path = tmp_path / "archive.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_recorded_provider_forecast_replays_as_issued_in_the_fleet(tmp_path: Path, capsys) -> None:
+    values = [400.0] * 4 + [50.0] * 4 + [400.0] * 40
+    trace, archive = write_trace(tmp_path, values), write_exact_archive(tmp_path, values)
+    submit = T0.strftime("%Y-%m-%dT%H:%M:%SZ")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(JOBS_HEADER + f"a,{submit},2,2,12\nb,{submit},2,3,12\n")
+    args = ["--jobs", str(jobs), "--trace", str(trace), "--capacity-gpus", "4", "--power-kw-per-gpu", "0.5"]
+    code, out, err = run_fleet(capsys, *args, "--json")  # greentrain's own: no history, so it runs at once
+    assert code == 0, err
+    assert json.loads(out)["summary"]["fraction_of_bound_saving"] == pytest.approx(0.0, abs=1e-6)
+    code, out, err = run_fleet(capsys, *args, "--forecast-archive", str(archive), "--forecast-blend", "latest",
+                               "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    summary = report["summary"]
+    assert summary["fraction_of_bound_saving"] == pytest.approx(1.0, abs=1e-6)  # the exact provider's plan
+    assert summary["forecast"]["kind"] == "archive (latest) + causal"
+    archived = summary["forecast_archive"]
+    assert archived["blend"] == "latest" and archived["fallback_hours"] == 0
+    assert report["input"]["forecast_archive"] == str(archive)
+    code, out, _ = run_fleet(capsys, *args, "--forecast-archive", str(archive))
+    assert code == 0 and "forecasts as issued:" in out and f"from {archive}" in " ".join(out.split())
+    code, _, err = run_fleet(capsys, *args, "--forecast-archive", str(archive), "--forecast", "perfect")
+    assert code == 2 and err.strip().splitlines()[-1].endswith(
+        "--forecast-archive: replays forecasts as issued; it cannot be combined with perfect foresight")
+    code, _, err = run_fleet(capsys, *args, "--forecast-archive", str(tmp_path / "none.csv"))
+    assert code == 2 and "--forecast-archive:" in err and "no such file" in err
