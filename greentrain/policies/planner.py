@@ -185,7 +185,7 @@ def plan_schedule(
     envelope = _envelope(slots, quantum_s / max(m.speed for m in modes) * pessimism, overhead_s, n)
     args = (modes, overhead_s, overhead_power_w, waiting_power_w, envelope)
     if memo is None:
-        tables = _Tables(quantum_s, {}, _terminal(len(slots), n))
+        tables = _PlanTables(quantum_s, {}, _terminal(len(slots), n))
         _fill(tables, slots, *args, low=0)
     else:
         tables = _with_cached_tail(memo, slots, n, quantum_s, args)
@@ -214,19 +214,19 @@ def _terminal(count: int, n: int) -> list[np.ndarray]:
     return [value] * (count + 1)
 
 
-def _with_cached_tail(memo: dict, slots: Sequence[Slot], n: int, quantum_s: float, args: tuple) -> _Tables:
+def _with_cached_tail(memo: dict, slots: Sequence[Slot], n: int, quantum_s: float, args: tuple) -> _PlanTables:
     """Reuse the backward pass over slots[1:] between calls within one interval (the engine
     decides at every step; only the current, shrinking slot and the remaining work change)."""
     envelope = args[-1]
     key = (tuple(slots[1:]), tuple(args[0]), *args[1:-1], envelope and envelope[1:], quantum_s, n)
     tail = memo.get(key)
     if tail is None:
-        tail = _Tables(quantum_s, {}, _terminal(len(slots), n))
+        tail = _PlanTables(quantum_s, {}, _terminal(len(slots), n))
         _fill(tail, slots, *args, low=1)
         if len(memo) >= 4:
             memo.pop(next(iter(memo)))
         memo[key] = tail
-    tables = _Tables(quantum_s, dict(tail.by_length), list(tail.values))
+    tables = _PlanTables(quantum_s, dict(tail.by_length), list(tail.values))
     _fill(tables, slots, *args, low=0, high=1)
     return tables
 
@@ -237,7 +237,7 @@ _WAITS = np.array([0.0, 1.0, 1.0])[:, None]  # a pause before the first start dr
 
 
 @dataclass(slots=True)
-class _Tables:
+class _PlanTables:
     quantum_s: float
     by_length: dict[float, tuple[np.ndarray, np.ndarray]]
     values: list[np.ndarray]
@@ -245,7 +245,7 @@ class _Tables:
 
 
 def _fill(
-    tables: _Tables, slots: Sequence[Slot], modes: Sequence[Mode], overhead_s: float,
+    tables: _PlanTables, slots: Sequence[Slot], modes: Sequence[Mode], overhead_s: float,
     overhead_power_w: float, waiting_power_w: float, envelope: tuple[tuple[int, ...], ...] | None, *,
     low: int, high: int | None = None,
 ) -> None:
@@ -277,7 +277,7 @@ def _g_per_j(slot: Slot, t: int) -> float:
     return slot.intensity_g_per_kwh * (1.0 + _TIE_BREAK * t) / J_PER_KWH
 
 
-def _choose(tables: _Tables, slots: Sequence[Slot], t: int, state: StartState, index: int, k_count: int,
+def _choose(tables: _PlanTables, slots: Sequence[Slot], t: int, state: StartState, index: int, k_count: int,
             waiting_power_w: float) -> tuple[int, int, float]:
     """The backward pass's choice at (t, state, index): mode row, or -1 to pause; run wins ties.
     Also the best run row and the expected saving of pausing over it (> 0 only when it pauses)."""
@@ -298,7 +298,7 @@ def _choose(tables: _Tables, slots: Sequence[Slot], t: int, state: StartState, i
 
 def _forward(
     slots: Sequence[Slot], work_s: float, modes: Sequence[Mode], overhead_s: float,
-    overhead_power_w: float, waiting_power_w: float, state: StartState, tables: _Tables,
+    overhead_power_w: float, waiting_power_w: float, state: StartState, tables: _PlanTables,
 ) -> Plan:
     """Follow the choices from the start, tracking exact (unrounded) remaining work."""
     n = tables.values[0].shape[1] - 1

@@ -72,7 +72,7 @@ class ScalingPlan:
 
 
 @dataclass(slots=True)
-class _Tables:
+class _ScalingTables:
     """Per slot length: joules and the remaining-bin index after the slot, shape (2, K, N+1):
     [0] runs without a restart, [1] after one."""
 
@@ -111,7 +111,7 @@ def _g_per_j(slot: Slot, t: int) -> float:
     return slot.intensity_g_per_kwh * (1.0 + _TIE_BREAK * t) / J_PER_KWH
 
 
-def _run_costs(tables: _Tables, slot: Slot, t: int, after: np.ndarray) -> np.ndarray:
+def _run_costs(tables: _ScalingTables, slot: Slot, t: int, after: np.ndarray) -> np.ndarray:
     """Cost of running each option in slot t and optimally after: shape (2, K, N+1) (no restart / restart).
     ``after`` is values[t+1], rows: options 0..K-1, then paused, then fresh."""
     joules, _, flat = tables.get(slot.duration_s)
@@ -119,7 +119,7 @@ def _run_costs(tables: _Tables, slot: Slot, t: int, after: np.ndarray) -> np.nda
     return joules * _g_per_j(slot, t) + running.take(flat)
 
 
-def _backward(tables: _Tables, slots: Sequence[Slot], waiting_power_w: float) -> list[np.ndarray]:
+def _backward(tables: _ScalingTables, slots: Sequence[Slot], waiting_power_w: float) -> list[np.ndarray]:
     """values[t][state, bins]: least emissions from slot t on; states 0..K-1 running at option k,
     K paused, K+1 fresh; values[len(slots)] is terminal."""
     k_count, n = len(tables.options), tables.n
@@ -153,7 +153,7 @@ def _state_row(state: int, k_count: int) -> int:
     return {FRESH: k_count + 1, PAUSED: k_count}.get(state, state)
 
 
-def _choice_costs(tables: _Tables, slots: Sequence[Slot], t: int, state: int, index: int,
+def _choice_costs(tables: _ScalingTables, slots: Sequence[Slot], t: int, state: int, index: int,
                   values: list[np.ndarray], waiting_power_w: float) -> list[float]:
     """Cost of each choice at (t, state, index): options 0..K-1, then pause (index K)."""
     k_count = len(tables.options)
@@ -198,14 +198,14 @@ def plan_scaling(
         return ScalingPlan(tuple(slots), (None,) * len(slots), (0.0,) * len(slots), 0.0, 0.0, start, 0)
     quantum_s = bin_size_s(work_s, max_bins)
     n = math.ceil(work_s / quantum_s - 1e-9)
-    tables = _Tables(quantum_s, n, overhead_s, options)
+    tables = _ScalingTables(quantum_s, n, overhead_s, options)
     values = _backward(tables, slots, waiting_power_w)
     if not np.isfinite(values[0][_state_row(state, len(options)), n]):
         return None
     return _forward(tables, slots, work_s, state, values, waiting_power_w)
 
 
-def _forward(tables: _Tables, slots: Sequence[Slot], work_s: float, state: int, values: list[np.ndarray],
+def _forward(tables: _ScalingTables, slots: Sequence[Slot], work_s: float, state: int, values: list[np.ndarray],
              waiting_power_w: float) -> ScalingPlan:
     """Follow the choices from the start, tracking exact (unrounded) remaining work."""
     options, k_count = tables.options, len(tables.options)
