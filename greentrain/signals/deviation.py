@@ -71,15 +71,20 @@ class DeviationTally:
             self._actual[ahead] += came
             self._count[ahead] += 1
 
+    def sums(self) -> dict[int, tuple[float, float, float, int]]:
+        """Hours ahead -> (sum of |error|, sum of error, sum of actuals, pairs scored)."""
+        return {ahead: (self._abs[ahead], self._signed[ahead], self._actual[ahead], self._count[ahead])
+                for ahead in self.lead_times_h}
+
     def merge(self, other: DeviationTally) -> None:
         """Add ``other``'s sums (the same lead times)."""
         if other.lead_times_h != self.lead_times_h:
             raise ValueError("tallies of different lead times")
-        for ahead in self.lead_times_h:
-            self._abs[ahead] += other._abs[ahead]
-            self._signed[ahead] += other._signed[ahead]
-            self._actual[ahead] += other._actual[ahead]
-            self._count[ahead] += other._count[ahead]
+        for ahead, (absolute, signed, actual, count) in other.sums().items():
+            self._abs[ahead] += absolute
+            self._signed[ahead] += signed
+            self._actual[ahead] += actual
+            self._count[ahead] += count
         self.forecasts += other.forecasts
 
     def by_lead_time(self) -> dict[int, ForecastDeviation]:
