@@ -8,8 +8,8 @@ arguments, so they also run on the pynvml double in tests; the rest need CUDA.
 from __future__ import annotations
 
 import argparse
-import sys
 import statistics
+import sys
 import threading
 import time
 import traceback

@@ -23,13 +23,13 @@ def archive_flags(command: F) -> F:
         click.option("--forecast-archive", "archive_path", type=click.Path(dir_okay=False, path_type=Path),
                      default=None,
                      help="Forecasts as issued (archive SQLite file or issued_at,target_time,intensity_g_per_kwh "
-                          "CSV): each decision uses the latest issued at or before it; greentrain's own forecaster "
+                          "CSV): each decision uses the latest issued at or before it; the trace-only forecaster "
                           "fills past its end and gaps."),
         click.option("--archive-provider", default=None,
                      help="The archive's series to use when it has several for the zone."),
         click.option("--forecast-blend", type=click.Choice(("skill", "latest")), default="skill", show_default=True,
-                     help="skill: weigh the archived forecast against greentrain's own by their measured errors "
-                          "per hour ahead; latest: take it as exact."),
+                     help="skill: weigh the archived forecast against the trace-only forecaster by their measured "
+                          "errors per hour ahead; latest: take it as exact."),
         click.option("--archive-max-age-hours", type=float, default=None,
                      help="An archived forecast older than this at a decision counts as a gap (default: 6, or twice "
                           "the archive's usual time between issues when longer)."),
@@ -48,7 +48,7 @@ def archive_forecaster(opts: dict[str, Any], zone: str, own: Any, own_is_perfect
 
     if own_is_perfect:
         raise ConfigError("--forecast-archive: replays forecasts as issued; it cannot be combined with perfect "
-                          "foresight")
+                          "foresight (--forecaster perfect, --forecast perfect)")
     if opts["archive_max_age_hours"] is not None and not opts["archive_max_age_hours"] > 0:
         raise ConfigError(f"--archive-max-age-hours: must be > 0, got {opts['archive_max_age_hours']:g}")
     loaded = load_forecast_archive(opts["archive_path"], zone, opts["archive_provider"])

@@ -80,8 +80,9 @@ def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per
     jobs = load_jobs(jobs_path, capacity_gpus=capacity_gpus, power_kw_per_gpu=power_kw_per_gpu)
     points = load_trace(trace_path, column)
     actual = TraceFeed(points, str(trace_path), None)
-    archived = archive_forecaster(archive_opts, actual.zone, Forecaster(), forecast == "perfect")
-    planned_on = Forecaster() if archived is None else archived[1]
+    own = Forecaster()
+    archived = archive_forecaster(archive_opts, actual.zone, own, forecast == "perfect")
+    planned_on = own if archived is None else archived[1]
     feed = actual if forecast == "perfect" else TraceFeed(points, str(trace_path), planned_on)
     cluster = Cluster(capacity_gpus, resume_overhead_min / 60.0)
     notes = history_notes(points, min(j.submit for j in jobs)) if forecast == "causal" else []

@@ -139,6 +139,7 @@ def test_a_recorded_provider_forecast_replays_as_issued_in_the_fleet(tmp_path: P
     assert code == 0 and "forecasts as issued:" in out and f"from {archive}" in " ".join(out.split())
     code, _, err = run_fleet(capsys, *args, "--forecast-archive", str(archive), "--forecast", "perfect")
     assert code == 2 and err.strip().splitlines()[-1].endswith(
-        "--forecast-archive: replays forecasts as issued; it cannot be combined with perfect foresight")
+        "--forecast-archive: replays forecasts as issued; it cannot be combined with perfect foresight "
+        "(--forecaster perfect, --forecast perfect)")
     code, _, err = run_fleet(capsys, *args, "--forecast-archive", str(tmp_path / "none.csv"))
     assert code == 2 and "--forecast-archive:" in err and "no such file" in err
