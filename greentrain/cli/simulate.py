@@ -18,8 +18,8 @@ from greentrain.errors import ConfigError, DeadlineError
 from greentrain.policies import Policy, RunNowPolicy, load_policy
 from greentrain.policies.settings import DEADLINE_POLICIES
 from greentrain.signals.trace import load_trace
-from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, parse_rate_noise, run_to_json, summarize
-from greentrain.sim.report import forecast_summary
+from greentrain.sim import (PerfectForecaster, SimJob, TraceIndex, forecast_summary, parse_rate_noise, run_to_json,
+                            summarize)
 from greentrain.sim import simulate as run_simulation
 
 __all__ = ["make_forecaster", "parse_starts", "parse_time", "simulate"]

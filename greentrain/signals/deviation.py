@@ -42,10 +42,8 @@ class DeviationTally:
 
     def __init__(self, lead_times_h: Sequence[int] = LEAD_TIMES_H) -> None:
         self.lead_times_h = tuple(lead_times_h)
-        self._abs = dict.fromkeys(self.lead_times_h, 0.0)
-        self._signed = dict.fromkeys(self.lead_times_h, 0.0)
-        self._actual = dict.fromkeys(self.lead_times_h, 0.0)
-        self._count = dict.fromkeys(self.lead_times_h, 0)
+        self._sums = {ahead: [0.0, 0.0, 0.0, 0] for ahead in self.lead_times_h}
+        """Hours ahead -> [sum of |error|, sum of error, sum of actuals, pairs scored]."""
         self.forecasts = 0
         """Forecasts scored (one per decision)."""
 
@@ -58,36 +56,32 @@ class DeviationTally:
             return
         base = _hour(made)
         first_ahead = round((forecast[0].start - base) / _HOUR)
-        for ahead in self.lead_times_h:
+        for ahead, sums in self._sums.items():
             i = ahead - first_ahead
             if not 0 <= i < len(forecast) or forecast[i].start != base + ahead * _HOUR:
                 continue  # not hourly there (a gap in the forecast): that lead time is left out, not guessed
             came = actual_at(forecast[i].start)
             if came is None:
                 continue
-            made_g = forecast[i].intensity_g_per_kwh
-            self._abs[ahead] += abs(made_g - came)
-            self._signed[ahead] += made_g - came
-            self._actual[ahead] += came
-            self._count[ahead] += 1
+            error = forecast[i].intensity_g_per_kwh - came
+            sums[0] += abs(error)
+            sums[1] += error
+            sums[2] += came
+            sums[3] += 1
 
     def sums(self) -> dict[int, tuple[float, float, float, int]]:
         """Hours ahead -> (sum of |error|, sum of error, sum of actuals, pairs scored)."""
-        return {ahead: (self._abs[ahead], self._signed[ahead], self._actual[ahead], self._count[ahead])
-                for ahead in self.lead_times_h}
+        return {ahead: (a, e, c, int(n)) for ahead, (a, e, c, n) in self._sums.items()}
 
     def merge(self, other: DeviationTally) -> None:
         """Add ``other``'s sums (the same lead times)."""
         if other.lead_times_h != self.lead_times_h:
             raise ValueError("tallies of different lead times")
-        for ahead, (absolute, signed, actual, count) in other.sums().items():
-            self._abs[ahead] += absolute
-            self._signed[ahead] += signed
-            self._actual[ahead] += actual
-            self._count[ahead] += count
+        for ahead, added in other.sums().items():
+            self._sums[ahead] = [mine + more for mine, more in zip(self._sums[ahead], added)]
         self.forecasts += other.forecasts
 
     def by_lead_time(self) -> dict[int, ForecastDeviation]:
         """Hours ahead -> the deviation there, for the lead times that were scored at least once."""
-        return {ahead: ForecastDeviation(self._abs[ahead] / n, self._signed[ahead] / n, self._actual[ahead] / n, n)
-                for ahead in self.lead_times_h if (n := self._count[ahead])}
+        return {ahead: ForecastDeviation(a / n, e / n, c / n, int(n))
+                for ahead, (a, e, c, n) in self._sums.items() if n}

@@ -10,7 +10,7 @@ from greentrain.sim.ledger import Interval, Ledger
 from greentrain.sim.noise import NO_NOISE, RateNoise, RateProfile, parse_rate_noise
 from greentrain.sim.perfect import PerfectForecaster
 from greentrain.sim.replay import TraceIndex, simulate_run
-from greentrain.sim.report import RunResult, run_to_json, simulate, summarize
+from greentrain.sim.report import RunResult, forecast_summary, run_to_json, simulate, summarize
 
 __all__ = [
     "NO_NOISE",
@@ -24,6 +24,7 @@ __all__ = [
     "SimJob",
     "TraceIndex",
     "best_window",
+    "forecast_summary",
     "oracle",
     "profile_modes",
     "run_now",
