@@ -4,10 +4,14 @@ The command has no step boundaries we can see, so the supervisor makes its
 own: every ``poll_s`` of real time is one pseudo-step of the engine, and the
 work is the user's ``--estimate-hours`` of running. A delayed start waits
 before the first launch. A pause either stops the whole process group
-(``suspend``: SIGSTOP, then SIGCONT) or sends the checkpoint signal the
-program handles, waits for it to exit, and relaunches it at the planned time
-(``checkpoint``). SIGINT/SIGTERM to ``greentrain run`` reach the command and
-end any wait; a suspended command is never left stopped.
+(``suspend``: SIGSTOP, then SIGCONT) or sends the checkpoint signal, waits
+for the program to save and exit 75, and relaunches it at the planned time
+(``checkpoint``) — the latter only for a launch that declared the handshake
+(``greentrain.job.handshake``); any other program is suspended. A program
+that dies of the checkpoint signal saved nothing: it is not relaunched, and
+its run's energy is counted as lost. SIGINT/SIGTERM to ``greentrain run``
+end any wait and reach the command (a declared one gets the checkpoint
+signal, so it saves first); a suspended command is never left stopped.
 
 With a ``CommandScaler`` (carbon scaling) a new replica count is a checkpoint
 (the checkpoint signal, as for a pause) and a relaunch with the command's
@@ -17,10 +21,13 @@ falls back to the count that worked, which is never planned again.
 
 from __future__ import annotations
 
+import shutil
 import signal
-from collections.abc import Callable
+import tempfile
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 from greentrain.engine import Engine
@@ -28,7 +35,9 @@ from greentrain.exitcodes import RESUME_EXIT_CODE
 from greentrain.policies.base import Action, Decision
 from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.pausemode import auto_mode
+from greentrain.job.handshake import CheckpointHandshake, died_of, run_pause_mode
 from greentrain.job.process import ChildProcess, exit_status
+from greentrain.units import format_energy_j
 from greentrain.job.replicas import CommandScaler
 
 __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
@@ -36,7 +45,7 @@ __all__ = ["Supervisor", "RESUMABLE_EXIT_CODES"]
 SignalHandler = Callable[[int, FrameType | None], object] | int | None
 """What ``signal.signal`` hands back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)."""
 RESUMABLE_EXIT_CODES = (0, RESUME_EXIT_CODE)
-"""After the checkpoint signal, these exit codes (and death by that signal) mean 'saved, relaunch me'."""
+"""A first launch at a new replica count that ends with these did not fail (0: finished, 75: saved)."""
 
 
 class Supervisor:
@@ -44,7 +53,8 @@ class Supervisor:
 
     def __init__(self, engine: Engine, child: ChildProcess, *, pause_mode: str = "suspend",
                  checkpoint_signal: int = signal.SIGUSR1, checkpoint_timeout_s: float = 600.0,
-                 poll_s: float = 1.0, scaler: CommandScaler | None = None) -> None:
+                 poll_s: float = 1.0, scaler: CommandScaler | None = None,
+                 handshake: CheckpointHandshake | None = None) -> None:
         self.engine = engine
         self.scaler = scaler
         self._trial: tuple[int, float] | None = None
@@ -56,6 +66,14 @@ class Supervisor:
         self.poll_s = poll_s
         self.pauses = 0
         self._terminating: int | None = None
+        self._own_folder: Path | None = None
+        if handshake is None:
+            self._own_folder = Path(tempfile.mkdtemp(prefix="greentrain-run-"))
+            handshake = CheckpointHandshake(checkpoint_signal, self._own_folder)
+        self.handshake = handshake
+        self.lost_energy_j: float | None = None
+        """Energy of a launch that died of the checkpoint signal without saving (None: none died)."""
+        self._launch_energy_j = 0.0
 
     def run(self, start: Decision) -> int:
         """Delay (``start``: what ``engine.begin()`` decided), launch, supervise, pause/resume, relaunch; the
@@ -73,6 +91,8 @@ class Supervisor:
             if self.child.suspended:
                 self.child.resume()
             self._restore_handlers(previous)
+            if self._own_folder is not None:
+                shutil.rmtree(self._own_folder, ignore_errors=True)
 
     def _supervise(self) -> int:
         self._launch()
@@ -82,6 +102,8 @@ class Supervisor:
                 continue
             if rc is not None:
                 self.engine.step_end()
+                if self._terminating is not None and rc == RESUME_EXIT_CODE:  # saved on Ctrl-C: resumable
+                    return 128 + self._terminating
                 return exit_status(rc)
             decision = self.engine.step_end()
             if self.scaler is not None and self.scaler.pending is not None and self._terminating is None:
@@ -99,32 +121,68 @@ class Supervisor:
     def _pause(self, decision: Decision) -> int | None:
         """Pause per mode; a final exit status if the command ended instead of pausing."""
         self.pauses += 1
-        mode = self.pause_mode  # auto: this supervisor relaunches the command, so it can always release
-        if mode == "auto":
-            mode = auto_mode(self.engine, decision, can_release=True)
+        mode = self._mode()
+        if self.pause_mode == "auto":  # a declared program can always be released: this supervisor relaunches it
+            mode = auto_mode(self.engine, decision, can_release=mode == "auto")
         if mode == "suspend":
             self.child.suspend()
             self.engine.wait_until(decision.until, decision.reason or "paused")
             self.child.resume()
             return None
-        self.child.send(self.checkpoint_signal)
-        rc = self.child.wait(self.checkpoint_timeout_s)
-        if rc is None:  # it did not save and exit in time: do not wait forever, but do not lose it either
-            self.engine.note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint "
-                              "signal; it keeps running")
-            return None
-        if not (rc in RESUMABLE_EXIT_CODES or rc == -self.checkpoint_signal):
-            return exit_status(rc)  # a real failure: pass it through rather than relaunch a crash loop
+        rc = self._checkpoint("it keeps running")
+        if rc is not None:
+            return rc
         if self.engine.wait_until(decision.until, decision.reason or "paused (checkpoint)"):
             return 128 + (self._terminating or signal.SIGINT)
         self._launch()
         return None
+
+    def _mode(self) -> str:
+        """This pause's mode, decided from what the running launch declared (``run_pause_mode``)."""
+        mode, line = run_pause_mode(self.pause_mode, self.handshake.declared())
+        if line is not None:
+            self.engine.note(line.removeprefix("greentrain: "))  # once per job: notes are said once
+        if self.pause_mode != "auto":  # held while suspended: the wait's draw counts (auto sets its own)
+            self.engine.pause_cost.set_released(mode == "checkpoint")
+        return mode
+
+    def _checkpoint(self, otherwise: str) -> int | None:
+        """Send the checkpoint signal and wait for the save; None when saved (exit 75) or still running
+        after ``checkpoint_timeout_s`` (``otherwise`` says what happens then), else the final exit status."""
+        self.child.send(self.checkpoint_signal)
+        rc = self.child.wait(self.checkpoint_timeout_s)
+        if rc is None:  # it did not save and exit in time: do not wait forever, but do not lose it either
+            self.engine.note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint "
+                             f"signal; {otherwise}")
+            return None
+        if rc == RESUME_EXIT_CODE:
+            return None
+        if died_of(rc, self.checkpoint_signal):
+            self._lost(rc)
+        elif rc == 0:
+            self.engine.note("command exited 0 after the checkpoint signal: finished (a saved checkpoint exits "
+                             f"{RESUME_EXIT_CODE})")
+        return exit_status(rc)  # never relaunched: a crash loop, or a start from scratch
+
+    def _lost(self, rc: int) -> None:
+        """The launch died of the checkpoint signal: nothing saved; its energy is lost, not progress."""
+        name = signal.Signals(self.checkpoint_signal).name
+        self.lost_energy_j = max(0.0, self.engine.ledger.energy_j - self._launch_energy_j)
+        spent = format_energy_j(self.lost_energy_j) if self.engine.measures_energy else "its energy"
+        self.engine.note(f"the command died of {name} (exit {exit_status(rc)}) instead of saving and exiting "
+                         f"{RESUME_EXIT_CODE}: its work since its own last save is lost ({spent}); not relaunched, "
+                         "it would start over")
 
     def _rescale(self, replicas: int) -> int | None:
         """Checkpoint the command and relaunch it at ``replicas``; a final exit status if it ended instead."""
         scaler = self.scaler
         assert scaler is not None
         previous = scaler.replicas
+        if not self.handshake.declared():  # a relaunch at a new count needs a checkpoint it can take
+            scaler.pending = None
+            self.engine.note(f"carbon scaling: the command has not declared the checkpoint handshake; it keeps "
+                             f"running at {previous} replicas")
+            return None
         self.child.send(self.checkpoint_signal)
         rc = self.child.wait(self.checkpoint_timeout_s)
         if rc is None:
@@ -132,7 +190,9 @@ class Supervisor:
             self.engine.note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint signal; "
                              f"it keeps running at {previous} replicas")
             return None
-        if not (rc in RESUMABLE_EXIT_CODES or rc == -self.checkpoint_signal):
+        if rc != RESUME_EXIT_CODE:
+            if died_of(rc, self.checkpoint_signal):
+                self._lost(rc)
             return exit_status(rc)
         self._switch(replicas, f"{scaler.reason or 'carbon scaling'}")
         self._trial = (previous, time.monotonic())
@@ -174,15 +234,16 @@ class Supervisor:
         """A budget is spent: ask the command to save and exit (checkpoint modes) or end it (suspend);
         greentrain's status is ``BUDGET_EXIT_CODE`` either way."""
         self.engine.note(f"{decision.reason}; stopping the command")
-        self.child.send(self.checkpoint_signal if self.pause_mode != "suspend" else signal.SIGTERM)
+        saves = self.pause_mode != "suspend" and self.handshake.declared()
+        self.child.send(self.checkpoint_signal if saves else signal.SIGTERM)
         if self.child.wait(self.checkpoint_timeout_s) is None:
             self.child.send(signal.SIGKILL)
             self.child.wait(10.0)
         return BUDGET_EXIT_CODE
 
     def _launch(self) -> None:
-        self.child.start({"GREENTRAIN_RUN": "1", "GREENTRAIN_RESTARTS": str(self.child.launches),
-                          "GREENTRAIN_CHECKPOINT_SIGNAL": signal.Signals(self.checkpoint_signal).name})
+        self.child.start({"GREENTRAIN_RUN": "1", **self.handshake.env(self.child.launches)})
+        self._launch_energy_j = self.engine.ledger.energy_j
         self.engine.step_begin()
 
     # ---- signals ----------------------------------------------------------------------------------
@@ -190,9 +251,10 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._terminating = signum
         self.engine.interrupt()
+        # A declared program saves and exits 75 on the checkpoint signal: Ctrl-C leaves it resumable.
+        self.child.send(self.checkpoint_signal if self.handshake.declared() else signum)
         if self.child.suspended:
             self.child.resume()
-        self.child.send(signum)
 
     def _install_handlers(self) -> dict[int, SignalHandler]:
         if threading.current_thread() is not threading.main_thread():

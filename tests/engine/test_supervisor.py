@@ -106,8 +106,9 @@ def test_delayed_start_launches_at_the_clean_hour(tmp_path: Path) -> None:
 def test_a_crash_after_the_checkpoint_signal_is_passed_through_not_relaunched(tmp_path: Path) -> None:
     clock, engine, log, _script = make(tmp_path, [100, 900, 100, 100], work_h=1.5, deadline_h=4)
     crash = tmp_path / "crash.py"
-    crash.write_text("import signal, sys, time\n"
+    crash.write_text("import os, signal, sys, time\n"
                      "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(5))\n"
+                     "open(os.environ['GREENTRAIN_CHECKPOINT_READY'], 'w').close()\n"
                      "time.sleep(30)\n")
     child = ChildProcess([sys.executable, str(crash)])
     status = Supervisor(engine, child, pause_mode="checkpoint", poll_s=0.05).run(engine.begin())
