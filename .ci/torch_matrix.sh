@@ -5,8 +5,9 @@
 #   .ci/torch_matrix.sh                      # torch 2.11.0 and 2.14.1
 #   GT_TORCH_VERSIONS="2.12.0" .ci/torch_matrix.sh
 #
-# Each venv lives under $GT_TORCH_VENV_ROOT (default ~/.cache/greentrain/torch-venvs) and is reused when
-# present (pip still checks the pins); pip's cache is used, so a second run installs nothing new.
+# Each venv lives under $GT_TORCH_VENV_ROOT (default: a new temporary folder, removed at exit, so every
+# run installs from pyproject.toml alone); name a folder of your own to reuse its venvs between runs
+# (pip still checks the pins). pip's cache is used either way.
 # TORCH_INDEX_URL (optional) adds an index for torch wheels (e.g. https://download.pytorch.org/whl/cpu).
 # Exit status: 0 only when every version installed and its tests passed.
 set -uo pipefail
@@ -14,7 +15,12 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 PYTHON=${PYTHON:-python3}
 VERSIONS=${GT_TORCH_VERSIONS:-"2.11.0 2.14.1"}
-VENV_ROOT=${GT_TORCH_VENV_ROOT:-$HOME/.cache/greentrain/torch-venvs}
+if [ -n "${GT_TORCH_VENV_ROOT:-}" ]; then
+  VENV_ROOT=$GT_TORCH_VENV_ROOT
+else
+  VENV_ROOT=$(mktemp -d)
+  trap 'rm -rf "$VENV_ROOT"' EXIT
+fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 # The tests the torch build can break: everything that starts ranks, checkpoints, compiles or trains.
 TESTS=(
@@ -46,6 +52,7 @@ for version in $VERSIONS; do
   t0=$(date +%s)
   index=()
   [ -n "${TORCH_INDEX_URL:-}" ] && index=(--extra-index-url "$TORCH_INDEX_URL")
+  # A venv without system site-packages, so an undeclared dependency fails here too.
   if ! { [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"; } ||
      ! "$venv/bin/python" -m pip install -q "${index[@]}" "torch==$version" -e "$REPO[dev]"; then
     echo "torch $version: INSTALL FAILED"

@@ -21,6 +21,7 @@ __all__ = [
     "ActuationError",
     "DaemonUnavailableError",
     "DeadlineError",
+    "MissingExtraError",
 ]
 
 
@@ -34,6 +35,10 @@ class ConfigError(GreentrainError, ValueError):
 
 class DeadlineError(ConfigError):
     """The deadline is in the past or too short for the remaining work."""
+
+
+class MissingExtraError(GreentrainError, ImportError):
+    """A feature's optional dependency is not installed; the message names the ``pip install``."""
 
 
 class DeviceError(GreentrainError, RuntimeError):

@@ -16,8 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_array
+
+from greentrain.extras import require
+
+require("scipy", "greentrain fleet")
+from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: E402 - after the extra's check
+from scipy.sparse import csr_array  # noqa: E402 - after the extra's check
 
 __all__ = ["LinearModel", "Solution"]
 

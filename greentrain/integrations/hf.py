@@ -27,6 +27,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
+from greentrain.extras import require
+
+require("transformers", "greentrain.integrations.hf")
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from greentrain.job.state import STATE_FILE_NAME

@@ -31,6 +31,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
+from greentrain.extras import require
+
+require("lightning", "greentrain.integrations.lightning")
 from lightning.pytorch.callbacks import Callback
 
 from greentrain.integrations.driver import (

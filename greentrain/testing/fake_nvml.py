@@ -25,7 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-import pynvml
+from greentrain.extras import require
+
+require("pynvml", "greentrain.testing's fake NVML")
+import pynvml  # noqa: E402 - after the extra's check
 
 from greentrain.testing.costs import NVML_CALL_COST_S, spend_cpu_s
 from greentrain.testing.fake_gpu import FakeGPU

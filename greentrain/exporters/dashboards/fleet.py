@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from greentrain.extras import require
+
+require("grafana_foundation_sdk", "the dashboard generator")
 from grafana_foundation_sdk.builders import prometheus, stat, timeseries
 from grafana_foundation_sdk.builders.common import StackingConfig, VizLegendOptions
 from grafana_foundation_sdk.builders.dashboard import Dashboard, DatasourceVariable
