@@ -10,6 +10,13 @@ slots from their start except the slot where it finishes; every start after
 the first costs the resume overhead. It is the optimum of the simulator's own
 model, which the tests check against brute force.
 
+A job that may run on several partitions has an option per place and width
+(``RunOption.partition``): each counts against its own partition's capacity at
+its own zone's intensity. In the rolling form a started job that runs anywhere
+but where its state is pays the migration overhead once (a continuous
+"moved" level that bounds every such option's level from above), instead of a
+resume: a move is a pause plus a resume elsewhere, with its own overhead.
+
 In both, a job's run-hours lie in its window: from now to its deadline (less
 a margin where its slack allows), or, where the deadline cannot be met, on
 past it with a cost that grows with lateness, so it runs as soon as it can.
@@ -43,13 +50,11 @@ class JobWindow:
 
     status: JobStatus
     intensity: np.ndarray
-    """g/kWh per slot on the job's zone."""
+    """g/kWh per option and slot ([option, slot]: each option on its partition's zone)."""
     end_h: float
     """Last hour the job may run in this model."""
     hard_end_h: float | None
     """The deadline the model must meet (with margin); None when the job may run late."""
-    free_now: int
-    """GPUs of the job's partition free for the planner in slot 0."""
     start_now: bool = False
     """Rolling form: the job must run in slot 0 (its latest start is before the next slot)."""
 
@@ -109,7 +114,8 @@ class CapacityRows:
 
 
 def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *, resume_overhead_h: float,
-                  scale_g: float, capacity: dict[str, int], wide_whole_slots: bool = True) -> list[JobVars]:
+                  scale_g: float, capacity: dict[str, int], free_now: dict[str, int],
+                  wide_whole_slots: bool = True) -> list[JobVars]:
     """Add the rolling form to ``model``; return each job's variables.
 
     Restarts are counted on the job's running level (slot 0: 0 or 1; later: the fraction of
@@ -125,38 +131,45 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
         slots = np.flatnonzero(later_h[1:] > 1e-9) + 1
         work_cols: list[np.ndarray] = []
         work_vals: list[np.ndarray] = []
+        moved = _moved(model, st, resume_overhead_h)
         for o, opt in enumerate(st.options):
+            part, intensity = st.part(o), w.intensity[o]
             run_h = min(grid.lengths[0], st.needed_h(o, resume_overhead_h))
             counted_h = run_h if w.hard_end_h is None else min(run_h, max(0.0, w.hard_end_h - grid.now_h))
             late = float(w.late_cost(np.array([grid.now_h + run_h]))[0])
-            cost = (opt.power_kw * w.intensity[0] / scale_g + late) * run_h
+            cost = (opt.power_kw * intensity[0] / scale_g + late) * run_h
             forced = st.running == o and not st.can_pause
             y = model.add([cost], 1.0 if forced else 0.0, 1.0, integral=True)
             vars_.now_cols.append(int(y[0]))
             vars_.now_run_h.append(run_h)
             work_cols.append(y)
             work_vals.append(np.array([opt.speed * counted_h]))
-            caps.add(st.partition, np.array([0]), y, opt.gpus)
-            x_cost = (opt.power_kw * w.intensity[slots] / scale_g + _EARLY * slots
+            caps.add(part, np.array([0]), y, opt.gpus)
+            x_cost = (opt.power_kw * intensity[slots] / scale_g + _EARLY * slots
                       + w.late_cost(grid.edges[slots + 1]))
             x = model.add(x_cost, 0.0, later_h[slots])
             vars_.run_cols.append(x)
             vars_.run_slots.append(slots)
             work_cols.append(x)
             work_vals.append(np.full(x.size, opt.speed))
+            if moved is not None and st.moves(o):
+                _bound_by(model, moved, y, x, grid.lengths[slots])
             near = (grid.edges[slots] < grid.now_h + WHOLE_SLOTS_AHEAD_H
-                    if wide_whole_slots and 2 * opt.gpus > capacity[st.partition] else None)
+                    if wide_whole_slots and 2 * opt.gpus > capacity[part] else None)
             if near is not None and near.any():
-                vars_.hold_cols.append(_hold_whole_slots(model, caps, st.partition, slots[near], x[near], opt.gpus,
+                vars_.hold_cols.append(_hold_whole_slots(model, caps, part, slots[near], x[near], opt.gpus,
                                                          grid.lengths[slots[near]]))
-                caps.add(st.partition, slots[~near], x[~near], opt.gpus)
+                caps.add(part, slots[~near], x[~near], opt.gpus)
             else:
-                caps.add(st.partition, slots, x, opt.gpus)
+                caps.add(part, slots, x, opt.gpus)
         if w.start_now:
             model.row(vars_.now_cols, 1.0, lb=1.0)
         resumes = _restarts(model, vars_, grid, slots, st)
         work_cols.append(resumes)
         work_vals.append(np.array([-resume_overhead_h]))
+        if moved is not None:
+            work_cols.append(moved[0])
+            work_vals.append(np.array([-moved[1]]))
         continuing_h = st.overhead_left_h if st.running is not None else 0.0
         model.row(np.concatenate(work_cols), np.concatenate(work_vals), lb=st.remaining_h + continuing_h)
         if len(st.options) > 1:
@@ -164,9 +177,34 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
             for i, k in enumerate(slots):
                 model.row([int(c[i]) for c in vars_.run_cols], 1.0, ub=float(later_h[k]))
         out.append(vars_)
-    caps.emit(model, _limits(windows, grid, capacity, gpu_hours=True))
+    caps.emit(model, _limits(windows, grid, capacity, free_now, gpu_hours=True))
     _wide_job_rows(model, out, grid, capacity)
     return out
+
+
+def _moved(model: LinearModel, st: JobStatus, resume_overhead_h: float) -> tuple[np.ndarray, float] | None:
+    """A started job that may run elsewhere: (the 'moved' level, in [0, 1], and the running hours without
+    progress it costs beyond a resume), or None when it cannot move or moving costs no more.
+
+    The rolling form pays a paused job's restart already (``_restarts``); a move adds the difference to the
+    migration overhead, and a running job moved (no pause seen on its level) the whole migration."""
+    if st.migration_overhead_h is None or not any(st.moves(o) for o in range(len(st.options))):
+        return None
+    extra_h = st.migration_overhead_h - (0.0 if st.running is not None else resume_overhead_h)
+    if extra_h <= 0.0:
+        return None
+    return model.add(np.zeros(1), 0.0, 1.0), extra_h
+
+
+def _bound_by(model: LinearModel, moved: tuple[np.ndarray, float], y: np.ndarray, x: np.ndarray,
+              lengths_h: np.ndarray) -> None:
+    """The option's level, now and in every later slot, is at most the 'moved' level."""
+    m = int(moved[0][0])
+    model.row([int(y[0]), m], [1.0, -1.0], ub=0.0)
+    if x.size:
+        index = np.arange(x.size)
+        model.rows(np.r_[index, index], np.r_[x, np.full(x.size, m)], np.r_[np.ones(x.size), -lengths_h],
+                   lb=np.full(x.size, -np.inf), ub=np.zeros(x.size))
 
 
 def _hold_whole_slots(model: LinearModel, caps: CapacityRows, partition: str, slots: np.ndarray, x: np.ndarray,
@@ -196,8 +234,8 @@ def _wide_job_rows(model: LinearModel, all_vars: list[JobVars], grid: SlotGrid, 
         for v in all_vars:
             st = v.window.status
             for o, opt in enumerate(st.options):
-                if opt.gpus * share > capacity[st.partition]:
-                    rows.add(st.partition, v.run_slots[o], v.run_cols[o], 1.0)
+                if opt.gpus * share > capacity[st.part(o)]:
+                    rows.add(st.part(o), v.run_slots[o], v.run_cols[o], 1.0)
         rows.emit(model, {(part, k): at_once * float(grid.lengths[k]) for part in capacity
                           for k in range(grid.count)})
 
@@ -234,26 +272,27 @@ def _restarts(model: LinearModel, vars_: JobVars, grid: SlotGrid, slots: np.ndar
     return paid
 
 
-def _limits(windows: list[JobWindow], grid: SlotGrid, capacity: dict[str, int], *,
+def _limits(windows: list[JobWindow], grid: SlotGrid, capacity: dict[str, int], free_now: dict[str, int], *,
             gpu_hours: bool) -> dict[tuple[str, int], float]:
     limits: dict[tuple[str, int], float] = {}
     forced: dict[str, int] = {}
     for w in windows:
         st = w.status
         if st.running is not None and not st.can_pause:
-            forced[st.partition] = forced.get(st.partition, 0) + st.options[st.running].gpus
-    for w in windows:
-        part = w.status.partition
+            forced[st.part(st.running)] = forced.get(st.part(st.running), 0) + st.options[st.running].gpus
+    for part, gpus in capacity.items():
         # Jobs that cannot be stopped keep their GPUs even if the partition shrank under them.
-        limits[(part, 0)] = float(max(w.free_now, forced.get(part, 0)))
+        limits[(part, 0)] = float(max(free_now.get(part, gpus), forced.get(part, 0)))
         for k in range(1, grid.count):
-            limits[(part, k)] = capacity[part] * (grid.lengths[k] if gpu_hours else 1.0)
+            limits[(part, k)] = gpus * (grid.lengths[k] if gpu_hours else 1.0)
     return limits
 
 
 def build_exact(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *, resume_overhead_h: float,
-                scale_g: float, capacity: dict[str, int]) -> list[JobVars]:
-    """Add the exact form (binary per job, width and slot) to ``model``; return each job's variables."""
+                scale_g: float, capacity: dict[str, int], free_now: dict[str, int]) -> list[JobVars]:
+    """Add the exact form (binary per job, width and slot) to ``model``; return each job's variables.
+
+    Jobs of one partition each (the planner uses the rolling form when a job may move)."""
     caps = CapacityRows()
     out = []
     for w in windows:
@@ -272,7 +311,7 @@ def build_exact(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *,
             lb = np.zeros(count)
             lb[0] = 1.0 if forced else 0.0
             y = model.add(np.zeros(count), lb, 1.0, integral=True)
-            cost = (opt.power_kw * w.intensity[slots] / scale_g + _EARLY * slots
+            cost = (opt.power_kw * w.intensity[o][slots] / scale_g + _EARLY * slots
                     + w.late_cost(grid.edges[slots + 1]))
             x = model.add(cost, 0.0, length)
             for k in slots:
@@ -289,7 +328,7 @@ def build_exact(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *,
             vars_.run_slots.append(slots)
             work_cols.append(x)
             work_vals.append(np.full(count, opt.speed))
-            caps.add(st.partition, slots, y, opt.gpus)
+            caps.add(st.part(o), slots, y, opt.gpus)
         for k in slots:
             ys = [int(y[k]) for y in actives]
             xs = [int(c[k]) for c in vars_.run_cols]
@@ -305,5 +344,5 @@ def build_exact(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *,
         model.row(np.concatenate(work_cols), np.concatenate(work_vals),
                   lb=st.remaining_h + st.overhead_left_h - first_start_free)
         out.append(vars_)
-    caps.emit(model, _limits(windows, grid, capacity, gpu_hours=False))
+    caps.emit(model, _limits(windows, grid, capacity, free_now, gpu_hours=False))
     return out

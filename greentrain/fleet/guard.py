@@ -76,8 +76,9 @@ def _list_schedule(waiting: list[tuple[float, str, JobStatus]], ends: list[tuple
             option = st.running if st.running is not None else 0
             gpus = st.options[option].gpus
             if gpus <= capacity - in_use:
-                # waiting at the decision, so a job that ran before pays the restart
-                finish_h = t_h + (resume_overhead_h if st.started else 0.0) + st.remaining_h / st.options[option].speed
+                # waiting at the decision, so a job that ran before pays the restart (a migration where it moves)
+                restart_h = resume_overhead_h if st.running == option else st.overhead_h(option, resume_overhead_h)
+                finish_h = t_h + restart_h + st.remaining_h / st.options[option].speed
                 missed += finish_h > st.deadline_h + _TOL_H
                 in_use += gpus
                 heapq.heappush(ends, (finish_h, gpus))

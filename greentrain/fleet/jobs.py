@@ -6,8 +6,11 @@ the deadline is ``submit + deadline_hours``. Two optional columns let a job
 change its width: ``scaling_profile`` names a scaling-profile CSV (relative to
 the jobs file; read by :mod:`greentrain.policies.scaling_profile`) and
 ``replicas`` says at which of its replica counts the job uses ``gpus`` GPUs
-(default: the profile's smallest count). Every bad row is reported at once, one
-line each.
+(default: the profile's smallest count). Two more say where a job may run when
+the fleet has partitions on several grids: ``partition`` is its home (where its
+data is; default: the first partition) and ``places`` the partitions it may run
+on, semicolon-separated (default: all of them; ``places`` = its home pins it).
+Every bad row is reported at once, one line each.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,10 +28,12 @@ from greentrain.policies.scaling_profile import ScalingProfile, load_scaling_pro
 from greentrain.provenance import Source
 from greentrain.userfile import CONFIG_MAX_BYTES, Problems, read_text
 
-__all__ = ["RunOption", "FleetJob", "JOB_COLUMNS", "load_jobs", "parse_jobs", "run_options"]
+__all__ = ["RunOption", "FleetJob", "JOB_COLUMNS", "DEFAULT_PARTITION", "load_jobs", "parse_jobs", "run_options"]
 
 JOB_COLUMNS = ("id", "submit", "gpus", "work_hours", "deadline_hours")
 _JOBS_MAX_BYTES = 16 * CONFIG_MAX_BYTES  # a hundred thousand jobs
+DEFAULT_PARTITION = "default"
+"""The one partition of a fleet given as a single trace and capacity."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,8 @@ class RunOption:
     """The whole job's draw while running at this width, kW."""
     source: Source = Source.ESTIMATED
     """Where ``speed`` and ``power_kw`` come from (a measured scaling profile, or the per-GPU estimate)."""
+    partition: str | None = None
+    """The partition this option runs on; None: wherever the job is (a fleet of one partition)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +61,24 @@ class FleetJob:
     """Running hours at the nominal width, restart overheads not included."""
     deadline: datetime
     options: tuple[RunOption, ...]
-    partition: str = "default"
+    partition: str = DEFAULT_PARTITION
+    """Home: where its data is, and where FIFO and the time-only plan run it."""
+    places: tuple[str, ...] = ()
+    """The partitions it may run on (empty: every partition of the fleet)."""
+
+    def allowed(self, partitions: Sequence[str]) -> tuple[str, ...]:
+        """Its places among ``partitions``, home first (every partition when it names none)."""
+        places = self.places or tuple(partitions)
+        return tuple(dict.fromkeys([p for p in (self.partition, *places) if p in places and p in partitions]))
+
+    def placed_options(self, capacity: Mapping[str, int], *, home_only: bool = False) -> tuple[RunOption, ...]:
+        """Every (place, width) it may run at, each option tagged with its partition: home first, then its
+        other places in order; widths a partition cannot hold are left out. ``options[0]`` of the result is
+        the nominal width at home (or at its first place where home is not allowed)."""
+        places = self.allowed(list(capacity))
+        if home_only and self.partition in places:
+            places = (self.partition,)
+        return tuple(replace(o, partition=p) for p in places for o in self.options if o.gpus <= capacity[p])
 
     @property
     def gpus(self) -> int:
@@ -118,7 +142,32 @@ class _Row:
     cells: dict[str, str]
 
 
-def _job_from_row(row: _Row, *, base_dir: Path | None, power_kw_per_gpu: float, capacity_gpus: int,
+def _places(cells: dict[str, str], partitions: Mapping[str, int], why: list[str]) -> tuple[str, tuple[str, ...]]:
+    """(home, places) from the optional ``partition`` and ``places`` cells; unknown names go to ``why``."""
+    known = ", ".join(partitions)
+    home = cells.get("partition", "") or next(iter(partitions))
+    if home not in partitions:
+        why.append(f"partition {home!r} is not a known partition ({known})")
+    places = tuple(dict.fromkeys(p.strip() for p in cells.get("places", "").split(";") if p.strip()))
+    unknown = [p for p in places if p not in partitions]
+    if unknown:
+        why.append(f"places names no known partition: {', '.join(unknown)} (known: {known})")
+    return home, places
+
+
+def _widest(gpus: int, home: str, places: tuple[str, ...], partitions: Mapping[str, int]) -> tuple[int, str | None]:
+    """The widest partition the job may run on, and the reason it fits none (None when it fits one)."""
+    allowed = [p for p in (places or partitions) if p in partitions] or [home] * (home in partitions)
+    widest = max((partitions[p] for p in allowed), default=0)
+    if gpus <= widest or not allowed:
+        return widest, None
+    if len(partitions) == 1:
+        return widest, f"gpus {gpus} is wider than the cluster ({widest} GPUs)"
+    sizes = ", ".join(f"{p}: {partitions[p]}" for p in allowed)
+    return widest, f"gpus {gpus} is wider than every partition it may run on ({sizes} GPUs)"
+
+
+def _job_from_row(row: _Row, *, base_dir: Path | None, power_kw_per_gpu: float, partitions: Mapping[str, int],
                   profiles: dict[str, ScalingProfile]) -> tuple[FleetJob | None, list[str]]:
     cells, why = row.cells, []
     try:
@@ -129,8 +178,10 @@ def _job_from_row(row: _Row, *, base_dir: Path | None, power_kw_per_gpu: float, 
     gpus = _number(cells, "gpus", why, whole=True)
     work_h = _number(cells, "work_hours", why)
     deadline_h = _number(cells, "deadline_hours", why)
-    if gpus is not None and gpus > capacity_gpus:
-        why.append(f"gpus {int(gpus)} is wider than the cluster ({capacity_gpus} GPUs)")
+    home, places = _places(cells, partitions, why)
+    capacity_gpus, too_wide = _widest(int(gpus or 0), home, places, partitions)
+    if too_wide and gpus is not None:
+        why.append(too_wide)
     if work_h is not None and deadline_h is not None and deadline_h < work_h:
         why.append(f"deadline_hours {deadline_h:g} is shorter than work_hours {work_h:g}")
     profile, replicas = _profile(cells, base_dir, profiles, why)
@@ -141,7 +192,7 @@ def _job_from_row(row: _Row, *, base_dir: Path | None, power_kw_per_gpu: float, 
     except ConfigError as e:
         return None, [str(e)]
     return FleetJob(id=cells["id"], submit=submit, work_h=work_h, deadline=submit + timedelta(hours=deadline_h),
-                    options=options), []
+                    options=options, partition=home, places=places), []
 
 
 def _profile(cells: dict[str, str], base_dir: Path | None, profiles: dict[str, ScalingProfile],
@@ -168,9 +219,13 @@ def _profile(cells: dict[str, str], base_dir: Path | None, profiles: dict[str, S
     return profile, int(replicas_text)
 
 
-def parse_jobs(text: str, source: str, *, capacity_gpus: int, power_kw_per_gpu: float,
-               base_dir: Path | None = None) -> list[FleetJob]:
-    """Jobs from CSV ``text``, in file order; one ConfigError line per problem, all at once."""
+def parse_jobs(text: str, source: str, *, capacity_gpus: int | None = None, power_kw_per_gpu: float,
+               base_dir: Path | None = None, partitions: Mapping[str, int] | None = None) -> list[FleetJob]:
+    """Jobs from CSV ``text``, in file order; one ConfigError line per problem, all at once.
+
+    ``partitions``: name -> GPUs of each partition (home and places must name them); without it, one
+    partition of ``capacity_gpus`` GPUs."""
+    partitions = _partitions(capacity_gpus, partitions)
     problems = Problems(source)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     header = [h.strip() for h in (reader.fieldnames or [])]
@@ -194,7 +249,7 @@ def parse_jobs(text: str, source: str, *, capacity_gpus: int, power_kw_per_gpu: 
             continue
         first_row[job_id] = number
         job, why = _job_from_row(_Row(number, cells), base_dir=base_dir, power_kw_per_gpu=power_kw_per_gpu,
-                                 capacity_gpus=capacity_gpus, profiles=profiles)
+                                 partitions=partitions, profiles=profiles)
         for reason in why:
             problems.add(f"row {number} (id {job_id})", reason)
         if job is not None:
@@ -205,12 +260,21 @@ def parse_jobs(text: str, source: str, *, capacity_gpus: int, power_kw_per_gpu: 
     return jobs
 
 
-def load_jobs(path: str | Path, *, capacity_gpus: int, power_kw_per_gpu: float) -> list[FleetJob]:
+def _partitions(capacity_gpus: int | None, partitions: Mapping[str, int] | None) -> dict[str, int]:
+    if partitions:
+        return dict(partitions)
+    if capacity_gpus is None:
+        raise ConfigError("jobs: give capacity_gpus or partitions")
+    return {DEFAULT_PARTITION: capacity_gpus}
+
+
+def load_jobs(path: str | Path, *, capacity_gpus: int | None = None, power_kw_per_gpu: float,
+              partitions: Mapping[str, int] | None = None) -> list[FleetJob]:
     """Read a jobs CSV (see the module docstring); profiles are found relative to its folder."""
     path = Path(path)
     text = read_text(path, what="jobs file", max_bytes=_JOBS_MAX_BYTES)
     return parse_jobs(text, str(path), capacity_gpus=capacity_gpus, power_kw_per_gpu=power_kw_per_gpu,
-                      base_dir=path.parent)
+                      base_dir=path.parent, partitions=partitions)
 
 
 def sort_by_submit(jobs: Sequence[FleetJob]) -> list[FleetJob]:

@@ -44,7 +44,7 @@ def latest_starts(statuses: Sequence[JobStatus], *, now_h: float, capacity: Mapp
         step_h = max(_STEP_H, span_h / _MAX_STEPS)
         free = np.full(max(1, math.ceil(span_h / step_h)), gpus_total, dtype=np.int64)
         for st in sorted(jobs, key=lambda s: (-s.deadline_h, s.job_id)):
-            option = st.running if st.running is not None else 0
+            option = st.local_option
             steps = max(1, math.ceil(st.needed_h(option, resume_overhead_h) / step_h - 1e-9))
             end = math.floor((st.deadline_h - now_h) / step_h + 1e-9)
             start = _latest_fit(free, st.options[option].gpus, steps, min(end, free.size))

@@ -38,10 +38,13 @@ class JobStatus:
 
     job_id: str
     options: tuple[RunOption, ...]
+    """Its ways to run; an option that names a partition runs there (the places of a job that may move),
+    one that does not runs on ``partition``."""
     remaining_h: float
     """Work left, in hours at the nominal width."""
     deadline_h: float
     partition: str = "default"
+    """Where the job is: where it runs, else where its checkpoint is, else (never started) its home."""
     running: int | None = None
     """Index of the option it runs with now; None when it waits or is paused."""
     started: bool = False
@@ -50,11 +53,31 @@ class JobStatus:
     """Running jobs: the part of the current resume overhead not yet spent."""
     can_pause: bool = True
     """False for a running job the controller may not stop (Slurm cannot requeue it)."""
+    migration_overhead_h: float | None = None
+    """Running time without progress when a started job resumes on another partition (checkpoint transfer
+    and restart); None: the same as a resume in place. A job's first start costs nothing anywhere."""
+
+    def part(self, option: int) -> str:
+        """The partition ``option`` runs on."""
+        return self.options[option].partition or self.partition
+
+    def moves(self, option: int) -> bool:
+        """Running on ``option`` would take the job's state to another partition (a migration)."""
+        return self.started and self.part(option) != self.partition
+
+    @property
+    def local_option(self) -> int:
+        """The option it runs with now, else the first one where it is (0 where it has none there)."""
+        if self.running is not None:
+            return self.running
+        return next((o for o in range(len(self.options)) if self.part(o) == self.partition), 0)
 
     def overhead_h(self, option: int, resume_overhead_h: float) -> float:
         """Running time without progress before this job makes progress on ``option`` from now."""
         if self.running == option:
             return self.overhead_left_h
+        if self.moves(option) and self.migration_overhead_h is not None:
+            return self.migration_overhead_h
         return resume_overhead_h if self.started else 0.0
 
     def needed_h(self, option: int, resume_overhead_h: float) -> float:

@@ -13,6 +13,14 @@ with their lateness, so the lateness is as small as capacity allows and late
 jobs run as soon as they can; nothing is dropped. Last, the deadline guard
 (``fleet/guard.py``) checks what starts now against an earliest-deadline-first
 schedule of the rest and starts more where a deadline needs it.
+
+Where as well as when: a job whose options name several partitions
+(``RunOption.partition``) is placed by the same model, each option on its own
+partition's capacity and zone; moving a started job costs its migration
+overhead (``JobStatus.migration_overhead_h``), so it moves only when that
+pays. Such plans use the rolling form; the checks around the solve see each
+job on one partition (``fleet/places.py``): where the plan runs it now, else
+where it is.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from greentrain.fleet.guard import keep_deadlines
 from greentrain.fleet.latest import latest_starts
 from greentrain.fleet.lpmodel import LinearModel, Solution
 from greentrain.fleet.model import FleetPlan, JobPlan, JobStatus, Partition, PlannerConfig, intensity_for
+from greentrain.fleet.places import group_by_partition, spans_partitions
 from greentrain.fleet.slots import SlotGrid
 
 __all__ = ["plan_fleet"]
@@ -66,7 +75,8 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
     free = {name: p.capacity_gpus for name, p in partitions.items()} | dict(free_now or {})
     problem = _Problem(now_h, partitions, intensity, resume_overhead_h, free, config,
                        large=len(statuses) > config.relax_above_jobs)
-    exact = _binaries(_drafts(statuses, problem, late_all=False, margin_h=0.0), now_h) <= config.exact_max_binaries
+    exact = (_binaries(_drafts(statuses, problem, late_all=False, margin_h=0.0), now_h) <= config.exact_max_binaries
+             and not spans_partitions(statuses))
     # The exact form's plan is what will run, whole slots and all: it needs no rounding margin, nor the
     # packing check. The rolling form tries with both, then without the margin; if deadlines still
     # conflict, jobs may run late, but those the packing says must start now still do (a job that can
@@ -99,16 +109,19 @@ def _keep_deadlines(plan: FleetPlan, statuses: Sequence[JobStatus], problem: _Pr
     form found the plan. Only slot 0 is changed: finish and emissions stay the solver's.
     """
     jobs = dict(plan.jobs)
-    for name, part in problem.partitions.items():
-        mine = [st for st in statuses if st.partition == name]
-        chosen = {st.job_id: o for st in mine if (o := jobs[st.job_id].option) is not None}
-        kept = keep_deadlines(mine, chosen, now_h=problem.now_h, free_now=problem.free[name],
-                              capacity=part.capacity_gpus, resume_overhead_h=problem.overhead_h)
+    planned = {st.job_id: o for st in statuses if (o := jobs[st.job_id].option) is not None}
+    for name, views in group_by_partition(statuses, list(problem.partitions), planned).items():
+        if not views:
+            continue
+        by_id = {v.status.job_id: v for v in views}
+        chosen = {j: by_id[j].indices.index(o) for j, o in planned.items() if j in by_id}
+        kept = keep_deadlines([v.status for v in views], chosen, now_h=problem.now_h, free_now=problem.free[name],
+                              capacity=problem.partitions[name].capacity_gpus, resume_overhead_h=problem.overhead_h)
         for job_id in chosen.keys() | kept.keys():
             if chosen.get(job_id) != kept.get(job_id):
-                started = kept.get(job_id) is not None
-                jobs[job_id] = replace(jobs[job_id], option=kept.get(job_id),
-                                       next_start_h=problem.now_h if started else None)
+                option = by_id[job_id].full(kept[job_id]) if job_id in kept else None
+                jobs[job_id] = replace(jobs[job_id], option=option,
+                                       next_start_h=problem.now_h if option is not None else None)
     if jobs == plan.jobs:
         return plan
     return replace(plan, jobs=jobs, method=plan.method + "+guard")
@@ -122,10 +135,10 @@ def _earliest_deadline_first(statuses: Sequence[JobStatus], problem: _Problem, m
     order = sorted(statuses, key=lambda st: (not (st.running is not None and not st.can_pause), st.deadline_h))
     plans: dict[str, JobPlan] = {}
     for st in order:
-        option = st.running if st.running is not None else 0
-        runs = (st.running is not None and not st.can_pause) or st.options[option].gpus <= free[st.partition]
+        option = st.local_option
+        runs = (st.running is not None and not st.can_pause) or st.options[option].gpus <= free[st.part(option)]
         if runs:
-            free[st.partition] -= st.options[option].gpus
+            free[st.part(option)] -= st.options[option].gpus
         finish_h = problem.now_h + st.needed_h(option, problem.overhead_h) if runs else None
         plans[st.job_id] = JobPlan(job_id=st.job_id, option=option if runs else None,
                                    next_start_h=problem.now_h if runs else None, finish_h=finish_h,
@@ -140,14 +153,17 @@ def _check(statuses: Sequence[JobStatus], partitions: Mapping[str, Partition],
            intensity: Mapping[str, np.ndarray]) -> None:
     problems = []
     for st in statuses:
-        part = partitions.get(st.partition)
-        if part is None:
-            problems.append(f"job {st.job_id}: partition {st.partition!r} is not one of {', '.join(partitions)}")
-        elif min(o.gpus for o in st.options) > part.capacity_gpus:
-            problems.append(f"job {st.job_id}: needs {st.options[0].gpus} GPUs, partition {part.name} has "
-                            f"{part.capacity_gpus}")
-        elif part.zone not in intensity:
-            problems.append(f"partition {part.name}: no carbon intensity for zone {part.zone!r}")
+        names = list(dict.fromkeys([st.partition] + [st.part(o) for o in range(len(st.options))]))
+        unknown = [n for n in names if n not in partitions]
+        if unknown:
+            problems.append(f"job {st.job_id}: partition {unknown[0]!r} is not one of {', '.join(partitions)}")
+            continue
+        if all(o.gpus > partitions[st.part(i)].capacity_gpus for i, o in enumerate(st.options)):
+            places = ", ".join(f"{n} has {partitions[n].capacity_gpus}" for n in names)
+            problems.append(f"job {st.job_id}: needs {st.options[0].gpus} GPUs, partition {places}")
+        for name in names:
+            if partitions[name].zone not in intensity:
+                problems.append(f"partition {name}: no carbon intensity for zone {partitions[name].zone!r}")
     if problems:
         raise ConfigError("\n".join(dict.fromkeys(problems)))
 
@@ -186,7 +202,7 @@ def _must_start(statuses: Sequence[JobStatus], problem: _Problem) -> frozenset[s
     free = dict(problem.free)
     for st in statuses:
         if st.running is not None and not st.can_pause:
-            free[st.partition] -= st.options[st.running].gpus
+            free[st.part(st.running)] -= st.options[st.running].gpus
     # Jobs the packing placed come first: a job it found no room for is at risk whatever happens, and
     # must not push out one that can still make its deadline.
     urgent = sorted((start_h is None, start_h or 0.0, st.deadline_h, st.job_id, st) for st in statuses
@@ -196,9 +212,9 @@ def _must_start(statuses: Sequence[JobStatus], problem: _Problem) -> frozenset[s
         if st.running is not None and not st.can_pause:
             chosen.append(job_id)
             continue
-        gpus = st.options[st.running if st.running is not None else 0].gpus
-        if gpus <= free[st.partition]:
-            free[st.partition] -= gpus
+        option = st.local_option
+        if st.options[option].gpus <= free[st.part(option)]:
+            free[st.part(option)] -= st.options[option].gpus
             chosen.append(job_id)
     return frozenset(chosen)
 
@@ -209,8 +225,9 @@ def _windows(drafts: list[_Draft], problem: _Problem, exact: bool,
                     stretch=2 if problem.large and not exact else 1)
     by_zone = {zone: grid.mean_per_slot(intensity_for(values, grid.hours))
                for zone, values in problem.intensity.items()}
-    windows = [JobWindow(st, by_zone[problem.partitions[st.partition].zone], end, hard, problem.free[st.partition],
-                      start_now=st.job_id in start_now) for st, end, hard in drafts]
+    zone = {name: p.zone for name, p in problem.partitions.items()}
+    windows = [JobWindow(st, np.stack([by_zone[zone[st.part(o)]] for o in range(len(st.options))]), end, hard,
+                         start_now=st.job_id in start_now) for st, end, hard in drafts]
     return windows, grid
 
 
@@ -224,11 +241,12 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
     windows, grid = built
     scale_g = max(max(o.power_kw for o in w.status.options) * float(w.intensity.max()) for w in windows) or 1.0
     capacity = {name: p.capacity_gpus for name, p in problem.partitions.items()}
+    free = dict(problem.free)
     config = problem.config
     if exact:
         model = LinearModel()
         vars_ = build_exact(model, windows, grid, resume_overhead_h=problem.overhead_h, scale_g=scale_g,
-                            capacity=capacity)
+                            capacity=capacity, free_now=free)
         # Solved to optimality, not to ``mip_rel_gap``: the tie-break that sends equal-cost work to the
         # earlier hour is far below that gap, and a small exact model closes it at no measurable cost.
         solution = model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=0.0, mip_abs_gap=0.0)
@@ -237,7 +255,8 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
         windows, grid = _windows([(w.status, w.end_h, w.hard_end_h) for w in windows], problem, False)
     model = LinearModel()
     vars_ = build_rolling(model, windows, grid, resume_overhead_h=problem.overhead_h, scale_g=scale_g,
-                          capacity=capacity, wide_whole_slots=config.wide_whole_slots and not problem.large)
+                          capacity=capacity, free_now=free,
+                          wide_whole_slots=config.wide_whole_slots and not problem.large)
     if config.rounding == "milp" and not problem.large:
         return model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap), vars_, grid, "rolling"
     wide = _wide_decisions(model, vars_, config) if config.rounding == "fix" else {}
@@ -296,15 +315,16 @@ def _extract(solution: Solution, all_vars: list[JobVars], grid: SlotGrid, proble
             slots = v.run_slots[o]
             hours = np.clip(x[v.run_cols[o]], 0.0, None)
             run_h[slots] += hours
-            emissions_g += float(opt.power_kw * (w.intensity[slots] @ hours))
+            emissions_g += float(opt.power_kw * (w.intensity[o][slots] @ hours))
+            used_here = used[st.part(o)]
             if v.active_cols:  # exact: a binary per slot says whether the job holds its GPUs
-                used[st.partition][slots] += opt.gpus * (x[v.active_cols[o]] > 0.5)
+                used_here[slots] += opt.gpus * (x[v.active_cols[o]] > 0.5)
                 continue
-            used[st.partition][slots] += opt.gpus * hours / grid.lengths[slots]  # rolling: GPU-hours per hour
+            used_here[slots] += opt.gpus * hours / grid.lengths[slots]  # rolling: GPU-hours per hour
             if option == o:  # rolling: slot 0 is the binary; its hours are a constant of the model
                 run_h[0] += v.now_run_h[o]
-                emissions_g += opt.power_kw * w.intensity[0] * v.now_run_h[o]
-                used[st.partition][0] += opt.gpus
+                emissions_g += opt.power_kw * w.intensity[o][0] * v.now_run_h[o]
+                used_here[0] += opt.gpus
         total_g += emissions_g
         plans[st.job_id] = _job_plan(st, option, run_h, grid, emissions_g, problem)
     return FleetPlan(now_h=problem.now_h, jobs=plans, planned_emissions_g=total_g, method=method,
@@ -321,8 +341,8 @@ def _round_now(x: np.ndarray, all_vars: list[JobVars], grid: SlotGrid, problem: 
         st = v.window.status
         shares = [float(x[c]) for c in v.now_cols]
         option = st.running if st.running is not None and not st.can_pause else int(np.argmax(shares))
-        restart_h = problem.overhead_h if (st.started or st.running is not None) else 0.0
-        fastest_h = min(restart_h + st.remaining_h / o.speed for o in st.options)
+        fastest_h = min(st.needed_h(o, problem.overhead_h) if st.running != o
+                        else problem.overhead_h + st.remaining_h / st.options[o].speed for o in range(len(st.options)))
         urgent = problem.now_h + wait_h + fastest_h > st.deadline_h + _TOL_H
         rank = 0 if option == st.running and not st.can_pause else (1 if urgent else 2)
         if rank == 2 and shares[option] < 0.5:
@@ -333,9 +353,9 @@ def _round_now(x: np.ndarray, all_vars: list[JobVars], grid: SlotGrid, problem: 
     chosen: dict[str, int] = {}
     for rank, _, _, _, job_id, option, st in sorted(ranked):
         gpus = st.options[option].gpus
-        if rank == 0 or gpus <= free[st.partition]:
+        if rank == 0 or gpus <= free[st.part(option)]:
             chosen[job_id] = option
-            free[st.partition] -= gpus
+            free[st.part(option)] -= gpus
     return chosen
 
 
