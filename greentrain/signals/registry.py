@@ -16,6 +16,7 @@ from greentrain.clock import Clock, ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.signals.base import CarbonIntensityProvider
 from greentrain.signals.cache import CachedProvider
+from greentrain.signals.shipped import resolve_trace, trace_names_hint
 
 __all__ = ["make_provider", "provider_names"]
 
@@ -34,7 +35,8 @@ def make_provider(
     ttl_s: float = 300.0,
     **options: Any,
 ) -> CarbonIntensityProvider:
-    """A provider from ``spec`` ('electricitymaps', 'watttime', 'ukgrid', 'static' or 'csv:PATH').
+    """A provider from ``spec`` ('electricitymaps', 'watttime', 'ukgrid', 'static' or 'csv:PATH'; 'csv:GB_2022'
+    names a trace greentrain ships, ``greentrain.signals.shipped``).
 
     ``options`` go to the provider (CSV: ``column``, ``replay_start``, ``speedup``).
     With ``cache_dir`` the provider is wrapped in an on-disk TTL cache.
@@ -43,7 +45,9 @@ def make_provider(
     name = name.strip().lower()
     if name == "csv":
         if not argument:
-            raise ConfigError("provider 'csv' needs a path: csv:PATH (an Electricity Maps CSV export)")
+            raise ConfigError("provider 'csv' needs a path: csv:PATH (an Electricity Maps CSV export) or a shipped "
+                              f"trace ({trace_names_hint()})")
+        argument = str(resolve_trace(argument))  # a shipped trace by name, from any directory
         if isinstance(options.get("replay_start"), str):
             options["replay_start"] = ensure_aware_utc(datetime.fromisoformat(options["replay_start"]), "replay_start")
     elif argument:
@@ -57,6 +61,10 @@ def make_provider(
         provider = cls(argument, clock=clock, **options) if name == "csv" else cls(clock=clock, **options)
     except TypeError as e:
         raise ConfigError(f"provider {name!r}: bad option ({e})") from None
+    except ConfigError as e:
+        if name == "csv" and "\n" not in str(e):  # unreadable or not a trace: where the shipped ones are
+            raise ConfigError(f"{e}; shipped traces: {trace_names_hint()}") from None
+        raise
     if cache_dir is not None:
         return CachedProvider(provider, clock=clock, ttl_s=ttl_s, cache_dir=cache_dir, key_prefix=api_base or "")
     return provider
