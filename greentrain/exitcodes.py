@@ -7,8 +7,8 @@ statuses greentrain itself chooses.
 from __future__ import annotations
 
 __all__ = [
-    "BAD_INPUT_EXIT_CODE", "BUDGET_SPENT_EXIT_CODE", "DEADLINE_MISSED_EXIT_CODE", "INTERRUPTED_EXIT_CODE",
-    "RESUME_EXIT_CODE",
+    "BAD_INPUT_EXIT_CODE", "BUDGET_SPENT_EXIT_CODE", "COMMAND_NOT_EXECUTABLE_EXIT_CODE", "COMMAND_NOT_FOUND_EXIT_CODE",
+    "DEADLINE_MISSED_EXIT_CODE", "INTERRUPTED_EXIT_CODE", "RESUME_EXIT_CODE",
 ]
 
 BAD_INPUT_EXIT_CODE = 2
@@ -29,3 +29,9 @@ RESUME_EXIT_CODE = 75
 
 INTERRUPTED_EXIT_CODE = 130
 """Stopped by Ctrl-C (128 + SIGINT) after a clean checkpoint."""
+
+COMMAND_NOT_EXECUTABLE_EXIT_CODE = 126
+"""``greentrain run``: COMMAND exists but is not executable (the shell's status); one line, nothing ran."""
+
+COMMAND_NOT_FOUND_EXIT_CODE = 127
+"""``greentrain run``: COMMAND is not on PATH nor a file (the shell's status); one line, nothing ran."""

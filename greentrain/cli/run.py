@@ -6,9 +6,12 @@
 Delays the start to a cleaner window, pauses during dirty hours (``suspend``:
 SIGSTOP/SIGCONT of the command's process group; ``checkpoint``: sends
 ``--checkpoint-signal`` — the program saves and exits — and relaunches it at
-the planned time), and exits with the command's own status — or 3 when the command succeeded but
-finished after the deadline (``--deadline-policy strict``, the default). Its output is not touched;
-greentrain's own lines (the plan at the start, the summary at the end) go to stderr.
+the planned time — only for a program that declared the handshake, ``greentrain.job.handshake``; any
+other is suspended, with one line), and exits with the command's own status — or 3 when the command
+succeeded but finished after the deadline (``--deadline-policy strict``, the default), 127 when it is
+not found (one line, nothing run), 130 after Ctrl-C. Its output is not touched; greentrain's own lines
+(the plan at the start, the summary at the end: 'failed (exit N)' for a command that failed, with no
+deadline verdict and no avoided grams) go to stderr.
 ``--replay-speedup`` runs the policy on a replayed calendar (demos, tests): with
 ``--provider csv:TRACE`` an hour of trace passes in 3600/speedup seconds.
 ``--scaling-profile FILE`` (carbon scaling): the policy also picks the command's
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +36,9 @@ from greentrain.cli.common import parse_deadline
 from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.clock import Clock, ReplayClock, SystemClock
 from greentrain.engine import Engine
-from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE
+from greentrain.exitcodes import (
+    COMMAND_NOT_EXECUTABLE_EXIT_CODE, COMMAND_NOT_FOUND_EXIT_CODE, DEADLINE_MISSED_EXIT_CODE,
+)
 from greentrain.job.build import Job
 from greentrain.job.options import JobOptions
 from greentrain.job.replicas import CommandScaler
@@ -82,6 +88,7 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
         os.environ[ADVISE_ENV] = "1"  # inherited by COMMAND; `run` itself never touches GPU settings
     checkpoint_signal_number = parse_signal(checkpoint_signal)
     child = ChildProcess(list(command))
+    _require_command(command[0])  # before the plan: a typo is one line, not a job that ran nothing
     scaler = _scaler(options, command)
     with _notes_to_stderr():
         job = _build(options, estimate_hours, no_measure, _clock_maker(replay_speedup, replay_start), scaler)
@@ -89,15 +96,30 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
         engine = job.engine
         try:
             start = job.begin(options.pause_mode or "suspend")  # the deadline's one check: refused here, before the plan is said
-            status = Supervisor(engine, child, pause_mode=options.pause_mode or "suspend",
-                                checkpoint_signal=checkpoint_signal_number, checkpoint_timeout_s=checkpoint_timeout_s,
-                                poll_s=interval_s, scaler=scaler).run(start)
-            finished = status < 128  # not stopped by a signal
+            supervisor = Supervisor(engine, child, pause_mode=options.pause_mode or "suspend",
+                                    checkpoint_signal=checkpoint_signal_number,
+                                    checkpoint_timeout_s=checkpoint_timeout_s, poll_s=interval_s, scaler=scaler)
+            status = supervisor.run(start)
+            finished = status == 0  # a failure, a saved checkpoint or a signal is not the work done
+            ended = {} if finished else {"emissions_avoided_g": None}  # nothing avoided by work not done
             job.close(raise_errors=False, finished=finished, finished_at=clock.now() if finished else None,
-                      exit_status=status, launches=child.launches)  # engine, summary line, metrics, monitor, log
+                      exit_status=status, launches=child.launches, lost_energy_j=supervisor.lost_energy_j,
+                      **ended)  # engine, summary line, metrics, monitor, log
         finally:
             job.close(raise_errors=False)  # after a failure: whatever is still open
     sys.exit(final_status(status, engine))
+
+
+def _require_command(name: str) -> None:
+    """COMMAND must exist and be executable: else one line and the shell's status (127, 126), nothing run."""
+    found = shutil.which(name)
+    if found is not None:
+        return
+    if os.sep in name and Path(name).exists():
+        click.echo(f"greentrain: error: COMMAND: {name!r} is not executable", err=True)
+        sys.exit(COMMAND_NOT_EXECUTABLE_EXIT_CODE)
+    click.echo(f"greentrain: error: COMMAND: {name!r} not found; check the name or give a full path", err=True)
+    sys.exit(COMMAND_NOT_FOUND_EXIT_CODE)
 
 
 def final_status(command_status: int, engine: Engine) -> int:

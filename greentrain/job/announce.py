@@ -18,6 +18,7 @@ Only rank 0 speaks.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from greentrain.engine.collaborators import CarbonSignal, EnergyMonitor
     from greentrain.engine.core import EngineCore
 
-__all__ = ["say", "signal_words", "plan_text", "summary_text", "energy_sources", "LOGGER_NAME"]
+__all__ = ["say", "signal_words", "plan_text", "summary_text", "outcome_words", "energy_sources", "LOGGER_NAME"]
 
 LOGGER_NAME = "greentrain.report"
 log = logging.getLogger(LOGGER_NAME)
@@ -121,13 +122,34 @@ def _labels(sources: dict[str, str]) -> str:
     return ", ".join(f"{device}: {source}" for device, source in sorted(sources.items()))
 
 
+def outcome_words(exit_status: int) -> str:
+    """How a command ended, from its status: '' (0), a saved checkpoint (75), a signal (128 + N), a failure."""
+    from greentrain.exitcodes import RESUME_EXIT_CODE
+
+    if exit_status == 0:
+        return ""
+    if exit_status == RESUME_EXIT_CODE:
+        return f"checkpoint saved, to resume later (exit {exit_status})"
+    if exit_status > 128:
+        try:
+            return f"stopped by {signal.Signals(exit_status - 128).name} (exit {exit_status})"
+        except ValueError:
+            pass
+    return f"failed (exit {exit_status})"
+
+
 def summary_text(engine: EngineCore, *, sources: dict[str, str], finished: bool | None,
-                 exit_status: int | None = None, paused_until: datetime | None = None) -> str:
-    """The summary: steps, energy with its source labels, emissions and net avoided (one unit), deadline."""
+                 exit_status: int | None = None, paused_until: datetime | None = None,
+                 lost_energy_j: float | None = None) -> str:
+    """The summary: steps, energy with its source labels, emissions and net avoided (one unit), deadline.
+
+    A command that did not exit 0 gets how it ended instead of a verdict: no avoided grams, no 'met'.
+    ``lost_energy_j``: energy of work that was not saved (counted, never called progress)."""
     from greentrain.engine.jobsummary import job_figures
 
     figures = job_figures(engine)
-    parts = [] if exit_status is None else [f"exit status {exit_status}"]
+    ended = outcome_words(exit_status) if exit_status else ""
+    parts = [] if exit_status is None else [ended or f"exit status {exit_status}"]
     steps, total = engine.progress.steps_done, engine.progress.steps_total
     if total:  # ``greentrain run`` counts polls, not steps: no step count without a known total
         parts.append(f"{steps:,}/{total:,} steps")
@@ -136,14 +158,19 @@ def summary_text(engine: EngineCore, *, sources: dict[str, str], finished: bool 
     else:
         labels = _labels(sources)
         parts.append(f"energy {format_energy_j(figures.energy_j)}" + (f" ({labels})" if labels else ""))
+        if lost_energy_j is not None:
+            parts.append(f"of which {format_energy_j(lost_energy_j)} lost (work not saved)")
     if figures.emissions_g is None:
         why = engine.signals.unknown_reason() if engine.measures_energy else "no energy measured"
         parts.append(f"emissions unknown ({why})" if why else "emissions unknown")
+    elif ended or lost_energy_j is not None:  # nothing was avoided by work that failed or was lost
+        parts.append(f"emissions {format_masses_g([figures.emissions_g])[0]}")
     else:
         emitted, avoided = format_masses_g([figures.emissions_g, figures.avoided_g])
         parts += [f"emissions {emitted}", f"net avoided {avoided} (vs run-now, waiting's draw included)"]
-    parts.append(_deadline_words(figures.deadline, figures.finished_at, figures.deadline_met, figures.simulated,
-                                 finished=finished, paused_until=paused_until))
+    met = figures.deadline_met if not ended else None
+    parts.append(_deadline_words(figures.deadline, figures.finished_at if not ended else None, met,
+                                 figures.simulated, finished=finished and not ended, paused_until=paused_until))
     return "greentrain: done: " + ", ".join(p for p in parts if p)
 
 

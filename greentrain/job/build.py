@@ -113,10 +113,11 @@ class Job:
             if said:
                 from greentrain.job.announce import energy_sources, say, summary_text
 
-                status = summary.get("exit_status")
+                status, lost_j = summary.get("exit_status"), summary.get("lost_energy_j")
                 done = finished if finished is not None else self.engine.finished
                 say(summary_text(self.engine, sources=energy_sources(self.monitor), finished=done,
-                                 exit_status=status if isinstance(status, int) else None, paused_until=resume_at))
+                                 exit_status=status if isinstance(status, int) else None, paused_until=resume_at,
+                                 lost_energy_j=float(lost_j) if isinstance(lost_j, int | float) else None))
 
         close_all([lambda: self.engine.close(finished=finished, finished_at=finished_at, **summary), summarize,
                    *closers], raise_errors=raise_errors)

@@ -57,9 +57,10 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, capsys: 
 def test_missing_or_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["--no-measure"]) == 2
     assert "Missing argument 'COMMAND" in capsys.readouterr().err
-    assert run_cli(["--no-measure", "--policy", "run-now", "--", "greentrain-no-such-cmd"]) == 2
+    assert run_cli(["--no-measure", "--policy", "run-now", "--", "greentrain-no-such-cmd"]) == 127
     err = capsys.readouterr().err
     assert "'greentrain-no-such-cmd' not found" in err and "Traceback" not in err
+    assert err.strip().count("\n") == 0 and "plan:" not in err and "energy" not in err, "one line, nothing run"
 
 
 def test_output_and_exit_status_pass_through(capfd: pytest.CaptureFixture[str]) -> None:
