@@ -19,11 +19,15 @@ from greentrain.errors import ConfigError
 
 __all__ = ["fleet", "simulate"]
 
-POLICIES = ("carbon-aware", "run-now", "per-job")
+POLICIES = ("carbon-aware", "run-now", "per-job", "greenest-now", "time-only")
 _EPILOG = """\b
 Example (ships with greentrain):
   greentrain fleet simulate --jobs greentrain/data/fleet/example-jobs.csv \\
       --trace greentrain/data/carbon/GB_2022_hourly.csv --capacity-gpus 16
+\b
+Partitions on several grids (a job moves when it pays):
+  greentrain fleet simulate --jobs jobs.csv --partition north=NO:16:NO_2022_hourly.csv \\
+      --partition west=GB:24:GB_2022_hourly.csv --partition central=DE:24:DE-LU_2022_hourly.csv
 """
 
 
@@ -32,71 +36,82 @@ def fleet() -> None:
     """Plan many jobs on one cluster: least total emissions, capacity and deadlines kept."""
 
 
-def _check_numbers(capacity_gpus: int, power_kw_per_gpu: float, resume_overhead_min: float) -> None:
+def _number_problems(power_kw_per_gpu: float, resume_overhead_min: float, migration_overhead_min: float) -> list[str]:
     problems = []
-    if capacity_gpus < 1:
-        problems.append(f"--capacity-gpus: must be >= 1, got {capacity_gpus}")
     if not 0 < power_kw_per_gpu < float("inf"):
         problems.append(f"--power-kw-per-gpu: must be a number > 0, got {power_kw_per_gpu:g}")
     if not 0 <= resume_overhead_min < float("inf"):
         problems.append(f"--resume-overhead-min: must be a number >= 0, got {resume_overhead_min:g}")
-    if problems:
-        raise ConfigError("\n".join(problems))
+    if not 0 <= migration_overhead_min < float("inf"):
+        problems.append(f"--migration-overhead-min: must be a number >= 0, got {migration_overhead_min:g}")
+    return problems
 
 
 @fleet.command("simulate", epilog=_EPILOG)
 @click.option("--jobs", "jobs_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="CSV: id,submit,gpus,work_hours,deadline_hours (submit ISO-8601 UTC; deadline = submit + "
-                   "deadline_hours); optional scaling_profile,replicas columns.")
-@click.option("--trace", "trace_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Electricity Maps hourly CSV export covering the jobs (and weeks before, for the forecaster).")
-@click.option("--capacity-gpus", type=int, required=True, help="GPUs in the cluster.")
+                   "deadline_hours); optional scaling_profile,replicas columns, and partition (home) and places "
+                   "(semicolon-separated) with --partition.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Electricity Maps hourly CSV export covering the jobs (and weeks before, for the forecaster); "
+                   "one partition, with --capacity-gpus.")
+@click.option("--capacity-gpus", type=int, default=None, help="GPUs in the cluster (with --trace).")
+@click.option("--partition", "partition_specs", multiple=True, metavar="NAME=ZONE:GPUS:TRACE",
+              help="A partition on a grid zone, its GPUs and its zone's hourly trace (repeat; the trace once per "
+                   "zone). Instead of --trace/--capacity-gpus.")
 @click.option("--power-kw-per-gpu", type=float, default=0.7, show_default=True,
               help="Draw of one running GPU with its share of the host, kW (an H100 trains at 0.55-0.69 kW).")
 @click.option("--resume-overhead-min", type=float, default=5.0, show_default=True,
               help="Minutes of running without progress at every resume after a job's first start.")
+@click.option("--migration-overhead-min", type=float, default=15.0, show_default=True,
+              help="Minutes of running without progress when a started job resumes on another partition.")
 @click.option("--policy", type=click.Choice(POLICIES), default="carbon-aware", show_default=True,
-              help="carbon-aware: the fleet plan; run-now: FIFO at submission; per-job: each job's own best window.")
+              help="carbon-aware: the fleet plan; run-now: FIFO at submission, at home; per-job: each job's own "
+                   "best window (one zone); greenest-now: the greenest partition with room at submission; "
+                   "time-only: the fleet plan with every job at home.")
 @click.option("--forecast", type=click.Choice(["causal", "perfect"]), default="causal", show_default=True,
               help="causal: greentrain's forecaster fed the trace up to each decision; perfect: the trace's own "
                    "future (evaluation only).")
 @archive_flags
 @click.option("--column", type=click.Choice(["direct", "lca"]), default="direct", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {input, jobs, summary}.")
-def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per_gpu: float,
-             resume_overhead_min: float, policy: str, forecast: str, column: str, as_json: bool,
-             **archive_opts: Any) -> None:
-    """Replay a jobs file on one cluster against a carbon trace; compare with FIFO, per-job and the bound."""
+def simulate(jobs_path: Path, trace_path: Path | None, capacity_gpus: int | None, partition_specs: tuple[str, ...],
+             power_kw_per_gpu: float, resume_overhead_min: float, migration_overhead_min: float, policy: str,
+             forecast: str, column: str, as_json: bool, **archive_opts: Any) -> None:
+    """Replay a jobs file on a cluster's partitions against carbon traces; compare with the baselines and the bound."""
     from greentrain.cli.common import history_notes
-    from greentrain.fleet.bound import offline_bound
-    from greentrain.fleet.feed import TraceFeed
+    from greentrain.cli.fleet_partitions import load_sites
     from greentrain.fleet.jobs import load_jobs
-    from greentrain.fleet.policies import CarbonAware, PerJobWindow, RunNowFIFO
-    from greentrain.fleet.simulate import Cluster, simulate_fleet
-    from greentrain.signals.forecast import Forecaster
-    from greentrain.signals.trace import load_trace
+    from greentrain.fleet.simulate import Cluster
 
-    _check_numbers(capacity_gpus, power_kw_per_gpu, resume_overhead_min)
-    jobs = load_jobs(jobs_path, capacity_gpus=capacity_gpus, power_kw_per_gpu=power_kw_per_gpu)
-    points = load_trace(trace_path, column)
-    actual = TraceFeed(points, str(trace_path), None)
-    own = Forecaster()
-    archived = archive_forecaster(archive_opts, actual.zone, own, forecast == "perfect")
-    planned_on = own if archived is None else archived[1]
-    feed = actual if forecast == "perfect" else TraceFeed(points, str(trace_path), planned_on)
-    cluster = Cluster(capacity_gpus, resume_overhead_min / 60.0)
+    sites = load_sites(partition_specs, trace_path, capacity_gpus, column)
+    problems = sites.problems + _number_problems(power_kw_per_gpu, resume_overhead_min, migration_overhead_min)
+    several = len(sites.partitions) > 1 or bool(partition_specs)
+    if several and archive_opts.get("archive_path") is not None:
+        problems.append("--forecast-archive: one zone only (not with --partition)")
+    if several and policy == "per-job":
+        problems.append("--policy per-job: one zone only (with --partition: greenest-now, time-only, run-now)")
+    jobs = []
+    if sites.partitions and 0 < power_kw_per_gpu < float("inf"):
+        try:
+            jobs = load_jobs(jobs_path, partitions=sites.names_for_jobs(), power_kw_per_gpu=power_kw_per_gpu)
+        except ConfigError as e:
+            problems += str(e).splitlines()
+    if problems:
+        raise ConfigError("\n".join(problems))
+    cluster = Cluster.of(list(sites.partitions.values()), resume_overhead_min / 60.0, migration_overhead_min / 60.0)
+    points = sites.traces[sites.first_zone]
     notes = history_notes(points, min(j.submit for j in jobs)) if forecast == "causal" else []
-    results = {"run-now": simulate_fleet(jobs, actual, RunNowFIFO(), cluster),
-               "per-job": simulate_fleet(jobs, feed, PerJobWindow(feed), cluster)}
-    planner = None
-    if policy == "carbon-aware":
-        planner = CarbonAware(feed, capacity_gpus, jobs=jobs)
-        results["carbon-aware"] = simulate_fleet(jobs, feed, planner, cluster)
-    bound = offline_bound(jobs, actual.hour_of, actual.actual, capacity_gpus)
-    report = _report(results, policy, bound, actual, planner, capacity_gpus)
-    report["input"] = {"jobs": str(jobs_path), "trace": str(trace_path), "zone": actual.zone, "column": column,
-                       "capacity_gpus": capacity_gpus, "power_kw_per_gpu": power_kw_per_gpu,
+    results, planner, bound, (actual, feed), archived = _replay(jobs, sites, cluster, policy, forecast, several,
+                                                                archive_opts)
+    report = _report(results, policy, bound, actual, planner, cluster.capacity_gpus)
+    report["input"] = {"jobs": str(jobs_path), "trace": sites.trace_paths[sites.first_zone], "zone": actual.zone,
+                       "column": column, "capacity_gpus": cluster.capacity_gpus, "power_kw_per_gpu": power_kw_per_gpu,
                        "resume_overhead_min": resume_overhead_min, "policy": policy, "forecast": forecast}
+    if several:
+        report["input"]["partitions"] = [{"name": p.name, "zone": p.zone, "gpus": p.capacity_gpus,
+                                          "trace": sites.trace_paths[p.zone]} for p in sites.partitions.values()]
+        report["input"]["migration_overhead_min"] = migration_overhead_min
     report["summary"]["notes"] = notes
     report["summary"]["forecast"] = _forecast_summary(feed, forecast)
     if archived is not None:
@@ -107,6 +122,42 @@ def simulate(jobs_path: Path, trace_path: Path, capacity_gpus: int, power_kw_per
         click.echo(json.dumps(report))
     else:
         _print(report, results)
+
+
+def _replay(jobs: list, sites: Any, cluster: Any, policy: str, forecast: str, several: bool,
+            archive_opts: dict) -> tuple[dict, Any, Any, Any, Any]:
+    """Every policy's replay, the plan's planner, the bound, the first zone's (actual, planned-on) feeds and the
+    archive forecaster (None without one)."""
+    from greentrain.fleet.bound import offline_bound
+    from greentrain.fleet.feed import TraceFeed
+    from greentrain.fleet.policies import CarbonAware, GreenestNow, PerJobWindow, RunNowFIFO
+    from greentrain.fleet.simulate import simulate_fleet
+    from greentrain.signals.forecast import Forecaster
+
+    actual = {zone: TraceFeed(points, sites.trace_paths[zone], None) for zone, points in sites.traces.items()}
+    first = actual[sites.first_zone]
+    own = Forecaster()
+    archived = archive_forecaster(archive_opts, first.zone, own, forecast == "perfect")
+    planned_on = own if archived is None else archived[1]
+    feeds = actual if forecast == "perfect" else {
+        zone: TraceFeed(points, sites.trace_paths[zone], planned_on if zone == sites.first_zone else Forecaster())
+        for zone, points in sites.traces.items()}
+    feed = feeds[sites.first_zone]
+    results = {"run-now": simulate_fleet(jobs, first, RunNowFIFO(), cluster, zones=actual)}
+    if not several:
+        results["per-job"] = simulate_fleet(jobs, feed, PerJobWindow(feed), cluster, zones=actual)
+    if several or policy == "greenest-now":
+        results["greenest-now"] = simulate_fleet(jobs, first, GreenestNow(actual), cluster, zones=actual)
+    if several or policy == "time-only":
+        time_only = CarbonAware(feed, cluster.capacity_gpus, jobs=jobs, zones=feeds, home_only=True)
+        results["time-only"] = simulate_fleet(jobs, first, time_only, cluster, zones=actual)
+    planner = None
+    if policy == "carbon-aware":
+        planner = CarbonAware(feed, cluster.capacity_gpus, jobs=jobs, zones=feeds)
+        results["carbon-aware"] = simulate_fleet(jobs, first, planner, cluster, zones=actual)
+    bound = offline_bound(jobs, first.hour_of, first.actual, cluster.capacity_gpus,
+                          partitions=cluster.parts(first.zone), zones={z: f.actual for z, f in actual.items()})
+    return results, planner, bound, (first, feed), archived
 
 
 def _report(results: dict, policy: str, bound: Any, actual: Any, planner: Any, capacity_gpus: int) -> dict:
@@ -121,7 +172,7 @@ def _report(results: dict, policy: str, bound: Any, actual: Any, planner: Any, c
     summary["baselines"]["offline-bound"] = {"emissions_g": round(bound.emissions_g, 3),
                                              "deadlines_relaxed": bound.deadlines_relaxed,
                                              "note": "LP lower bound: all jobs and the trace known, no restart "
-                                                     "overhead, fractional GPU-hours"}
+                                                     "or migration overhead, fractional GPU-hours"}
     if planner is not None:
         summary["planner"] = {"plans": planner.plans, "cpu_s": round(planner.cpu_s, 3), "methods": planner.methods}
     return {"jobs": jobs_json(chosen, actual), "summary": summary}
@@ -151,15 +202,18 @@ def _print(report: dict, results: dict) -> None:
     for name, result in results.items():
         s = summary if name == summary["policy"] else summary["baselines"][name]
         rows.append([name, format_mass_g(result.emissions_g, suffix=""), f"{s['late_jobs']}",
-                     f"{s['peak_gpus_in_use']}/{s['capacity_gpus']}", f"{s['resumes']}"])
+                     f"{s['peak_gpus_in_use']}/{s['capacity_gpus']}", f"{s['resumes']}", f"{s['migrations']}"])
     bound = summary["baselines"]["offline-bound"]
-    rows.append(["offline bound", format_mass_g(bound["emissions_g"], suffix=""), "-", "-", "-"])
+    rows.append(["offline bound", format_mass_g(bound["emissions_g"], suffix=""), "-", "-", "-", "-"])
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)
-    print_table(console, f"{summary['jobs']} jobs on {report['input']['capacity_gpus']} GPUs, "
-                f"{report['input']['trace']}", ("policy", "CO2eq", "late jobs", "peak GPUs", "resumes"), rows,
-                right=("CO2eq", "late jobs", "peak GPUs", "resumes"))
+    where = report["input"]["trace"]
+    if "partitions" in report["input"]:
+        where = ", ".join(f"{p['name']} ({p['zone']}, {p['gpus']})" for p in report["input"]["partitions"])
+    columns = ("policy", "CO2eq", "late jobs", "peak GPUs", "resumes", "migrations")
+    print_table(console, f"{summary['jobs']} jobs on {report['input']['capacity_gpus']} GPUs, {where}", columns,
+                rows, right=columns[1:])
     fraction = summary["fraction_of_bound_saving"]
     saving_g = summary["saving_vs_run_now_g"]
     versus = f"{format_mass_g(abs(saving_g))} {'less' if saving_g >= 0 else 'more'} than FIFO run-now"

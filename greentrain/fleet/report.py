@@ -32,11 +32,16 @@ def jobs_json(result: SimResult, feed: TraceFeed) -> list[JSONObject]:
             "submit": _iso(r.job.submit),
             "deadline": _iso(r.job.deadline),
             "work_hours": r.job.work_h,
-            "schedule": [{"start": _iso(feed.at(start)), "end": _iso(feed.at(end)), "gpus": int(gpus)}
-                         for start, end, gpus in r.segments if end > start],
+            "partition": r.job.partition,
+            "places": list(r.job.places),
+            "schedule": [{"start": _iso(feed.at(start)), "end": _iso(feed.at(end)), "gpus": int(gpus),
+                          "partition": where}
+                         for (start, end, gpus), where in zip(r.segments, r.segment_partitions, strict=True)
+                         if end > start],
             "finished": _iso(feed.at(r.finished_h)) if r.finished_h is not None else None,
             "deadline_met": r.finished_h is not None and r.finished_h <= r.deadline_h + 1e-6,
             "resumes": r.resumes,
+            "migrations": r.migrations,
             "energy_kwh": round(r.energy_kwh, 6),
             "emissions_g": round(r.emissions_g, 3),
         })
@@ -57,9 +62,23 @@ def summary_json(result: SimResult, capacity_gpus: int) -> JSONObject:
         "capacity_gpus": capacity_gpus,
         "capacity_exceeded": result.capacity_exceeded,
         "resumes": sum(r.resumes for r in result.runs),
+        "migrations": result.migrations,
+        "partitions": _by_partition(result),
         "decisions": result.decisions,
         "source": "estimated",
     }
+
+
+def _by_partition(result: SimResult) -> JSONObject:
+    """Per partition: the jobs' hours there, GPU-hours, energy and emissions (estimated)."""
+    out: dict[str, dict[str, float]] = {}
+    for r in result.runs:
+        for where, (energy_kwh, emissions_g, gpu_h) in r.by_partition.items():
+            row = out.setdefault(where, {"gpu_hours": 0.0, "energy_kwh": 0.0, "emissions_g": 0.0})
+            row["gpu_hours"] += gpu_h
+            row["energy_kwh"] += energy_kwh
+            row["emissions_g"] += emissions_g
+    return {name: {k: round(v, 3) for k, v in row.items()} for name, row in sorted(out.items())}
 
 
 def fraction_of_bound(run_now_g: float, policy_g: float, bound: Bound) -> float | None:

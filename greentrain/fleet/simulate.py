@@ -1,10 +1,14 @@
-"""Replay a set of jobs on one cluster against a recorded carbon trace, under a fleet policy.
+"""Replay a set of jobs on a cluster's partitions against recorded carbon traces, under a fleet policy.
 
 The model: a job holds its GPUs only while it runs and draws its option's
 power then (0 W while paused: the GPUs go back to the cluster); every resume
 after its first start, and every change of width, costs ``resume_overhead_h``
 of running with no progress; emissions are each interval's draw times the
-trace's actual intensity then. Decisions happen at every whole hour, every
+trace's actual intensity then. A cluster is one partition on the trace's zone,
+or several partitions, each on its own zone and trace: a job runs at one of its
+places at a time, and a started job that resumes on another partition pays
+the migration overhead instead of a resume (a pause plus a resume elsewhere).
+A job that has never run starts anywhere at no cost. Decisions happen at every whole hour, every
 arrival, every completion and any time a policy asks to be woken; between two
 decisions nothing changes, so every interval lies within one trace hour.
 """
@@ -12,14 +16,16 @@ decisions nothing changes, so every interval lies within one trace hour.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from greentrain.errors import ConfigError
 from greentrain.fleet.feed import TraceFeed
-from greentrain.fleet.jobs import FleetJob
-from greentrain.fleet.model import JobStatus
+from greentrain.fleet.jobs import DEFAULT_PARTITION, FleetJob, RunOption
+from greentrain.fleet.model import JobStatus, Partition
 
 __all__ = ["RunState", "FleetPolicy", "SimResult", "Cluster", "simulate_fleet"]
 
@@ -34,6 +40,11 @@ class RunState:
     submit_h: float
     deadline_h: float
     remaining_h: float
+    options: tuple[RunOption, ...] = ()
+    """Its ways to run on this cluster, each on its partition (``FleetJob.placed_options``); ``running``
+    indexes these."""
+    location: str = DEFAULT_PARTITION
+    """Where it runs, else where its checkpoint is, else where it will first run (its home if allowed)."""
     started: bool = False
     running: int | None = None
     overhead_left_h: float = 0.0
@@ -41,22 +52,60 @@ class RunState:
     emissions_g: float = 0.0
     energy_kwh: float = 0.0
     resumes: int = 0
+    migrations: int = 0
+    """Resumes on another partition than the one it left (not counted in ``resumes``)."""
     segments: list[list[float]] = field(default_factory=list)
     """[start_h, end_h, gpus] of each stretch of running at one width."""
+    segment_partitions: list[str] = field(default_factory=list)
+    """The partition of each segment."""
+    by_partition: dict[str, list[float]] = field(default_factory=dict)
+    """Partition -> [energy kWh, emissions g, GPU-hours] spent there."""
 
-    def status(self, *, can_pause: bool = True) -> JobStatus:
-        return JobStatus(job_id=self.job.id, options=self.job.options, remaining_h=self.remaining_h,
-                         deadline_h=self.deadline_h, partition="default", running=self.running,
+    def __post_init__(self) -> None:
+        if not self.options:
+            self.options = self.job.options
+
+    def status(self, *, can_pause: bool = True, migration_overhead_h: float | None = None) -> JobStatus:
+        return JobStatus(job_id=self.job.id, options=self.options, remaining_h=self.remaining_h,
+                         deadline_h=self.deadline_h, partition=self.location, running=self.running,
                          started=self.started, overhead_left_h=self.overhead_left_h,
-                         can_pause=can_pause or self.running is None)
+                         can_pause=can_pause or self.running is None, migration_overhead_h=migration_overhead_h)
+
+    def gpus_now(self) -> int:
+        """GPUs it holds (0 while it waits)."""
+        return self.options[self.running].gpus if self.running is not None else 0
+
+    def part(self, option: int) -> str:
+        return self.options[option].partition or self.location
 
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """The simulated cluster: one partition on the trace's zone."""
+    """The simulated cluster: one partition on the trace's zone, or ``partitions`` on their own zones."""
 
     capacity_gpus: int
+    """GPUs in all (one partition: its capacity)."""
     resume_overhead_h: float
+    partitions: tuple[Partition, ...] = ()
+    """Empty: one partition named 'default' of ``capacity_gpus`` on the trace's zone."""
+    migration_overhead_h: float | None = None
+    """Running time without progress of a resume on another partition; None: as a resume."""
+
+    @classmethod
+    def of(cls, partitions: Sequence[Partition], resume_overhead_h: float,
+           migration_overhead_h: float | None = None) -> Cluster:
+        """A cluster of several partitions."""
+        return cls(sum(p.capacity_gpus for p in partitions), resume_overhead_h, tuple(partitions),
+                   migration_overhead_h)
+
+    def parts(self, zone: str) -> dict[str, Partition]:
+        """Partition name -> partition; ``zone``: the one partition's zone when none were given."""
+        if not self.partitions:
+            return {DEFAULT_PARTITION: Partition(DEFAULT_PARTITION, self.capacity_gpus, zone)}
+        return {p.name: p for p in self.partitions}
+
+    def capacity(self, zone: str) -> dict[str, int]:
+        return {name: p.capacity_gpus for name, p in self.parts(zone).items()}
 
 
 class FleetPolicy(Protocol):
@@ -95,12 +144,28 @@ class SimResult:
     def late(self) -> list[RunState]:
         return [r for r in self.runs if r.finished_h is None or r.finished_h > r.deadline_h + 1e-6]
 
+    @property
+    def migrations(self) -> int:
+        return sum(r.migrations for r in self.runs)
 
-def simulate_fleet(jobs: Sequence[FleetJob], feed: TraceFeed, policy: FleetPolicy, cluster: Cluster) -> SimResult:
-    """Run every job to completion under ``policy``; ConfigError if the trace ends first."""
-    runs = [RunState(job=j, submit_h=feed.hour_of(j.submit), deadline_h=feed.hour_of(j.deadline),
-                     remaining_h=j.work_h) for j in jobs]
+
+def simulate_fleet(jobs: Sequence[FleetJob], feed: TraceFeed, policy: FleetPolicy, cluster: Cluster, *,
+                   zones: Mapping[str, TraceFeed] | None = None) -> SimResult:
+    """Run every job to completion under ``policy``; ConfigError if a trace ends first.
+
+    ``zones``: zone -> trace of every partition's zone (all on ``feed``'s hours: the same first hour);
+    default: ``feed`` for its own zone."""
+    parts = cluster.parts(feed.zone)
+    traces = dict(zones or {}) or {feed.zone: feed}
+    runs = [_run_state(j, feed, cluster.capacity(feed.zone)) for j in jobs]
     _check_cover(runs, feed)
+    for zone in {p.zone for p in parts.values()}:
+        if zone not in traces:
+            raise ConfigError(f"zone {zone}: no trace")
+        if traces[zone] is not feed:
+            _check_cover(runs, traces[zone])
+    intensity = {name: traces[p.zone].actual for name, p in parts.items()}
+    capacity = cluster.capacity(feed.zone)
     arrivals = sorted({r.submit_h for r in runs})
     now_h = arrivals[0]
     peak, exceeded, decisions = 0, False, 0
@@ -113,11 +178,24 @@ def simulate_fleet(jobs: Sequence[FleetJob], feed: TraceFeed, policy: FleetPolic
         chosen = policy.decide(now_h, present, cluster)
         decisions += 1
         _apply(present, chosen, now_h, cluster)
-        in_use = sum(r.job.options[r.running].gpus for r in present if r.running is not None)
-        peak, exceeded = max(peak, in_use), exceeded or in_use > cluster.capacity_gpus
-        now_h = _advance(present, now_h, _next_epoch(now_h, present, arrivals, policy), feed)
+        in_use = {name: 0 for name in capacity}
+        for r in present:
+            if r.running is not None:
+                in_use[r.part(r.running)] += r.gpus_now()
+        peak = max(peak, sum(in_use.values()))
+        exceeded = exceeded or any(in_use[name] > gpus for name, gpus in capacity.items())
+        now_h = _advance(present, now_h, _next_epoch(now_h, present, arrivals, policy), intensity)
     return SimResult(policy=policy.name, runs=runs, peak_gpus=peak, capacity_exceeded=exceeded,
                      decisions=decisions, end_h=now_h)
+
+
+def _run_state(job: FleetJob, feed: TraceFeed, capacity: Mapping[str, int]) -> RunState:
+    options = job.placed_options(capacity)
+    if not options:
+        raise ConfigError(f"job {job.id}: {job.gpus} GPUs fit none of its places "
+                          f"({', '.join(job.allowed(list(capacity))) or 'none known'})")
+    return RunState(job=job, submit_h=feed.hour_of(job.submit), deadline_h=feed.hour_of(job.deadline),
+                    remaining_h=job.work_h, options=options, location=options[0].partition or DEFAULT_PARTITION)
 
 
 def _check_cover(runs: list[RunState], feed: TraceFeed) -> None:
@@ -138,12 +216,19 @@ def _apply(present: list[RunState], chosen: dict[str, int], now_h: float, cluste
         r.overhead_left_h = 0.0
         if option is None:
             continue
-        if r.started:
+        where = r.part(option)
+        if r.started and where != r.location:
+            r.migrations += 1
+            r.overhead_left_h = (cluster.resume_overhead_h if cluster.migration_overhead_h is None
+                                 else cluster.migration_overhead_h)
+        elif r.started:
             r.resumes += 1
             r.overhead_left_h = cluster.resume_overhead_h
         r.started = True
         r.running = option
-        r.segments.append([now_h, now_h, r.job.options[option].gpus])
+        r.location = where
+        r.segments.append([now_h, now_h, r.options[option].gpus])
+        r.segment_partitions.append(where)
 
 
 def _next_epoch(now_h: float, present: list[RunState], arrivals: list[float], policy: FleetPolicy) -> float:
@@ -151,20 +236,22 @@ def _next_epoch(now_h: float, present: list[RunState], arrivals: list[float], po
     candidates += [a for a in arrivals if a > now_h + _EPS_H][:1]
     for r in present:
         if r.running is not None:
-            candidates.append(now_h + r.overhead_left_h + r.remaining_h / r.job.options[r.running].speed)
+            candidates.append(now_h + r.overhead_left_h + r.remaining_h / r.options[r.running].speed)
     wake = policy.wake_h(now_h)
     if wake is not None and wake > now_h + _EPS_H:
         candidates.append(wake)
     return max(min(candidates), now_h + _EPS_H)
 
 
-def _advance(present: list[RunState], now_h: float, until_h: float, feed: TraceFeed) -> float:
-    """Run the running jobs from ``now_h`` to ``until_h`` (inside one trace hour)."""
-    intensity = float(feed.actual[int(math.floor(now_h + _EPS_H))])
+def _advance(present: list[RunState], now_h: float, until_h: float, actual: Mapping[str, np.ndarray]) -> float:
+    """Run the running jobs from ``now_h`` to ``until_h`` (inside one trace hour); ``actual``: partition ->
+    its zone's hourly intensities."""
+    hour = int(math.floor(now_h + _EPS_H))
     for r in present:
         if r.running is None:
             continue
-        option = r.job.options[r.running]
+        intensity = float(actual[r.location][hour])
+        option = r.options[r.running]
         span_h = until_h - now_h
         overhead_h = min(r.overhead_left_h, span_h)
         r.overhead_left_h -= overhead_h
@@ -177,6 +264,10 @@ def _advance(present: list[RunState], now_h: float, until_h: float, feed: TraceF
             r.remaining_h -= progress_h
         r.energy_kwh += option.power_kw * span_h
         r.emissions_g += option.power_kw * span_h * intensity
+        there = r.by_partition.setdefault(r.location, [0.0, 0.0, 0.0])
+        there[0] += option.power_kw * span_h
+        there[1] += option.power_kw * span_h * intensity
+        there[2] += option.gpus * span_h
         r.segments[-1][1] = now_h + span_h
         if r.finished_h is not None:
             r.running = None

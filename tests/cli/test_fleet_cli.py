@@ -37,7 +37,8 @@ def test_json_has_every_job_schedule_and_the_summary(tmp_path: Path, capsys) -> 
     report = json.loads(out)
     by_id = {j["id"]: j for j in report["jobs"]}
     assert set(by_id) == {"a", "b"} and all(j["deadline_met"] for j in by_id.values())
-    assert by_id["a"]["schedule"] == [{"start": "2022-03-01T04:00:00Z", "end": "2022-03-01T06:00:00Z", "gpus": 2}]
+    assert by_id["a"]["schedule"] == [{"start": "2022-03-01T04:00:00Z", "end": "2022-03-01T06:00:00Z", "gpus": 2,
+                                         "partition": "default"}]
     assert by_id["b"]["emissions_g"] == pytest.approx(2 * 0.5 * 3 * 50.0)
     summary = report["summary"]
     assert summary["policy"] == "carbon-aware" and summary["late_jobs"] == 0
