@@ -132,6 +132,7 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
         work_cols: list[np.ndarray] = []
         work_vals: list[np.ndarray] = []
         moved = _moved(model, st, resume_overhead_h)
+        moving: list[tuple[np.ndarray, float]] = []
         for o, opt in enumerate(st.options):
             part, intensity = st.part(o), w.intensity[o]
             run_h = min(grid.lengths[0], st.needed_h(o, resume_overhead_h))
@@ -154,6 +155,7 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
             work_vals.append(np.full(x.size, opt.speed))
             if moved is not None and st.moves(o):
                 _bound_by(model, moved, y, x, grid.lengths[slots])
+                moving += [(y, run_h), (x, 1.0)]
             near = (grid.edges[slots] < grid.now_h + WHOLE_SLOTS_AHEAD_H
                     if wide_whole_slots and 2 * opt.gpus > capacity[part] else None)
             if near is not None and near.any():
@@ -170,6 +172,7 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
         if moved is not None:
             work_cols.append(moved[0])
             work_vals.append(np.array([-moved[1]]))
+            _moved_share(model, moved, moving, st, resume_overhead_h)
         continuing_h = st.overhead_left_h if st.running is not None else 0.0
         model.row(np.concatenate(work_cols), np.concatenate(work_vals), lb=st.remaining_h + continuing_h)
         if len(st.options) > 1:
@@ -194,6 +197,19 @@ def _moved(model: LinearModel, st: JobStatus, resume_overhead_h: float) -> tuple
     if extra_h <= 0.0:
         return None
     return model.add(np.zeros(1), 0.0, 1.0), extra_h
+
+
+def _moved_share(model: LinearModel, moved: tuple[np.ndarray, float], moving: list[tuple[np.ndarray, float]],
+                 st: JobStatus, resume_overhead_h: float) -> None:
+    """The 'moved' level is at least the share of the job's running that lies elsewhere.
+
+    A job that moves runs there at most all its remaining time, overhead included, so the share is valid for
+    every real schedule; without it the relaxation spreads a move thin over many slots (each slot's level, and
+    so the level bound, small) and pays a sliver of the migration."""
+    most_h = max(st.needed_h(o, resume_overhead_h) for o in range(len(st.options)) if st.moves(o))
+    cols = np.concatenate([c for c, _ in moving] + [moved[0]])
+    vals = np.concatenate([np.full(c.size, coef / most_h) for c, coef in moving] + [np.array([-1.0])])
+    model.row(cols, vals, ub=0.0)
 
 
 def _bound_by(model: LinearModel, moved: tuple[np.ndarray, float], y: np.ndarray, x: np.ndarray,
