@@ -21,6 +21,9 @@ as are the archives (``--archive-dir``).
     python benchmarks/archive_timing.py --cache /tmp/gt-own --archive-dir /tmp/gt-archives \\
         [--every-days 15] [--idle 0.15 0] [--jobs 8 24] [--scales 0.5 1 2] [--seed 26] [--json out.json]
     python benchmarks/archive_timing.py --merge a.json b.json   # the tables of runs split by trace
+
+``--gate-off`` adds, beside each column, the same replay with the engine's wait gate bypassed (the
+deadline guard kept): what the gate costs.
 """
 
 from __future__ import annotations
@@ -70,37 +73,46 @@ def _source_version() -> str:
 
 
 def own_table(path: Path, points: list[IntensityPoint], cache_dir: Path) -> np.ndarray:
-    """(trace hours × 72) default-Forecaster forecasts made at each hour from the trace up to it; cached."""
+    """(trace hours × 72) default-Forecaster forecasts made at each hour from the trace up to it, as far as
+    computed so far (NaN rows: not yet; ``TableForecaster`` fills them on demand); cached."""
     target = cache_dir / f"{path.stem}-{_source_version()}.npy"
     if target.exists():
         return np.load(target)
-    forecaster = Forecaster()
-    table = np.full((len(points), HORIZON_H), np.nan)
-    for t in range(OWN_FROM_H - 1, len(points) - 1):
-        made = forecaster.forecast(points[: t + 1], points[t].start, HORIZON_H)
-        table[t, : len(made)] = [p.intensity_g_per_kwh for p in made]
+    return np.full((len(points), HORIZON_H), np.nan)
+
+
+def save_own_table(path: Path, table: np.ndarray, cache_dir: Path) -> None:
     cache_dir.mkdir(parents=True, exist_ok=True)
-    np.save(target, table)
-    return table
+    np.save(cache_dir / f"{path.stem}-{_source_version()}.npy", table)
 
 
 class TableForecaster:
-    """The default Forecaster's output, read from ``own_table`` (identical values, no recomputation)."""
+    """The default Forecaster's output, read from ``own_table`` (identical values; a row not computed yet is
+    computed on first use, so a sparse set of starts costs only the hours it needs)."""
 
     horizon_independent = True
 
     def __init__(self, points: list[IntensityPoint], table: np.ndarray) -> None:
         self.points, self.table = points, table
         self.index = {p.start: i for i, p in enumerate(points)}
+        self.forecaster = Forecaster()
+        self.computed = 0
+
+    def _row(self, t: int) -> np.ndarray:
+        if t >= OWN_FROM_H - 1 and t < len(self.points) - 1 and np.isnan(self.table[t, 0]):
+            made = self.forecaster.forecast(self.points[: t + 1], self.points[t].start, HORIZON_H)
+            self.table[t, : len(made)] = [p.intensity_g_per_kwh for p in made]
+            self.computed += 1
+        return self.table[t]
 
     def forecast_values(self, history, now, horizon_h: int = HORIZON_H) -> np.ndarray | None:
         """The same values without building points (``ArchiveForecaster`` asks for many past hours)."""
         t = self.index.get(now)
-        return None if t is None else self.table[t, :horizon_h]
+        return None if t is None else self._row(t)[:horizon_h]
 
     def forecast(self, history, now, horizon_h: int = HORIZON_H) -> list[IntensityPoint]:
         t = self.index.get(now)
-        if t is None or np.isnan(self.table[t, 0]):
+        if t is None or np.isnan(self._row(t)[0]):
             return []
         last = self.points[t]
         return [IntensityPoint(start=last.end + timedelta(hours=i), end=last.end + timedelta(hours=i + 1),
@@ -150,14 +162,19 @@ def evaluate(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
                 now_g = run_now(trace, start, job).emissions_g
                 best_g = oracle(trace, start, job).emissions_g
                 for column, forecaster in forecasters.items():
-                    run = simulate_run(trace, start, job, policy, forecaster)
-                    row = totals[(label, column)]
-                    row[0] += run.ledger.emissions_g
-                    row[1] += now_g
-                    row[2] += best_g
-                    row[3] += run.ledger.emissions_g > now_g + 1e-9
-                    row[4] += run.ledger.finished_at is None or run.ledger.finished_at > run.deadline
-                    row[5] += 1
+                    for gate in (True, False) if args.gate_off else (True,):
+                        # gate off: the engine's wait gate bypassed, its deadline guard kept (what the gate costs)
+                        run = (simulate_run(trace, start, job, policy, forecaster) if gate
+                               else simulate_run(trace, start, job, policy, forecaster, wait_gate=False))
+                        row = totals[(label, column if gate else f"{column} gate off")]
+                        row[0] += run.ledger.emissions_g
+                        row[1] += now_g
+                        row[2] += best_g
+                        row[3] += run.ledger.emissions_g > now_g + 1e-9
+                        row[4] += run.ledger.finished_at is None or run.ledger.finished_at > run.deadline
+                        row[5] += 1
+    if own.computed:
+        save_own_table(path, own.table, args.cache)
     fallback = {k: f.fallback_hours for k, f in forecasters.items() if isinstance(f, ArchiveForecaster)}
     return totals, {"mape_24h": measured, "fallback_hours": fallback}
 
@@ -172,6 +189,12 @@ def cells(totals: dict) -> dict[str, dict]:
     return {f"{job}|{column}": {"fraction": fraction(row), "worse": row[3], "missed": row[4], "runs": row[5],
                                 "oracle_saving": (row[1] - row[2]) / row[1]}
             for (job, column), row in totals.items()}
+
+
+def _pooled(per_trace: dict[str, dict[str, dict]], key: str) -> float:
+    """Σ fraction × oracle saving ÷ Σ oracle saving over traces: the saving pooled, flat grids weighed less."""
+    weights = [t[key]["oracle_saving"] for t in per_trace.values()]
+    return sum(t[key]["fraction"] * w for t, w in zip(per_trace.values(), weights)) / sum(weights)
 
 
 def print_tables(per_trace: dict[str, dict[str, dict]], columns: list[str]) -> None:
@@ -201,6 +224,11 @@ def print_tables(per_trace: dict[str, dict[str, dict]], columns: list[str]) -> N
         worse = {c: sum(t[f"{job}|{c}"]["worse"] for t in per_trace.values()) for c in columns}
         print("| " + " | ".join(["**mean**", ""] + [f"**{statistics.fmean(means[c]):.3f}** (min {min(means[c]):.3f};"
                                                      f" {worse[c]} worse)" for c in columns]) + " |")
+        big = [t for t in per_trace.values() if t[f"{job}|{columns[0]}"]["oracle_saving"] >= SMALL_ORACLE_SAVING]
+        if big:
+            print("| " + " | ".join(["mean, oracle saves ≥ 5 %", ""] + [
+                f"{statistics.fmean(t[f'{job}|{c}']['fraction'] for t in big):.3f}" for c in columns]) + " |")
+        print("| " + " | ".join(["pooled", ""] + [f"{_pooled(per_trace, f'{job}|{c}'):.3f}" for c in columns]) + " |")
         for label, bucket in (("min, oracle saves ≥ 5 %", big_min), ("min, oracle saves < 5 %", small_min)):
             if bucket:
                 print("| " + " | ".join([label, ""] + [f"{bucket[c]:.3f}" for c in columns]) + " |")
@@ -219,11 +247,15 @@ def main() -> None:
     parser.add_argument("--scales", nargs="*", type=float, default=[0.5, 1.0, 2.0])
     parser.add_argument("--modes", nargs="*", choices=["latest", "skill"], default=["latest", "skill"])
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--gate-off", action="store_true",
+                        help="also replay each column with the engine's wait gate off (deadline guard kept)")
     parser.add_argument("--traces", nargs="*", help="CSV files (default: every file in ../shared/data/carbon)")
     parser.add_argument("--json", type=Path, help="also write the per-trace results here")
     parser.add_argument("--merge", nargs="*", type=Path, help="print the tables of earlier --json files instead")
     args = parser.parse_args()
     columns = ["trace-only"] + [f"{m} {s:g}x" for s in args.scales for m in args.modes]
+    if args.gate_off:
+        columns = [c for column in columns for c in (column, f"{column} gate off")]
     if args.merge:
         per_trace = {}
         for path in args.merge:

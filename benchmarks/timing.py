@@ -55,9 +55,13 @@ from greentrain.sim import (
     simulate_run,
 )
 from greentrain.sim.fcache import HourlyForecastCache
+from greentrain.sim.replay import CALIBRATE_DAYS
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "carbon"
-POLICIES = ("run-now", "threshold", "best-window", "gross-plan", "forecast-optimal", "carbon-aware")
+POLICIES = ("run-now", "threshold", "best-window", "gross-plan", "forecast-optimal", "carbon-aware",
+            "carbon-aware gate off")
+GATE_OFF = "carbon-aware gate off"
+"""Column: carbon-aware with the engine's wait gate bypassed (deadline guard kept): what the gate costs."""
 DEFAULT_POLICIES = ("run-now", "threshold", "best-window", "gross-plan", "forecast-optimal")
 IDLE_LEVELS = (0.12, 0.0, 0.15)
 JOBS = ((8.0, 24.0), (24.0, 72.0))
@@ -123,7 +127,8 @@ def starts_for(trace: TraceIndex, every_days: float, deadline_h: float) -> list:
 def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = DEFAULT_POLICIES,
              kinds: tuple[str, ...] = ("real", "perfect"), perfect_first: tuple[int, ...] = (),
              idle_levels: tuple[float, ...] = IDLE_LEVELS, noises: tuple[str, ...] = ("none",),
-             estimate_error: float = 0.0, jobs: tuple[tuple[float, float], ...] = ()) -> dict:
+             estimate_error: float = 0.0, jobs: tuple[tuple[float, float], ...] = (),
+             calibrate_days: float = CALIBRATE_DAYS) -> dict:
     """{(job @ idle, policy, forecaster): [policy_g, run_now_g, oracle_g, best_window_g, missed, runs,
     worse_than_run_now]}, all net of the waiting draw at that idle level.
 
@@ -148,11 +153,12 @@ def evaluate(path: Path, every_days: float, policies: tuple[str, ...] = DEFAULT_
             base = (run_now(trace, start, job, rates).emissions_g, oracle(trace, start, job, rates=rates).emissions_g,
                     best_window(trace, start, job, rates)[0].emissions_g)
             for name in ("run-now", *(p for p in policies if p != "run-now")):
-                policy = make_policy(name)
+                policy = make_policy("carbon-aware" if name == GATE_OFF else name)
                 for fc_name, forecaster in forecasters.items():
                     if name == "run-now" and fc_name != next(iter(forecasters)):
                         continue
-                    run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error)
+                    run = simulate_run(trace, start, job, policy, forecaster, rates, estimate_error=estimate_error,
+                                       wait_gate=name != GATE_OFF, calibrate_days=calibrate_days)
                     ledger = run.ledger
                     row = totals[(label, name, fc_name)]
                     row[0] += ledger.emissions_g
@@ -234,6 +240,9 @@ def main() -> None:
                         help="room a wait keeps before the rate is measured (fraction of the work)")
     parser.add_argument("--jobs", nargs="*", default=[], metavar="WORK/DEADLINE",
                         help="jobs as hours of work/hours to the deadline (default: 8/24 and 24/72)")
+    parser.add_argument("--calibrate-days", type=float, default=CALIBRATE_DAYS,
+                        help="days of the forecaster's record scored before each start (0: none; the default is "
+                             "the simulator's)")
     parser.add_argument("--min-pause-saving", type=float, default=None,
                         help="sensitivity: the pause margin of forecast-optimal/carbon-aware (default: preset's)")
     args = parser.parse_args()
@@ -248,7 +257,7 @@ def main() -> None:
         per_trace[path.stem.removesuffix("_hourly")] = evaluate(path, args.every_days, tuple(args.policies),
                                                            tuple(args.forecasts), tuple(args.perfect_first_hours),
                                                            tuple(args.idle), tuple(args.rate_noise),
-                                                           args.estimate_error, jobs)
+                                                           args.estimate_error, jobs, args.calibrate_days)
         print(f"# {path.name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     print_tables(per_trace)
     if args.no_latency:
@@ -290,6 +299,9 @@ def print_tables(per_trace: dict) -> None:
         worse = {c: sum(t[(job, *c)][6] for t in per_trace.values()) for c in columns}
         cells = ["**mean**", "", ""] + [f"**{statistics.fmean(means[c]):.3f}** (min {min(means[c]):.3f}; "
                                          f"{worse[c]} worse)" for c in columns]
+        print("| " + " | ".join(cells) + " |")
+        pooled = [sum(t[(job, *c)][i] for t in per_trace.values()) for c in columns for i in range(3)]
+        cells = ["pooled", "", ""] + [f"{fraction(pooled[3 * k:3 * k + 3]):.3f}" for k in range(len(columns))]
         print("| " + " | ".join(cells) + " |")
         runs = sum(v[5] for t in per_trace.values() for k, v in t.items() if k[:2] == (job, "run-now"))
         missed = {c: sum(t[(job, *c)][4] for t in per_trace.values()) for c in columns}

@@ -42,7 +42,7 @@ class Decider:
         self.min_wait_saving = float(min_wait_saving)
         """A wait must save more than this fraction of the job's expected emissions (``policies/worth.py``)."""
         self.skill = ForecastSkill()
-        """The forecast's measured error by hours ahead (what a wait must beat)."""
+        """The forecast's measured error by hours ahead: its bias (taken out of the plan) and spread."""
         self.last: Decision = RUN
         """The last decision made (re-plans during a wait included): what the terminal reports."""
         self.next_at: datetime | None = None
@@ -102,6 +102,7 @@ class Decider:
             current_power_limit_w=engine.io.job_stats.power_limit_w, precision=engine.io.job_stats.precision,
             operating_points=engine.operating_points, waiting_power_w=engine.pause_cost.value_w,
             forecast_error_g_per_kwh=self.skill.errors_g_per_kwh(),
+            forecast_bias_g_per_kwh=self.skill.bias_g_per_kwh(),
         )
         if engine.scaling is not None:  # an elastic job: the policy also plans its replica count
             snapshot = engine.scaling.plan_with(snapshot)

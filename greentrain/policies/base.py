@@ -66,8 +66,13 @@ class Snapshot:
     """Whole-job draw at current settings, watts per job-clock second of running: measured from the job's
     steps (the energy the summary prices), else the devices' reading at start."""
     forecast_error_g_per_kwh: tuple[float, ...] = ()
-    """Mean absolute error of the forecast by hours ahead (index 0: one hour ahead), measured from this
-    signal's earlier forecasts; empty when not measured yet. A pause must save more than this error."""
+    """Typical (median absolute) error of the forecast by hours ahead (index 0: one hour ahead), measured
+    from this signal's earlier forecasts; empty when not measured yet. The wait gate reports how likely a
+    wait is to beat running now with it (``policies/worth.py``)."""
+    forecast_bias_g_per_kwh: tuple[float, ...] = ()
+    """The forecast's measured bias by hours ahead (forecast minus actual, index 0: one hour ahead; only
+    what stands out of the noise, ``signals/liveskill.py``); empty when none is measured. Planners subtract
+    it (``policies/calibrate.py``)."""
     carbon_now: IntensityPoint | None = None
     forecast: tuple[IntensityPoint, ...] = ()
     """Future points in time order (may start with the current interval)."""

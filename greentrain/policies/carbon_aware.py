@@ -17,6 +17,7 @@ from datetime import datetime
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Decision, Snapshot
+from greentrain.policies.calibrate import calibrated
 from greentrain.policies.forecast_optimal import ForecastOptimalConfig, ForecastOptimalPolicy
 from greentrain.policies.scaling import decide_scaling
 
@@ -49,7 +50,8 @@ class CarbonAwarePolicy(ForecastOptimalPolicy):
 
     def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
         if snapshot.scaling is not None:
-            decision = decide_scaling(self.config, self.name, snapshot, ensure_aware_utc(now, "now"))
+            now = ensure_aware_utc(now, "now")
+            decision = decide_scaling(self.config, self.name, calibrated(snapshot, now), now)
             if decision is not None:
                 return decision
         return super().decide(snapshot, now)

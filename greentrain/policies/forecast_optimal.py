@@ -5,7 +5,8 @@ forecast intensity up to the deadline with ``plan_schedule`` (a DP over run /
 pause and, for ``carbon-aware`` (``greentrain.policies.carbon_aware``), every measured operating point, with the
 resume overhead and the held hardware's waiting draw charged), commits only
 to the current interval, and re-plans at the next one as measurements and
-forecasts update. A pause is taken only when its expected net saving (what
+forecasts update. The forecast is first read through its measured bias by hours
+ahead (``policies/calibrate.py``), so the plan is on its expected value. A pause is taken only when its expected net saving (what
 running now would emit, minus the waiting and the later running and resume)
 beats a margin for forecast error; otherwise the job runs, so a pause that
 stops paying off (the forecast moved, the measured idle draw is higher) ends
@@ -25,6 +26,7 @@ from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
+from greentrain.policies.calibrate import calibrated
 from greentrain.policies.configured import ConfiguredPolicy
 from greentrain.policies.planner import J_PER_KWH, Mode, Plan, plan_schedule
 from greentrain.policies.window import (
@@ -76,6 +78,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
 
     def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
         now = ensure_aware_utc(now, "now")
+        snapshot = calibrated(snapshot, now)  # the forecast's measured bias out: plan on its expected value
         modes = modes_of(snapshot, power=self.power_use != "none")
         top = fastest(modes)
         work_s = max(snapshot.work_remaining_s, 0.0)

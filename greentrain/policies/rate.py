@@ -13,7 +13,13 @@ estimator gives:
 - ``stable``: enough steps *and* enough time measured; before that the user's
   estimate (``prior_s``) stands;
 - ``moved``: the robust value left the one the last plan used by more than
-  ``replan_frac`` (the caller re-plans and calls ``planned``).
+  ``replan_frac`` (the caller re-plans and calls ``planned``);
+- ``spread_room_s``: the step time a deadline promise is kept with when the
+  rate moves in spells (another tenant for hours): the slowest step time seen
+  in the history, plus half the range seen below it for the spells not seen
+  yet. A steady job's range is nil, so it keeps no room; a noisy one keeps the
+  room its own spread asks for. The simulator plans and guards deadlines with
+  it, fed by a running job's intervals and a waiting job's rate probes.
 
 Durations are in the job clock's seconds (a simulated calendar under replay).
 Shared by the engine (``engine/stats.py``) and the simulator (``sim/noise.py``),
@@ -62,11 +68,13 @@ class RateEstimator:
         prior_s: the user's estimate, used until the measurement is stable.
         prior_spread: until then, the pessimistic value is ``prior_s × (1 + prior_spread)``: how wrong an
             estimate may be when nothing has been measured.
+        unseen_frac: ``spread_room_s`` adds this fraction of the range of step times seen for spells slower
+            than any seen yet.
     """
 
     def __init__(self, *, recent: int = 32, history: int = 512, quantile: float = 0.9, min_samples: int = 8,
                  min_span_s: float = 0.0, replan_frac: float = 0.1, prior_s: float | None = None,
-                 prior_spread: float = 0.0) -> None:
+                 prior_spread: float = 0.0, unseen_frac: float = 0.5) -> None:
         if recent < 1 or history < recent or not 0.5 <= quantile < 1:
             raise ValueError("need recent >= 1, history >= recent and 0.5 <= quantile < 1")
         self._recent: deque[float] = deque(maxlen=recent)
@@ -77,6 +85,7 @@ class RateEstimator:
         self.replan_frac = replan_frac
         self.prior_s = prior_s
         self.prior_spread = prior_spread
+        self.unseen_frac = unseen_frac
         self.count = 0
         """Samples measured (all time)."""
         self.span_s = 0.0
@@ -126,6 +135,15 @@ class RateEstimator:
         if pessimistic is None or robust is None or self.prior_spread <= 0:
             return pessimistic
         return max(pessimistic, estimate_room_s(robust, self.prior_s, self.prior_spread))
+
+    def spread_room_s(self) -> float | None:
+        """Seconds per step to keep a deadline with: ``pessimistic_with_room_s``, never below the slowest
+        step seen plus ``unseen_frac`` of the range seen (fastest to slowest): nil range, no extra room."""
+        pessimistic = self.pessimistic_with_room_s()
+        if pessimistic is None or not self._history:
+            return pessimistic
+        slowest, fastest = max(self._history), min(self._history)
+        return max(pessimistic, slowest + self.unseen_frac * (slowest - fastest))
 
     @property
     def reserve_frac(self) -> float:

@@ -1,35 +1,47 @@
-"""Whether a planned wait is worth it: no waiting for nothing.
+"""Whether a planned wait is worth it: no waiting for nothing, and none for less than it is expected to save.
 
 A policy plans a delay or a pause from a forecast. The engine (and the
-simulator, the same code) then asks three questions before it waits:
+simulator, the same code) then asks two questions before it waits:
 
 1. Is the signal constant (a static provider, a fallback to a constant, or no
    forecast at all)? Then waiting cannot save anything: run now.
 2. Does the plan the wait belongs to save more than ``min_saving_frac`` of the
    job's expected emissions (its remaining energy at the mean intensity up to
-   the deadline) against running now?
-3. Does it save more than the forecast's own error at the horizon it relies
-   on (the measured mean absolute error at the resume's horizon, times the
-   energy the wait moves)?
+   the deadline) against running now, *in expectation*?
+
+The expectation is over the forecast's measured error. Its bias by hours ahead
+(``Snapshot.forecast_bias_g_per_kwh``) is taken out before planning
+(``policies/calibrate.py``), so the saving a calibrated policy reports is
+already the expected one; what is left of the error is noise around it, and
+noise that is as likely either way does not shrink an expected saving. With
+that error (the median absolute error at the resume's horizon, read as a normal
+spread) the gate states the chance that waiting beats running now,
+Φ(saving / spread × energy moved): over one half exactly when the expected
+saving is positive. It is reported in the reason, not used as a margin.
 
 Ties go to running now. Pure functions of their arguments.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
+from greentrain.policies.calibrate import calibrated
 from greentrain.policies.planner import J_PER_KWH
 
-__all__ = ["DEFAULT_MIN_SAVING_FRAC", "constant_signal", "expected_job_g", "keep_latest_start", "worth_waiting"]
+__all__ = ["DEFAULT_MIN_SAVING_FRAC", "constant_signal", "expected_job_g", "keep_latest_start", "win_probability",
+           "worth_waiting"]
 
 DEFAULT_MIN_SAVING_FRAC = 0.005
 """A wait must save more than this fraction of the job's expected emissions."""
 
 _SAME = 1e-9
+_MAD_TO_SIGMA = 1.4826
+"""A normal error's standard deviation per unit of its median absolute deviation."""
 
 
 def constant_signal(snapshot: Snapshot) -> bool:
@@ -50,8 +62,9 @@ def expected_job_g(snapshot: Snapshot) -> float:
     return snapshot.power_w * max(0.0, snapshot.work_remaining_s) * sum(values) / len(values) / J_PER_KWH
 
 
-def _forecast_error_g(snapshot: Snapshot, decision: Decision, now: datetime) -> float:
-    """The forecast's error over the energy the wait moves: MAE at the resume's horizon × that energy."""
+def _spread_g(snapshot: Snapshot, decision: Decision, now: datetime) -> float:
+    """The spread of the wait's saving: the forecast's error at the resume's horizon (as a normal standard
+    deviation) × the energy the wait moves there; 0 when nothing is measured."""
     errors = snapshot.forecast_error_g_per_kwh
     if not errors or decision.until is None or not snapshot.power_w:
         return 0.0
@@ -59,12 +72,20 @@ def _forecast_error_g(snapshot: Snapshot, decision: Decision, now: datetime) -> 
     starts = [start for start, _end in decision.plan if start > now]
     resume_s = max(wait_s, ((min(starts) - now).total_seconds() if starts else wait_s))
     horizon = min(len(errors) - 1, max(0, int(resume_s // 3600)))
-    return errors[horizon] * snapshot.power_w * wait_s / J_PER_KWH
+    return _MAD_TO_SIGMA * errors[horizon] * snapshot.power_w * wait_s / J_PER_KWH
+
+
+def win_probability(saving_g: float, spread_g: float) -> float:
+    """The chance that a wait expected to save ``saving_g`` (bias taken out) beats running now, its error a
+    normal of standard deviation ``spread_g``: 1 or 0 when the error is nil."""
+    if spread_g <= 0:
+        return 1.0 if saving_g > 0 else 0.0
+    return 0.5 * (1.0 + math.erf(saving_g / (spread_g * math.sqrt(2.0))))
 
 
 def worth_waiting(decision: Decision, snapshot: Snapshot, now: datetime,
                   min_saving_frac: float = DEFAULT_MIN_SAVING_FRAC) -> Decision:
-    """``decision``, or RUN (with the reason) when its wait is for nothing or too little to trust."""
+    """``decision``, or RUN (with the reason) when its wait is for nothing or expected to save too little."""
     if decision.action not in (Action.PAUSE, Action.DELAY_START):
         return decision
     if constant_signal(snapshot):
@@ -73,21 +94,21 @@ def worth_waiting(decision: Decision, snapshot: Snapshot, now: datetime,
     # What the wait buys. A delayed start: the whole plan's saving against running now (nothing is lost by
     # waiting an interval, and the plan re-plans each one). A job under way: this wait's own saving over
     # running the interval, which a forecast that always sees the next hour a little cleaner would otherwise
-    # spend hour after hour until the deadline guard forces the run into the worst hours.
+    # spend hour after hour until the deadline guard forces the run into the worst hours (the bias taken
+    # out by the policy is what stops that; the floor stops the rest).
     fresh = snapshot.state == JobState.WAITING
     saving_g = decision.plan_saving_g if fresh and decision.plan_saving_g is not None else decision.saving_g
     if saving_g is None:
         return decision  # the policy does not say what it expects: its own judgement stands
-    floor_g = min_saving_frac * expected_job_g(snapshot)
-    error_g = _forecast_error_g(snapshot, decision, now)
+    expected_g = expected_job_g(calibrated(snapshot, now))
+    floor_g = min_saving_frac * expected_g
     if saving_g <= floor_g:
         return _run(decision, f"waiting would save {saving_g:.3g} g, not more than "
-                              f"{min_saving_frac:.0%} of the job's expected {expected_job_g(snapshot):.3g} g; "
-                              "running now")
-    if saving_g <= error_g:
-        return _run(decision, f"waiting would save {saving_g:.3g} g, within the forecast's own error "
-                              f"({error_g:.3g} g at that horizon); running now")
-    return decision
+                              f"{min_saving_frac:.0%} of the job's expected {expected_g:.3g} g; running now")
+    chance = win_probability(saving_g, _spread_g(snapshot, decision, now))
+    return replace(decision, reason=f"{decision.reason} (beats running now with p = {chance:.2f} under the "
+                                    "forecast's measured error)" if snapshot.forecast_error_g_per_kwh
+                   else decision.reason)
 
 
 def _run(decision: Decision, reason: str) -> Decision:

@@ -1,27 +1,48 @@
-"""How wrong the forecast has been: mean absolute error by hours ahead, measured on this signal.
+"""How wrong the forecast has been, by hours ahead, measured on this signal: its spread and its bias.
 
 Each forecast the job used is remembered (per hour ahead); when the actual
-value of an hour arrives, the error of every remembered forecast for it is
-kept for its horizon. A wait is worth planning only if it saves more than
-this error over the energy it moves (``policies/worth.py``). The typical
-error is the median of the last ``window`` (one surprise, such as the very
-spike a pause avoids, is no typical error), and a horizon counts only once
-``min_scored`` forecasts were scored there. Nothing is assumed before
-anything is measured: an empty tuple.
+value of an hour arrives, the signed error (forecast minus actual) of every
+remembered forecast for it is kept for its horizon. Two summaries per horizon:
+
+- ``errors_g_per_kwh``: the typical size of an error, the median absolute
+  error of the last ``window`` (one surprise, such as the very spike a pause
+  avoids, is no typical error);
+- ``bias_g_per_kwh``: the systematic part, the mean signed error, kept only
+  as far as it stands out of the noise (shrunk towards 0 by its own standard
+  error, counting a day of hourly origins as one independent sample: errors a
+  few hours apart share their weather). A planner subtracts it from the
+  forecast (``policies/calibrate.py``), so a zone whose forecasts run low at
+  some horizons is planned on what its forecasts have meant there.
+
+A horizon counts only once ``min_scored`` forecasts were scored there.
+Nothing is assumed before anything is measured: an empty tuple. ``backfill``
+scores a forecaster on the history before a job starts (the simulator's
+start-of-job calibration).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from greentrain.signals.base import IntensityPoint
 
 __all__ = ["ForecastSkill"]
 
 _HOUR = timedelta(hours=1)
+_SAMPLE_H = 24.0
+"""Hours of forecast origins that count as one independent sample of a horizon's error: errors persist for
+hours (a windy spell), so a day of hourly forecasts says about as much about the bias as one of them."""
+
+
+class _Forecasts(Protocol):
+    def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
+        ...
 
 
 def _hour(when: datetime) -> datetime:
@@ -29,7 +50,8 @@ def _hour(when: datetime) -> datetime:
 
 
 class ForecastSkill:
-    """Median absolute forecast error per hour ahead (``max_h`` horizons, ``keep`` forecasts remembered)."""
+    """Forecast error per hour ahead: its median size and its bias (``max_h`` horizons, ``keep`` forecasts
+    remembered, the last ``window`` errors of each horizon kept)."""
 
     def __init__(self, max_h: int = 72, keep: int = 96, window: int = 168, min_scored: int = 6) -> None:
         self.max_h = max_h
@@ -38,6 +60,8 @@ class ForecastSkill:
         self._forecasts: dict[datetime, dict[datetime, float]] = {}
         """Hour the forecast was made -> {hour forecast: value}."""
         self._errors: list[deque[float]] = [deque(maxlen=window) for _ in range(max_h)]
+        self._made: list[deque[datetime]] = [deque(maxlen=window) for _ in range(max_h)]
+        """When each kept error's forecast was made (how many days the errors span)."""
         self._seen: set[datetime] = set()
 
     def record(self, now: datetime, forecast: Iterable[IntensityPoint]) -> None:
@@ -59,7 +83,8 @@ class ForecastSkill:
             predicted = values.get(hour)
             ahead = int((hour - made) / _HOUR) - 1
             if predicted is not None and 0 <= ahead < self.max_h:
-                self._errors[ahead].append(abs(predicted - actual.intensity_g_per_kwh))
+                self._errors[ahead].append(predicted - actual.intensity_g_per_kwh)
+                self._made[ahead].append(made)
 
     def errors_g_per_kwh(self) -> tuple[float, ...]:
         """Median absolute error by hours ahead (index 0: next hour), up to the last horizon scored
@@ -68,10 +93,10 @@ class ForecastSkill:
         if not measured:
             return ()
         out: list[float] = []
-        last = statistics.median(self._errors[measured[0]])
+        last = statistics.median(abs(e) for e in self._errors[measured[0]])
         for i in range(measured[-1] + 1):
             if len(self._errors[i]) >= self.min_scored:
-                last = statistics.median(self._errors[i])
+                last = statistics.median(abs(e) for e in self._errors[i])
             out.append(last)
         # Past the last horizon scored, an error that grows like a random walk's (sqrt of the hours ahead):
         # far forecasts are not as good as the nearest scored one, and an error taken too small there lets
@@ -79,3 +104,39 @@ class ForecastSkill:
         top = len(out)
         out.extend(last * ((h + 1) / top) ** 0.5 for h in range(top, self.max_h))
         return tuple(out)
+
+    def bias_g_per_kwh(self) -> tuple[float, ...]:
+        """The forecast's bias by hours ahead (forecast minus actual; index 0: next hour), up to the last
+        horizon scored ``min_scored`` times, 0 where a horizon is short of that.
+
+        The mean signed error, shrunk towards 0 by its standard error (soft threshold): a bias smaller than
+        the noise of its own estimate is taken as none, and only what stands out of it is corrected. The
+        standard error counts one sample per day the errors span (``_SAMPLE_H``)."""
+        measured = [i for i, errors in enumerate(self._errors) if len(errors) >= self.min_scored]
+        if not measured:
+            return ()
+        out: list[float] = []
+        for i in range(measured[-1] + 1):
+            errors = self._errors[i]
+            if len(errors) < self.min_scored:
+                out.append(0.0)
+                continue
+            mean = statistics.fmean(errors)
+            spread = statistics.pstdev(errors)
+            made = self._made[i]
+            span_h = (max(made) - min(made)) / _HOUR
+            samples = min(len(errors), 1.0 + span_h / _SAMPLE_H)
+            out.append(math.copysign(max(0.0, abs(mean) - spread / math.sqrt(samples)), mean))
+        return tuple(out)
+
+    def backfill(self, forecaster: _Forecasts, history: Sequence[IntensityPoint], now: datetime, *,
+                 days: float = 7.0, every_h: int = 6, horizon_h: int = 72) -> None:
+        """Score ``forecaster`` on ``history`` before ``now``: its forecasts made every ``every_h`` hours over
+        the last ``days`` (from the history up to each origin only), against the actuals that followed.
+        ``history`` is hourly, in time order; only points before the hour of ``now`` are used."""
+        first = bisect_left(history, _hour(now) - timedelta(days=days), key=lambda p: p.start)
+        stop = bisect_left(history, _hour(now), key=lambda p: p.start)
+        for i in range(first, stop):
+            self.observe(history[i])
+            if (i - first) % every_h == 0:
+                self.record(history[i].start, forecaster.forecast(history[: i + 1], history[i].start, horizon_h))

@@ -8,6 +8,14 @@ the measured operating points (or an elastic job's scaling profile, its
 current replica count and the count its work is counted at). It calls ``policy.decide(snapshot, now)``,
 the very function the engine calls, and charges the interval in the Ledger.
 A PAUSE/DELAY_START is honoured until ``Decision.until``, as the engine does.
+
+The job's rate is measured as the engine measures it: an interval's run is a
+sample, and while the job waits a probe of the rate it would run at now (the
+engine's ``rate_probe``) is one. Deadlines are planned and guarded with the
+room their spread asks for (``RateEstimator.spread_room_s``: none for a steady
+job). The forecast's error is scored on the forecaster's record before the
+start and as the run goes (``signals/liveskill.py``), and its bias by hours
+ahead goes to the policy (``Snapshot.forecast_bias_g_per_kwh``).
 """
 
 from __future__ import annotations
@@ -33,7 +41,10 @@ from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.noise import RateProfile
 
-__all__ = ["ForecasterLike", "TraceIndex", "simulate_run"]
+__all__ = ["CALIBRATE_DAYS", "ForecasterLike", "TraceIndex", "simulate_run"]
+
+CALIBRATE_DAYS = 7.0
+"""Days of the forecaster's record before a simulated start scored to calibrate it (its bias by horizon)."""
 
 _STATES = {StartState.FRESH: JobState.WAITING, StartState.RUNNING: JobState.RUNNING, StartState.PAUSED: JobState.PAUSED}
 
@@ -111,17 +122,23 @@ def rate_estimator(estimate_error: float = 0.0) -> RateEstimator:
 def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy,
                  forecaster: ForecasterLike, rates: RateProfile | None = None, *,
                  min_wait_saving: float = DEFAULT_MIN_SAVING_FRAC, estimate_error: float = 0.0,
-                 engine_gate: bool = True) -> RunTrace:
+                 engine_gate: bool = True, wait_gate: bool = True,
+                 calibrate_days: float = CALIBRATE_DAYS) -> RunTrace:
     """Run ``job`` from ``start`` under ``policy`` at the realised ``rates``; stops when done or at twice the
     deadline. The policy sees the rate only as a running job measures it (``policies/rate.py``), and its
     waits pass the engine's gate (``policies/worth.py``) and deadline guard; ``engine_gate=False`` replays the
-    policy's decisions as they are (tests of the replay itself)."""
+    policy's decisions as they are (tests of the replay itself), ``wait_gate=False`` keeps the deadline guard
+    but not the wait gate (what the gate costs, in the benchmarks). The forecast's error is measured from
+    the forecaster's record over the ``calibrate_days`` before the start (``ForecastSkill.backfill``) and on
+    as the run goes."""
     first = trace.index(start)
     deadline = start + timedelta(seconds=job.deadline_s)
     give_up = start + timedelta(seconds=2 * max(job.deadline_s, job.work_s))
     ledger = Ledger(job, rates=rates, origin=start)
     estimator = rate_estimator(estimate_error)
     skill = ForecastSkill()  # the forecast's error so far, as the engine measures it
+    if calibrate_days > 0:
+        skill.backfill(forecaster, trace.points[:first], start, days=calibrate_days)
     mode = job.full
     wake: datetime | None = None
     paused = False
@@ -134,11 +151,14 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
         if ledger.done or now >= give_up:
             break
         if wake is None or now >= wake:
+            if paused or started_at is None:  # nothing runs to measure the rate: probe it
+                _probe(estimator, rates, now - start)
             snapshot = _snapshot(trace, t, job, ledger, deadline, forecaster, mode, started_at, estimator, skill)
             decision = policy.decide(snapshot, now)
             tally.score(now, snapshot.forecast, trace.actual_at)
             if engine_gate:
-                decision = worth_waiting(decision, snapshot, now, min_wait_saving)
+                if wait_gate:
+                    decision = worth_waiting(decision, snapshot, now, min_wait_saving)
                 decision = keep_latest_start(decision, now, _latest_start(job, ledger, deadline, estimator),
                                              (point.end - point.start).total_seconds())
             decisions += 1
@@ -156,9 +176,16 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
     return RunTrace(ledger, start, deadline, decisions, tally)
 
 
+def _probe(estimator: RateEstimator, rates: RateProfile | None, offset: timedelta) -> None:
+    """A waiting job's rate probe (the engine's ``rate_probe``): the rate the machine would run it at now. It
+    feeds the spread the deadline room is kept with; a steady rate adds none."""
+    rate = rates.rate_at(offset.total_seconds()) if rates is not None else 1.0
+    estimator.add(1.0 / rate)
+
+
 def _latest_start(job: SimJob, ledger: Ledger, deadline: datetime, estimator: RateEstimator) -> datetime:
     """The latest (re)start that finishes the rest by ``deadline`` at the pessimistic rate (a resume first)."""
-    need_s = ledger.remaining_s * (estimator.pessimistic_with_room_s() or 1.0) / job.full.speed
+    need_s = ledger.remaining_s * (estimator.spread_room_s() or 1.0) / job.full.speed
     if ledger.state != StartState.FRESH:
         need_s += job.resume_overhead_s
     return deadline - timedelta(seconds=need_s)
@@ -174,7 +201,7 @@ def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: 
     skill.record(now, forecast)
     return Snapshot(
         work_remaining_s=ledger.remaining_s * (estimator.robust_s or 1.0),
-        work_remaining_upper_s=ledger.remaining_s * (estimator.pessimistic_with_room_s() or 1.0),
+        work_remaining_upper_s=ledger.remaining_s * (estimator.spread_room_s() or 1.0),
         power_w=mode.power_w / (estimator.robust_s or 1.0),  # as measured: energy per second of running
         carbon_now=trace.points[t],
         forecast=tuple(forecast),
@@ -186,6 +213,7 @@ def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: 
         current_power_limit_w=mode.power_limit_w,
         waiting_power_w=job.waiting_power_w,
         forecast_error_g_per_kwh=skill.errors_g_per_kwh(),
+        forecast_bias_g_per_kwh=skill.bias_g_per_kwh(),
         scaling=job.scaling,
         replicas=ledger.replicas,
         work_replicas=job.replicas,
