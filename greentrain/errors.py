@@ -22,6 +22,7 @@ __all__ = [
     "DaemonUnavailableError",
     "DeadlineError",
     "MissingExtraError",
+    "Interrupted",
 ]
 
 
@@ -83,3 +84,14 @@ class ActuationError(GreentrainError, RuntimeError):
 
 class DaemonUnavailableError(ActuationError):
     """No ``greentrain daemon`` answers on the socket (may be transient: the next request tries again)."""
+
+
+class Interrupted(SystemExit, KeyboardInterrupt):
+    """Ctrl-C ended a wait: ends the program with status ``code`` (130) and no traceback; the driver (``Session``,
+    the CLI) says the one line.
+
+    A ``KeyboardInterrupt`` too, so a training loop's own ``except KeyboardInterrupt`` (to save, say) still
+    catches it; re-raised or uncaught, Python exits quietly with ``code`` as for ``SystemExit``."""
+
+    def __init__(self, code: int = 130) -> None:
+        super().__init__(code)

@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="greentrain", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except click.Abort:
-        click.echo("Aborted.", err=True)
+    except click.Abort:  # click's form of Ctrl-C (``greentrain.errors.Interrupted`` from a wait included)
+        click.echo("greentrain: interrupted (Ctrl-C)", err=True)
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError as e:
         if e.ctx is not None and e.ctx.parent is None:  # plain `greentrain`: asking what it does is no error
@@ -97,4 +97,5 @@ def main(argv: list[str] | None = None) -> None:
             click.echo(f"greentrain: error: {line}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
+        click.echo("greentrain: interrupted (Ctrl-C)", err=True)
         sys.exit(130)

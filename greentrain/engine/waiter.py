@@ -74,17 +74,19 @@ class Waiter:
         engine.pause_cost.begin_pause(started, self._held_energy_j())
         self._stop.clear()
         leader = engine.is_leader
-        if leader:
-            with self._lock:
-                self._target = self._clamp(when, started)
-            self.open_scheduler()
-            self._said_later = False
-            self.announce(reason)
-            engine.log_pause_cost()
-        interrupted = False
+        interrupted = ctrl_c = False
         try:
+            if leader:
+                with self._lock:
+                    self._target = self._clamp(when, started)
+                self.open_scheduler()
+                self._said_later = False
+                self.announce(reason)
+                engine.log_pause_cost()
             with _Countdown(self, reason, enabled=leader and self.countdown) as countdown:
                 interrupted = self._loop(countdown)
+        except KeyboardInterrupt:  # Ctrl-C under Python's own handler (a plain loop): one line, not a traceback
+            interrupted = ctrl_c = True
         finally:
             self._unschedule()
             # The scheduler lives only as long as a wait: an engine its owner never closes must not
@@ -92,7 +94,20 @@ class Waiter:
             self.close_scheduler(wait=True)
         self._charge_idle()
         engine.mark_running(clock.now())
+        if ctrl_c:
+            self._stop_on_ctrl_c()
         return interrupted
+
+    def _stop_on_ctrl_c(self) -> None:
+        """Ctrl-C ended the wait (its scheduler is closed, its idle draw charged): ``Interrupted``, status 130.
+
+        The driver says the one line (``Session``, the CLI); a loop's own ``except KeyboardInterrupt`` still
+        catches it, and uncaught it ends the program quietly, never with a traceback from inside the wait."""
+        from greentrain.errors import Interrupted
+        from greentrain.exitcodes import INTERRUPTED_EXIT_CODE
+
+        self.engine.event("interrupted", during="wait")
+        raise Interrupted(INTERRUPTED_EXIT_CODE)
 
     def interrupt(self) -> None:
         """Make the current wait return at once (thread- and signal-handler-safe)."""
