@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from greentrain.units import format_duration_s, format_energy_j, format_masses_g, format_time
 
 if TYPE_CHECKING:
+    from greentrain.engine.carbonview import CarbonView
     from greentrain.engine.collaborators import CarbonSignal, EnergyMonitor
     from greentrain.engine.core import EngineCore
 
@@ -75,12 +76,53 @@ def _one(provider: object) -> str:
     return f"{name} (live)"
 
 
-def signal_words(signals: CarbonSignal | None, zone: str | None, provider_spec: object = None) -> str:
-    """How the job prices its energy: live, replayed, static, or a fallback, and why a fallback."""
+def _name(provider: object) -> str:
+    inner = _inner(provider)
+    return str(getattr(inner, "name", type(inner).__name__))
+
+
+def _offline(provider: object) -> bool:
+    return _name(provider) in ("csv", "static") or isinstance(getattr(_inner(provider), "path", None), Path)
+
+
+def _not_reached(view: CarbonView | None, providers: list[object]) -> str | None:
+    """Why the first (live) provider gave no value at the start, or None when it did (or cannot be known)."""
+    if view is None or _offline(providers[0]):
+        return None
+    point = view.last
+    if point is not None and not view.stale and point.provider == _name(providers[0]):
+        return None
+    status = view.status()
+    error = (status.last_error if status is not None else None) or view.failure  # the chain's is the shorter
+    if error:
+        return f"not reached: {error.removeprefix(_name(providers[0]) + ': ')}"
+    if point is None or view.stale:
+        return "no answer yet"
+    return "not reached"
+
+
+def signal_words(signals: CarbonSignal | None, zone: str | None, provider_spec: object = None,
+                 view: CarbonView | None = None) -> str:
+    """How the job prices its energy: live, replayed, static, or a fallback, and why a fallback.
+
+    ``view`` (the engine's, after its first read): a live provider is called live only when it answered;
+    otherwise the words say why not and what is used instead (the fallback that answered, or nothing)."""
     if signals is None:
         return "no carbon signal (energy only; runs now)"
     where = str(getattr(signals, "zone", "") or zone or "")
     providers = _providers(signals)
+    why = _not_reached(view, providers)
+    if why is not None:
+        first = f"{_name(providers[0])} ({why})"
+        point = view.last if view is not None else None
+        used = next((p for p in providers[1:] if point is not None and _name(p) == point.provider), None)
+        if used is not None:
+            fallback = f"; using the fallback {_one(used)}"
+        elif point is not None:
+            fallback = f"; using its last value ({point.provider})"
+        else:
+            fallback = "; no carbon value until it answers (runs now, emissions unknown)"
+        return (f"carbon {where} from {first}" if where else f"carbon from {first}") + fallback
     words = f"carbon {where} from {_one(providers[0])}" if where else f"carbon from {_one(providers[0])}"
     if len(providers) > 1:
         words += ", falling back to " + ", then ".join(_one(p) for p in providers[1:])
@@ -92,7 +134,7 @@ def signal_words(signals: CarbonSignal | None, zone: str | None, provider_spec: 
 def plan_text(engine: EngineCore, *, policy: str, zone: str | None, provider_spec: object,
               metrics_url: str | None, pause_mode: str | None = None) -> str:
     """The plan: policy, carbon signal and its kind, work, deadline, how it pauses, metrics URL."""
-    parts = [f"policy {policy}", signal_words(engine.signals.signals, zone, provider_spec)]
+    parts = [f"policy {policy}", signal_words(engine.signals.signals, zone, provider_spec, view=engine.signals)]
     work_s = engine.progress.work_total_s
     if work_s:
         parts.append(f"~{format_duration_s(work_s)} of work")
