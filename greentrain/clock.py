@@ -75,6 +75,11 @@ class Clock(ABC):
         """Clock seconds per real second (1 for wall time)."""
         return 1.0
 
+    def catch_up(self, when: datetime) -> bool:
+        """Move a simulated calendar forward to ``when`` (a relaunched job continues where its previous
+        process stopped, so its times never go back); True if it moved. Wall time cannot move: no-op."""
+        return False
+
     simulated: bool = True
     """Whether this clock's time is not the wall's (times people read are marked 'simulated')."""
 
@@ -113,6 +118,13 @@ class ReplayClock(Clock):
     def now(self) -> datetime:
         return self._origin + timedelta(seconds=(time.monotonic() - self._t0) * self._speedup)
 
+    def catch_up(self, when: datetime) -> bool:
+        ahead = ensure_aware_utc(when, "when") - self.now()
+        if ahead <= timedelta(0):
+            return False
+        self._origin += ahead
+        return True
+
     def sleep(self, seconds: float, stop: threading.Event | None = None) -> bool:
         real_s = max(0.0, seconds) / self._speedup
         if stop is None:
@@ -131,6 +143,14 @@ class FrozenClock(Clock):
     def now(self) -> datetime:
         with self._lock:
             return self._now
+
+    def catch_up(self, when: datetime) -> bool:
+        with self._lock:
+            when = ensure_aware_utc(when, "when")
+            if when <= self._now:
+                return False
+            self._now = when
+            return True
 
     def advance(self, seconds: float) -> None:
         with self._lock:

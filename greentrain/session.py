@@ -12,10 +12,16 @@ with Session(policy="carbon-aware", zone="GB", deadline="+12", steps_total=1000,
 
 ``session.step`` marks a step boundary; decisions apply only there. In
 ``suspend`` mode a pause waits inside ``step``; in ``checkpoint`` mode the
-session saves (your ``save(step)`` or the default model/optimizer checkpoint),
-sets ``should_stop``, and on leaving the ``with`` block waits for the planned
-time and relaunches the script (``relaunch="exec"``), exits for a scheduler to
-requeue (``"exit"``), or just returns (``"none"``; the next Session resumes).
+session saves (your ``save(step)`` or the default model/optimizer checkpoint,
+with the objects registered in ``state=``), sets ``should_stop``, and on
+leaving the ``with`` block waits for the planned time and relaunches the script
+(``relaunch="exec"``), exits for a scheduler to requeue (``"exit"``), or just
+returns (``"none"``; the next Session resumes).
+
+The job's state file moves with the checkpoints (``greentrain.job.commit``):
+a process that ends between checkpoints leaves the last checkpoint's progress
+and counts its own work since as lost. Ctrl-C anywhere inside the session
+says one line and exits 130; the next start resumes from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
@@ -42,13 +48,15 @@ from greentrain.errors import ConfigError
 from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.job.build import Job, JobParts, build_job
 from greentrain.job.checkpoint import JobCheckpoint
+from greentrain.job.commit import StateKeeper, deferred_interrupt, interrupt_line
+from greentrain.job.state import EngineState
 from greentrain.job.hardware import JobHardware
 from greentrain.job.options import JobOptions, PolicySpec, SessionSettings, unknown_settings
 from greentrain.job.process import reexec
 from greentrain.job.resolve import STATE_ENV, default_state_path, resolve_pause_mode
 from greentrain.job.resources import close_all
 from greentrain.job.rngstate import RNGState
-from greentrain.job.state import load_state, save_state, state_of
+from greentrain.job.announce import say
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Action, Decision
 from greentrain.policies.loader import load_policy
@@ -61,7 +69,10 @@ if TYPE_CHECKING:
 
     from greentrain.exporters.server import MetricsServer
 
-__all__ = ["Session", "RESUME_EXIT_CODE"]  # RESUME_EXIT_CODE: re-exported from greentrain.exitcodes
+__all__ = ["Session", "RESUME_EXIT_CODE", "INTERRUPTED_EXIT_CODE"]  # RESUME_EXIT_CODE: from greentrain.exitcodes
+
+INTERRUPTED_EXIT_CODE = 130
+"""The status after Ctrl-C (128 + SIGINT), as a shell reports a program SIGINT stopped."""
 
 
 class Session:
@@ -76,6 +87,9 @@ class Session:
         policy: preset name, TOML path or ``Policy`` (the ``policy`` setting, also positional).
         save / load: your checkpoint functions (``save(next_step)``, ``load() -> next_step | None``);
             or ``model`` + ``optimizer`` + ``checkpoint_dir=`` for the default checkpoint.
+        state: your own objects to save and restore with the default checkpoint, by name: anything with
+            ``state_dict()``/``load_state_dict()`` (LR scheduler, GradScaler, sampler) or a plain ``dict``
+            (restored in place); restored before the first step (``greentrain.job.userstate``).
         model: the model: the default checkpoint's, and the key of the operating-point cache.
         dist: a torch.distributed group (auto when initialised) or a ``Broadcast``.
         clock: job clock (``ReplayClock`` for demos/tests). devices: a ``DeviceSet`` (default:
@@ -100,6 +114,7 @@ class Session:
         load: Callable[[], int | None] | None = None,
         model: Module | None = None,
         optimizer: Optimizer | None = None,
+        state: Mapping[str, object] | None = None,
         dist: ProcessGroup | Broadcast | None = None,
         clock: Clock | None = None,
         devices: DeviceSet | Literal[False] | None = None,
@@ -126,7 +141,7 @@ class Session:
         """Carbon scaling: an elastic job's replica actuator, set before entering (see the class docstring)."""
         self._dist = dist
         self._checkpoint = JobCheckpoint(save=save, load=load, model=model, optimizer=optimizer,
-                                         checkpoint_dir=self.options.checkpoint_dir)
+                                         checkpoint_dir=self.options.checkpoint_dir, state=state)
         self.relaunch: str = self.options.relaunch
         """'exec', 'exit' or 'none' ('auto' is resolved at ``__enter__`` from the number of processes)."""
         self._pause_mode = self.options.pause_mode
@@ -148,6 +163,9 @@ class Session:
         self._closers: list[Callable[[], object]] = []
         self._temp_state = False
         self._resumable = False
+        self._keeper = StateKeeper(None, self.job, self.options.deadline)
+        self._interrupted = False
+        self._saved: EngineState | None = None
         self._job: Job | None = None
         self.hardware = JobHardware()
         """Actuators, operating-point profiler and precision controller of this job (built at ``__enter__``)."""
@@ -167,6 +185,8 @@ class Session:
     def __enter__(self) -> Session:
         try:
             self._open()
+        except KeyboardInterrupt:
+            self._stop_interrupted()
         except BaseException:
             self._close_all(raise_errors=False)
             raise
@@ -174,6 +194,8 @@ class Session:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self._stop_interrupted()
         if exc_type is not None or not self.should_stop or self.relaunch == "none" or self.budget_spent:
             self._close_all(raise_errors=exc_type is None)  # never mask the training loop's own exception
             if self.budget_spent and exc_type is None and self.relaunch != "none":
@@ -185,6 +207,8 @@ class Session:
             if self.relaunch == "exec":
                 interrupted = engine.wait_until(self.resume_at, "checkpoint pause")
                 self.resume_at = None
+        except KeyboardInterrupt:
+            self._stop_interrupted()
         finally:
             self._close_all(raise_errors=False)
         if interrupted:
@@ -300,9 +324,15 @@ class Session:
             # exec keeps the pid: the relaunched process finds this file again
             self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
             self._temp_state = True
-        prior = load_state(self._state_path, self.job) if self._state_path else None
+        self._keeper.path = self._state_path
+        prior = self._keeper.load()
+        if prior is not None and prior.clock_at:  # a simulated calendar continues where the job stopped
+            self.clock.catch_up(datetime.fromisoformat(prior.clock_at))
         self._checkpoint.setup(broadcast)
         self.start_step, rng = self._checkpoint.load_with_rng(rng_at_enter)
+        prior, stale = self._keeper.resume_at_step(self.start_step)
+        if stale and broadcast.is_leader:
+            say(stale)
         self._job = build_job(self.options, self.parts, policy=policy, job_stats=self.job_stats,
                               broadcast=broadcast, prior=prior, steps_done=self.start_step,
                               hardware_released=self._pause_mode == "checkpoint" and self.relaunch == "exit",
@@ -326,28 +356,42 @@ class Session:
 
     def _checkpoint_pause(self, decision: Decision) -> None:
         engine = self._require_engine()
-        self._checkpoint.save(engine.progress.steps_done)
-        self.should_stop = True
-        self.resume_at = decision.until
-        self._persist(finished=False)
-
-    def _persist(self, *, finished: bool) -> None:
-        engine = self.engine
-        if engine is not None and self._state_path is not None and engine.is_leader:
-            save_state(state_of(engine, self.job, resume_at=self.resume_at, finished=finished), self._state_path)
+        with deferred_interrupt():  # checkpoint first, then the state: Ctrl-C waits for both
+            self._checkpoint.save(engine.progress.steps_done)
+            self.should_stop = True
+            self.resume_at = engine.resume_of(decision) or decision.until  # the resume the terminal gave
+            self._keeper.commit(engine, resume_at=self.resume_at)
 
     def _finish_engine(self) -> None:
         job, self._job = self._job, None
         if job is None:
             return
         engine = job.engine
+        state = self._keeper.capture(engine, resume_at=self.resume_at, finished=engine.finished)
+        self._saved = state
+        lost_steps, lost_j = self._keeper.lost_since_commit(state)
+        extra = {"lost_steps": lost_steps, "lost_energy_j": lost_j} if lost_steps > 0 else {}
+        if self._interrupted:
+            job.begun = False  # one line for Ctrl-C (``_stop_interrupted``), not the summary
         try:
+            job.close(resume_at=self.resume_at, **({"interrupted": True} if self._interrupted else {}), **extra)
+        finally:  # after the close: the clock's last reading is stamped, so a relaunch never goes back
             if self._temp_state and engine.finished and self._state_path is not None:
                 self._state_path.unlink(missing_ok=True)  # our own scratch file: nothing left to resume
             elif self._resumable:  # a start that failed (e.g. an impossible deadline) leaves nothing to resume
-                self._persist(finished=engine.finished)
-        finally:
-            job.close(resume_at=self.resume_at)
+                self._keeper.write(state, engine)
+
+    def _stop_interrupted(self) -> None:
+        """Ctrl-C: keep what the last checkpoint holds, say one line, exit 130 (no traceback)."""
+        at_step = self.step_index
+        self._interrupted = True
+        self._close_all(raise_errors=False)
+        engine, state = self.engine, self._saved
+        if engine is None or engine.is_leader:
+            resume = state.steps_done if state is not None else self.start_step
+            measured = state is not None and engine is not None and engine.measures_energy
+            say(interrupt_line(at_step, resume, self._keeper.lost_since_commit(state)[1] if measured else None))
+        raise SystemExit(INTERRUPTED_EXIT_CODE)
 
     def _close_all(self, raise_errors: bool = True) -> None:
         closers, self._closers = self._closers, []

@@ -32,7 +32,7 @@ from greentrain.job.codecarbon_row import CodeCarbonRecorder
 from greentrain.job.hardware import JobHardware, build_hardware, discover_devices
 from greentrain.job.options import JobOptions
 from greentrain.job.resources import build_monitor, build_signals, close_all, start_metrics
-from greentrain.job.state import EngineState, restore_into
+from greentrain.job.state import EngineState, deadline_spec, restore_into
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Decision, Policy
 
@@ -160,6 +160,8 @@ def build_job(
     broadcast = broadcast or LocalBroadcast()
     clock = parts.clock or SystemClock()
     deadline = resolve_deadline(options.deadline, prior, clock.now())  # the one place it is normalised
+    if broadcast.is_leader:
+        _say_deadline_change(prior, deadline, clock.simulated)
     if options.codecarbon_csv is not None and broadcast.is_leader:
         check_target(options.codecarbon_csv)  # before any work: a path that cannot take the row is bad input
     closers: list[Callable[[], object]] = []
@@ -268,15 +270,33 @@ def _policy_name(spec: object, policy: Policy) -> str:
 
 
 def resolve_deadline(value: datetime | str | None, prior: EngineState | None, now: datetime) -> datetime | None:
-    """An aware deadline; '+H' counts from the job's first start (kept in ``prior``), not a relaunch."""
-    relative = value is None or (isinstance(value, str) and value.strip().startswith("+"))
-    if prior is not None and prior.deadline and relative:
-        return EngineState.parse_time(prior.deadline)
+    """An aware deadline; '+H' counts from the job's first start (kept in ``prior``), not a relaunch. The
+    stored deadline is kept when none is given or the same value is given again (a relaunch's own command
+    line); a different one given on a restart wins, '+H' then counting from now."""
+    if prior is not None and prior.deadline:
+        if prior.deadline_given is not None:  # the state knows what was given: only another value replaces it
+            keep = value is None or deadline_spec(value) == prior.deadline_given
+        else:  # written before it did: a relative or absent one keeps it
+            keep = value is None or (isinstance(value, str) and value.strip().startswith("+"))
+        if keep:
+            return EngineState.parse_time(prior.deadline)
     if value is None:
         return None
     if isinstance(value, datetime):
         return ensure_aware_utc(value, "deadline")
     return parse_deadline(str(value), now, param="deadline")
+
+
+def _say_deadline_change(prior: EngineState | None, deadline: datetime | None, simulated: bool) -> None:
+    """One line when the deadline given on a restart replaces the one the job's state kept."""
+    stored = EngineState.parse_time(prior.deadline) if prior is not None and prior.deadline else None
+    if stored is None or deadline is None or deadline == stored:
+        return
+    from greentrain.job.announce import say
+    from greentrain.units import format_time
+
+    say(f"greentrain: deadline {format_time(deadline, simulated=simulated)} (given now) replaces "
+        f"{format_time(stored, simulated=simulated)} (kept in the job's state)")
 
 
 def planning_step_time_s(prior: EngineState | None, hint_s: float | None) -> float | None:

@@ -1,9 +1,13 @@
 """Engine state that must survive a checkpoint-mode relaunch.
 
 A relaunched process must keep the *original* deadline (``+12`` means twelve
-hours from the first start, not from each relaunch), the measured step time
-(so its first decision can plan), the time already spent running and the
-emissions totals. One small JSON file, written atomically.
+hours from the first start, not from each relaunch; a different deadline
+given on a restart replaces it), the measured step time (so its first
+decision can plan), the time already spent running, the emissions totals and
+where a simulated calendar stood (a ``ReplayClock`` continues from there). One
+small JSON file, written atomically. Its progress is that of the last complete
+checkpoint (``greentrain.job.commit``): work done since then and lost is
+counted in ``lost_steps``/``lost_energy_j``, never as steps done.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from greentrain.userfile import load_json
 if TYPE_CHECKING:
     from greentrain.engine import Engine
 
-__all__ = ["STATE_FILE_NAME", "EngineState", "load_state", "save_state", "state_of", "restore_into"]
+__all__ = ["STATE_FILE_NAME", "EngineState", "load_state", "save_state", "state_of", "restore_into", "deadline_spec"]
 
 STATE_FILE_NAME = "greentrain-state.json"
 """The job's state file, beside its checkpoints (``checkpoint_dir``, a framework's checkpoint folder)."""
@@ -52,6 +56,15 @@ class EngineState:
     measured_energy_j: float = 0.0
     measured_running_s: float = 0.0
     """The measured steps' energy and job-clock time: a relaunch plans with the power already measured."""
+    clock_at: str | None = None
+    """The job clock's time when this was written: a simulated calendar (``ReplayClock``) continues from it."""
+    deadline_given: str | None = None
+    """The deadline as the user gave it ('+12', an ISO time): the same value again keeps ``deadline``, another
+    replaces it."""
+    lost_steps: int = 0
+    """Steps run after the last complete checkpoint by processes that were interrupted: redone, not progress."""
+    lost_energy_j: float = 0.0
+    """Energy those processes spent after their last complete checkpoint (included in ``energy_j``)."""
 
     @staticmethod
     def parse_time(value: str | None) -> datetime | None:
@@ -93,12 +106,21 @@ def load_state(path: str | Path, job: str) -> EngineState | None:
     return state
 
 
+def deadline_spec(value: datetime | str | None) -> str | None:
+    """A deadline setting as it is stored in ``deadline_given`` (None when none was given)."""
+    if value is None:
+        return None
+    return value.isoformat() if isinstance(value, datetime) else str(value).strip()
+
+
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: bool) -> EngineState:
-    """Capture what a relaunch of ``job`` needs from ``engine``."""
+def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: bool,
+             deadline_given: str | None = None) -> EngineState:
+    """Capture what a relaunch of ``job`` needs from ``engine`` (``deadline_given``: the deadline as the user
+    gave it)."""
     stats = engine.io.job_stats.snapshot()
     progress, ledger = engine.progress, engine.ledger
     return EngineState(
@@ -109,6 +131,7 @@ def state_of(engine: Engine, job: str, *, resume_at: datetime | None, finished: 
         tokens=stats.tokens_total, resume_at=_iso(resume_at),
         finished=finished, deadline_warned=engine.deadline.watch.warned,
         measured_energy_j=progress.measured_energy_j, measured_running_s=progress.measured_running_s,
+        clock_at=_iso(engine.clock.now()), deadline_given=deadline_given,
     )
 
 
