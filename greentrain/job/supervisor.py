@@ -103,6 +103,8 @@ class Supervisor:
             if rc is not None:
                 self.engine.step_end()
                 if self._terminating is not None and rc == RESUME_EXIT_CODE:  # saved on Ctrl-C: resumable
+                    self.engine.note(f"stopped by {signal.Signals(self._terminating).name}: the command saved its "
+                                     "checkpoint; run the same command again to resume")
                     return 128 + self._terminating
                 return exit_status(rc)
             decision = self.engine.step_end()

@@ -41,3 +41,33 @@ def test_checkpoint_mode_follows_the_declaration(tmp_path: Path, worker: str, de
     assert summary["launches"] == (1 + pauses if declared else 1)
     assert proc.stderr.count(FALLBACK) == (0 if declared else 1), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_while_a_declared_program_runs_saves_it_and_the_next_run_resumes(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    (tmp_path / "worker.py").write_text(HANDSHAKE_WORKER)
+    out, state = tmp_path / "out.txt", tmp_path / "state"
+    args = [sys.executable, "-m", "greentrain", "run", "--policy", "run-now", "--no-measure", "--interval-s", "0.05",
+            "--", sys.executable, str(tmp_path / "worker.py"), str(out), str(state), "60", "0.05"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    try:
+        give_up = time.monotonic() + 40
+        while time.monotonic() < give_up and (not out.exists() or len(out.read_text().splitlines()) < 5):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "the command saved its checkpoint" in err
+    assert "avoided" not in err and "stopped by SIGINT (exit 130)" in err
+    saved = int(state.read_text())
+    assert 5 <= saved < 60
+    again = subprocess.run(args, capture_output=True, text=True, timeout=50, cwd=tmp_path, env=env)
+    assert again.returncode == 7, again.stderr
+    ticks = [int(line.split()[0]) for line in out.read_text().splitlines()]
+    assert ticks == list(range(60)), "resumed where it saved: no step lost or repeated"
