@@ -49,11 +49,13 @@ __all__ = ["run"]
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @job_flags("run", defaults={"pause_mode": "suspend", "job": None}, notes={
     "pause_mode": "Here suspend is SIGSTOP/SIGCONT of the command's process group, safe for any command (its devices "
-                  "idle); checkpoint needs a program that saves and exits on --checkpoint-signal, and releases them.",
+                  "idle); checkpoint releases them, only for a program that declared the handshake (saves and exits "
+                  "75 on --checkpoint-signal; greentrain.job.handshake): any other is suspended, with one line.",
     "job": "Default: the command's name."})
 @click.option("--estimate-hours", type=float, help="Running time the command needs, hours (needed to plan).")
 @click.option("--checkpoint-signal", default="SIGUSR1", show_default=True,
-              help="Signal that asks the command to save and exit (checkpoint mode).")
+              help="Signal that asks a command that declared the handshake to save and exit 75 (checkpoint mode; "
+                   "$GREENTRAIN_CHECKPOINT_SIGNAL).")
 @click.option("--checkpoint-timeout-s", type=float, default=600.0, show_default=True,
               help="How long to wait for the command to exit after the checkpoint signal.")
 @click.option("--interval-s", type=float, default=1.0, show_default=True,
