@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import dataclasses
 import difflib
 import functools
 import inspect
@@ -23,7 +22,7 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["field_docs", "field_defaults", "choices_in", "type_problem", "read_value", "describe", "did_you_mean",
+__all__ = ["field_docs", "choices_in", "type_problem", "read_value", "describe", "did_you_mean",
            "hints"]
 
 _UNION_TYPES = (typing.Union, types.UnionType)
@@ -156,15 +155,3 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``choices``, or ''."""
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def field_defaults(cls: type) -> dict[str, object]:
-    """Each field's default (its factory's product where it has one)."""
-    out: dict[str, object] = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
-    return out
-

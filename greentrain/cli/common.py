@@ -12,11 +12,7 @@ from greentrain.clock import parse_deadline as _parse_deadline
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint
 
-__all__ = ["parse_deadline", "history_notes", "DEADLINE_HELP", "DEADLINE_POLICY_HELP"]
-
-DEADLINE_POLICY_HELP = ("strict (default): refuse a deadline shorter than the work, and exit with status 3 "
-                        "after a late finish; best-effort: warn and run on (no status 3). A likely miss is "
-                        "said on stderr either way.")
+__all__ = ["parse_deadline", "history_notes", "DEADLINE_HELP"]
 
 
 def parse_deadline(value: str, now: datetime, param: str = "--deadline") -> datetime:
