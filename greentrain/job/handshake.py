@@ -75,7 +75,8 @@ class PauseRequest:
         sys.stderr.flush()
         raise SystemExit(RESUME_EXIT_CODE)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        """The signal handler ``on_pause`` installs: mark the request; save and exit now unless at a boundary."""
         self.requested = True
         if not self.at_step_boundary:
             self.checkpoint()
@@ -94,7 +95,7 @@ def on_pause(save_fn: Callable[[], object], *, at_step_boundary: bool = False) -
     request = PauseRequest(save_fn, active=bool(name), at_step_boundary=at_step_boundary)
     if not name:
         return request
-    signal.signal(_parse(name), request._on_signal)
+    signal.signal(_parse(name), request.handle)
     ready = os.environ.get(READY_ENV)
     if ready:
         Path(ready).write_text(name, encoding="utf-8")  # after the handler: a signal now is handled
