@@ -369,8 +369,7 @@ class Session:
         engine = job.engine
         state = self._keeper.capture(engine, resume_at=self.resume_at, finished=engine.finished)
         self._saved = state
-        lost_steps, lost_j = self._keeper.lost_since_commit(state)
-        extra = {"lost_steps": lost_steps, "lost_energy_j": lost_j} if lost_steps > 0 else {}
+        extra = {"lost_steps": state.lost_steps, "lost_energy_j": state.lost_energy_j} if state.lost_steps else {}
         if self._interrupted:
             job.begun = False  # one line for Ctrl-C (``_stop_interrupted``), not the summary
         try:
