@@ -102,10 +102,8 @@ class Supervisor:
                 continue
             if rc is not None:
                 self.engine.step_end()
-                if self._terminating is not None and rc == RESUME_EXIT_CODE:  # saved on Ctrl-C: resumable
-                    self.engine.note(f"stopped by {signal.Signals(self._terminating).name}: the command saved its "
-                                     "checkpoint; run the same command again to resume")
-                    return 128 + self._terminating
+                if self._terminating is not None:  # Ctrl-C/SIGTERM: the status says so, whatever the command did
+                    return self._stopped(rc)
                 return exit_status(rc)
             decision = self.engine.step_end()
             if self.scaler is not None and self.scaler.pending is not None and self._terminating is None:
@@ -119,6 +117,18 @@ class Supervisor:
                 if rc is not None:
                     return rc
             self.engine.step_begin()
+
+    def _stopped(self, rc: int) -> int:
+        """The command ended after greentrain was stopped by a signal: one line, and 128 + that signal."""
+        assert self._terminating is not None
+        name = signal.Signals(self._terminating).name
+        if rc == RESUME_EXIT_CODE:  # it saved on the checkpoint signal: resumable
+            self.engine.note(f"stopped by {name}: the command saved its checkpoint; run the same command again to "
+                             "resume")
+        else:
+            self.engine.note(f"stopped by {name}: the command got {name} and exited {exit_status(rc)} (no "
+                             "checkpoint handshake declared: a rerun resumes from whatever it saved itself)")
+        return 128 + self._terminating
 
     def _pause(self, decision: Decision) -> int | None:
         """Pause per mode; a final exit status if the command ended instead of pausing."""

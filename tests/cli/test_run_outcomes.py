@@ -90,3 +90,29 @@ def test_ctrl_c_during_a_delayed_start_is_130_and_no_traceback(tmp_path: Path) -
     assert "ran" not in out, "the command never started"
     done = [line for line in err.splitlines() if line.startswith("greentrain: done:")]
     assert len(done) == 1 and "stopped by SIGINT (exit 130)" in done[0] and "avoided" not in done[0], err
+
+
+def test_ctrl_c_while_an_undeclared_command_runs_is_130_and_one_line(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    child = ("import signal, sys, time\n"
+             "signal.signal(signal.SIGINT, lambda *a: sys.exit(1))\n"
+             f"open({str(started)!r}, 'w').close()\n"
+             "time.sleep(30)\n")
+    args = [sys.executable, "-m", "greentrain", "run", "--policy", "run-now", "--zone", "GB", "--provider", "static",
+            "--deadline", "+2", "--estimate-hours", "1", "--interval-s", "0.05", "--", sys.executable, "-c", child]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=ENV)
+    try:
+        give_up = time.monotonic() + 40
+        while time.monotonic() < give_up and not started.exists():
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert len([line for line in err.splitlines() if "stopped by SIGINT: the command got SIGINT" in line]) == 1
+    done = [line for line in err.splitlines() if line.startswith("greentrain: done:")]
+    assert len(done) == 1 and "stopped by SIGINT (exit 130)" in done[0]
+    assert " met" not in done[0] and "avoided" not in done[0]
