@@ -109,6 +109,10 @@ class PlannerConfig:
     than half a partition (``wide_whole_slots``) 'fix' first branches on the wide jobs' binaries alone, the
     other jobs relaxed, and fixes those: the relaxation's whole decisions are the ones the wide jobs'
     binaries exist to correct."""
+    stretch_places_above_jobs: int = 50
+    """More jobs than this in one plan, some of which may run on several partitions: the coarse slots after
+    the first six hours are twice as wide (each place multiplies the model's columns; the far slots are a
+    sketch re-planned every hour)."""
     wide_whole_slots: bool = True
     """A job wider than half its partition holds its GPUs for whole later slots (a binary per slot), as it
     does when run: jobs pause only on the hour, so small jobs beside it keep it out of the hour. Counted

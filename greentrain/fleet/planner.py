@@ -58,6 +58,8 @@ class _Problem:
     config: PlannerConfig
     large: bool = False
     """More jobs than ``config.relax_above_jobs``: the LP relaxation alone, on a stretched grid."""
+    stretched: bool = False
+    """The coarse slots after the first six hours twice as wide (large queues; many jobs that may move)."""
 
 
 def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mapping[str, Partition],
@@ -73,8 +75,10 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
     if not statuses:
         return FleetPlan(now_h=now_h, jobs={}, planned_emissions_g=0.0, method="empty", solve_s=0.0)
     free = {name: p.capacity_gpus for name, p in partitions.items()} | dict(free_now or {})
-    problem = _Problem(now_h, partitions, intensity, resume_overhead_h, free, config,
-                       large=len(statuses) > config.relax_above_jobs)
+    large = len(statuses) > config.relax_above_jobs
+    stretched = large or (len(statuses) > config.stretch_places_above_jobs and spans_partitions(statuses))
+    problem = _Problem(now_h, partitions, intensity, resume_overhead_h, free, config, large=large,
+                       stretched=stretched)
     exact = (_binaries(_drafts(statuses, problem, late_all=False, margin_h=0.0), now_h) <= config.exact_max_binaries
              and not spans_partitions(statuses))
     # The exact form's plan is what will run, whole slots and all: it needs no rounding margin, nor the
@@ -222,7 +226,7 @@ def _must_start(statuses: Sequence[JobStatus], problem: _Problem) -> frozenset[s
 def _windows(drafts: list[_Draft], problem: _Problem, exact: bool,
              start_now: frozenset[str] = frozenset()) -> tuple[list[JobWindow], SlotGrid]:
     grid = SlotGrid(problem.now_h, max(end for _, end, _ in drafts), coarse=not exact,
-                    stretch=2 if problem.large and not exact else 1)
+                    stretch=2 if problem.stretched and not exact else 1)
     by_zone = {zone: grid.mean_per_slot(intensity_for(values, grid.hours))
                for zone, values in problem.intensity.items()}
     zone = {name: p.zone for name, p in problem.partitions.items()}
