@@ -192,9 +192,9 @@ def _build(options: JobOptions, estimate_hours: float | None, no_measure: bool, 
            scaler: CommandScaler | None = None) -> Job:
     """The job (``greentrain.job.build_job``): run log, monitor, carbon signal, metrics and engine.
 
-    ``run`` never touches GPU settings (no hardware part, even with ``--advise-only``), plans in
-    ``--interval-s`` steps of work, and counts the devices as released during a checkpoint pause
-    (the command exits)."""
+    ``run`` never touches GPU settings (no hardware part, even with ``--advise-only``) and plans in
+    ``--interval-s`` steps of work. The devices count as held while paused until the command declares
+    the checkpoint handshake (the supervisor then counts them released: the command exits)."""
     from greentrain.job.build import JobParts, build_job
     from greentrain.jobstats import JobStats
     from greentrain.policies import load_policy
@@ -203,4 +203,4 @@ def _build(options: JobOptions, estimate_hours: float | None, no_measure: bool, 
     work_s = estimate_hours * 3600.0 if estimate_hours else None
     parts = JobParts(clock=make_clock(), devices=False if no_measure else None)
     return build_job(options, parts, policy=policy, job_stats=JobStats(job=options.job), work_total_s=work_s,
-                     hardware_released=options.pause_mode == "checkpoint", drives_hardware=False, scaler=scaler)
+                     hardware_released=False, drives_hardware=False, scaler=scaler)

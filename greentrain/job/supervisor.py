@@ -105,6 +105,8 @@ class Supervisor:
                 if self._terminating is not None:  # Ctrl-C/SIGTERM: the status says so, whatever the command did
                     return self._stopped(rc)
                 return exit_status(rc)
+            if self.pause_mode == "checkpoint":  # plan with the draw of the pause this launch can take
+                self.engine.pause_cost.set_released(self.handshake.declared())
             decision = self.engine.step_end()
             if self.scaler is not None and self.scaler.pending is not None and self._terminating is None:
                 rc = self._rescale(self.scaler.pending)
