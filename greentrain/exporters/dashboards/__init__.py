@@ -54,4 +54,5 @@ def queries(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield f"annotation {annotation['name']!r}", annotation["expr"]
     for variable in dashboard.get("templating", {}).get("list", []):
         if variable.get("type") == "query":
-            yield f"variable ${variable['name']}", variable["definition"]
+            query = variable["query"]
+            yield f"variable ${variable['name']}", query["query"] if isinstance(query, dict) else query

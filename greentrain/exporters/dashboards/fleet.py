@@ -3,13 +3,12 @@
 ``grafana-foundation-sdk`` checks every option against Grafana's own schema
 as the board is written, so a typo in a field is an error here, not a panel
 that silently ignores it. The SDK leaves panel ids and grid positions to the
-caller: ``_Grid`` lays panels out in rows of 24 units, in call order.
+caller: ``layout.Grid`` lays panels out in rows of 24 units, in call order.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from greentrain.extras import require
 
@@ -19,32 +18,16 @@ from grafana_foundation_sdk.builders.common import StackingConfig, VizLegendOpti
 from grafana_foundation_sdk.builders.dashboard import Dashboard, DatasourceVariable
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement, LineInterpolation, StackingMode
-from grafana_foundation_sdk.models.dashboard import DataSourceRef, GridPos
+from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 import greentrain.exporters.names as n
-from greentrain.exporters.dashboards.builder import Json, Query
+from greentrain.exporters.dashboards.layout import Grid
+from greentrain.exporters.dashboards.panels import Json, Query
 
 __all__ = ["fleet_dashboard"]
 
 _DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 _RATE = "$__rate_interval"
-
-
-@dataclass(slots=True)
-class _Grid:
-    """Numbers panels and places them left to right in rows of 24 units."""
-
-    board: Dashboard
-    x: int = 0
-    y: int = 0
-    row_h: int = 0
-    next_id: int = 1
-
-    def add(self, panel: timeseries.Panel | stat.Panel, w: int, h: int) -> None:
-        if self.x + w > 24:
-            self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
-        self.board.with_panel(panel.id(self.next_id).grid_pos(GridPos(h=h, w=w, x=self.x, y=self.y)))
-        self.next_id, self.x, self.row_h = self.next_id + 1, self.x + w, max(self.row_h, h)
 
 
 def _targets(panel: timeseries.Panel | stat.Panel, queries: list[Query]) -> None:
@@ -79,7 +62,7 @@ def fleet_dashboard() -> Json:
                           "actual emissions, deadlines at risk.")
              .refresh("30s").time("now-24h", "now").editable()
              .with_variable(DatasourceVariable("datasource").label("Data source").type("prometheus")))
-    grid = _Grid(board)
+    grid = Grid(board)
     gpus, jobs, emitted = n.FLEET_GPUS.name, n.FLEET_JOBS.name, n.FLEET_EMISSIONS.name
     grid.add(_series("GPUs in use vs capacity", "GPUs running jobs (managed and others) against the GPUs of the "
                      "managed partitions on nodes that are up.",

@@ -8,18 +8,19 @@ serving ``$job``).
 from __future__ import annotations
 
 import greentrain.exporters.names as n
-from greentrain.exporters.dashboards.builder import (
-    DATASOURCE,
+from greentrain.exporters.dashboards.layout import Grid
+from greentrain.exporters.dashboards.panels import (
     Json,
-    Layout,
     Query,
     bargauge,
-    dashboard,
+    board,
     datasource_variable,
+    prometheus_annotation,
     query_variable,
     stat,
     state_timeline,
     timeseries,
+    to_json,
 )
 
 __all__ = ["job_dashboard"]
@@ -36,7 +37,7 @@ def _state_expr() -> str:
     return " + ".join(parts)
 
 
-def _stats(layout: Layout) -> None:
+def _stats(layout: Grid) -> None:
     layout.add(stat("Energy", "Energy attributed to the job so far (GPUs and CPU share).",
                     Query(f"sum({n.JOB_ENERGY.name}{J})"), "joule"), 5, 4)
     layout.add(stat("Emissions", "Emissions so far, gCO2eq: energy per interval x grid intensity then.",
@@ -48,7 +49,7 @@ def _stats(layout: Layout) -> None:
                     Query(f"max({n.JOB_DEADLINE.name}{J}) - max({n.JOB_PROJECTED_FINISH.name}{J})"), "s"), 5, 4)
 
 
-def _power_energy(layout: Layout) -> None:
+def _power_energy(layout: Grid) -> None:
     layout.add(timeseries("Power per GPU", "Board power of each GPU of the job with its enforced power limit, and "
                           "the whole job's power (GPUs and CPU share) as the rate of its energy counter.", [
         Query(f"{n.GPU_POWER.name}{I}", "GPU {{gpu}} power"),
@@ -59,7 +60,7 @@ def _power_energy(layout: Layout) -> None:
                           [Query(f"sum({n.JOB_ENERGY.name}{J})", "energy")], "joule"), 12, 8)
 
 
-def _carbon(layout: Layout) -> None:
+def _carbon(layout: Grid) -> None:
     layout.add(timeseries("Grid carbon intensity: actual vs forecast",
                           "Intensity the job runs on (actual or static) and what the forecast said for the same "
                           "interval, gCO2eq/kWh.",
@@ -73,7 +74,7 @@ def _carbon(layout: Layout) -> None:
                           ], "suffix: gCO2eq"), 12, 8)
 
 
-def _state_and_settings(layout: Layout) -> None:
+def _state_and_settings(layout: Grid) -> None:
     layout.add(state_timeline("Job state", "Running, paused (waiting out a dirty-grid period) or waiting to start.",
                               [Query(_state_expr(), "state")],
                               {1: ("running", "green"), 2: ("paused", "orange"), 3: ("waiting", "blue")}), 24, 4)
@@ -90,7 +91,7 @@ def _state_and_settings(layout: Layout) -> None:
                           ], "short", step_after=True), 24, 6)
 
 
-def _actions(layout: Layout) -> None:
+def _actions(layout: Grid) -> None:
     layout.add(timeseries("Policy actions", "Actions applied per interval, by kind.",
                           [Query(f"sum by (action) (increase({n.POLICY_ACTIONS.name}{J}[{RATE}]))", "{{action}}")],
                           "short", bars=True, stack=True), 12, 7)
@@ -109,19 +110,21 @@ def _actions(layout: Layout) -> None:
 
 def job_dashboard() -> Json:
     """Build the job dashboard JSON."""
-    layout = Layout()
-    for section in (_stats, _power_energy, _carbon, _state_and_settings, _actions):
-        section(layout)
-    annotation = {"name": "Policy actions", "enable": True, "iconColor": "orange", "datasource": DATASOURCE,
-                  "expr": f"sum by (action) (increase({n.POLICY_ACTIONS.name}{J}[1m])) > 0",
-                  "titleFormat": "{{action}}", "textFormat": "policy action", "step": "60s"}
-    return dashboard(
+    annotation = prometheus_annotation("Policy actions",
+                                       f"sum by (action) (increase({n.POLICY_ACTIONS.name}{J}[1m])) > 0",
+                                       title_format="{{action}}", text_format="policy action", step="60s",
+                                       icon_color="orange")
+    dash = board(
         uid="greentrain-job", title="greentrain / job",
         description="One training job: power, energy, carbon intensity, emissions, state and policy actions.",
-        layout=layout, annotations=[annotation],
+        annotations=[annotation],
         variables=[
             datasource_variable(),
             query_variable("job", "Job", f"label_values({n.JOB_STATE.name}, job)"),
             query_variable("instance", "Endpoint", f'label_values({n.JOB_STATE.name}{{job="$job"}}, instance)',
                            multi=True),
         ])
+    layout = Grid(dash)
+    for section in (_stats, _power_energy, _carbon, _state_and_settings, _actions):
+        section(layout)
+    return to_json(dash)

@@ -7,16 +7,17 @@ join the two exporters ``on (UUID)``.
 from __future__ import annotations
 
 import greentrain.exporters.names as n
-from greentrain.exporters.dashboards.builder import (
+from greentrain.exporters.dashboards.layout import Grid
+from greentrain.exporters.dashboards.panels import (
     Json,
-    Layout,
     Query,
     bargauge,
-    dashboard,
+    board,
     datasource_variable,
     query_variable,
     state_timeline,
     timeseries,
+    to_json,
 )
 
 __all__ = ["node_dashboard"]
@@ -25,7 +26,7 @@ N = '{instance=~"$node"}'
 RATE = "$__rate_interval"
 
 
-def _power(layout: Layout) -> None:
+def _power(layout: Grid) -> None:
     layout.add(timeseries("GPU power by node", "Sum of GPU board power per node.",
                           [Query(f"sum by (instance) ({n.GPU_POWER.name}{N})", "{{instance}}")],
                           "watt", stack=True), 12, 8)
@@ -42,7 +43,7 @@ def _power(layout: Layout) -> None:
                                  "{{instance}} {{package}}")], "watt"), 8, 8)
 
 
-def _dcgm(layout: Layout) -> None:
+def _dcgm(layout: Grid) -> None:
     layout.add(timeseries("Power: greentrain vs dcgm-exporter",
                           "The same GPUs seen by both exporters, joined on UUID; the lines should agree.", [
                               Query(f"{n.GPU_POWER.name}{N} * on (UUID) group_left (modelName, Hostname) "
@@ -56,7 +57,7 @@ def _dcgm(layout: Layout) -> None:
                                  "{{Hostname}} GPU {{gpu}} {{UUID}}")], "celsius"), 12, 8)
 
 
-def _fleet(layout: Layout) -> None:
+def _fleet(layout: Grid) -> None:
     layout.add(timeseries("Emissions rate by job", "gCO2eq per second of every job.",
                           [Query(f"sum by (job) (rate({n.EMISSIONS.name}[{RATE}]))", "{{job}}")],
                           "suffix: g/s", stack=True), 12, 8)
@@ -74,12 +75,12 @@ def _fleet(layout: Layout) -> None:
 
 def node_dashboard() -> Json:
     """Build the node/fleet dashboard JSON."""
-    layout = Layout()
-    for section in (_power, _dcgm, _fleet):
-        section(layout)
-    return dashboard(
+    dash = board(
         uid="greentrain-node", title="greentrain / nodes",
         description="Power and energy by node and GPU (joinable with dcgm-exporter), and all jobs of the fleet.",
-        layout=layout,
         variables=[datasource_variable(),
                    query_variable("node", "Node", f"label_values({n.GPU_POWER.name}, instance)", multi=True)])
+    layout = Grid(dash)
+    for section in (_power, _dcgm, _fleet):
+        section(layout)
+    return to_json(dash)
