@@ -122,3 +122,21 @@ def test_capacity_of_each_partition_places_and_the_bound_hold_on_random_instance
     assert plan.late == [] or bound.deadlines_relaxed
     assert plan.emissions_g <= results[0].emissions_g * 1.02  # the plan beats FIFO at home (or ties)
     assert plan.emissions_g <= time_only.emissions_g * 1.05  # where as well as when: not worse than when alone
+
+
+def test_the_jobs_file_gives_each_job_a_home_and_its_places() -> None:
+    from greentrain.fleet import parse_jobs
+
+    text = ("id,submit,gpus,work_hours,deadline_hours,partition,places\n"
+            "free,2022-03-07T00:00Z,4,2,10,,\n"
+            "pinned,2022-03-07T00:00Z,4,2,10,b,b\n"
+            "away,2022-03-07T00:00Z,8,2,10,b,c; a\n")
+    jobs = {j.id: j for j in parse_jobs(text, "jobs.csv", partitions={"a": 8, "b": 4, "c": 16},
+                                        power_kw_per_gpu=0.5)}
+    capacity = {"a": 8, "b": 4, "c": 16}
+    assert jobs["free"].partition == "a" and jobs["free"].places == ()
+    assert [o.partition for o in jobs["free"].placed_options(capacity)] == ["a", "b", "c"]
+    assert [o.partition for o in jobs["pinned"].placed_options(capacity)] == ["b"]
+    # Home b is not one of its places (and too small): it runs at its places only, in their order.
+    assert [o.partition for o in jobs["away"].placed_options(capacity)] == ["c", "a"]
+    assert [o.partition for o in jobs["free"].placed_options(capacity, home_only=True)] == ["a"]
