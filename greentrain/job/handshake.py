@@ -13,8 +13,11 @@ can take them:
    relaunches).
 2. The program declares itself by creating that file once its handler for
    the signal is installed.
-3. On the signal it saves and exits with status 75 (``RESUME_EXIT_CODE``);
-   the relaunch resumes from what it saved.
+3. On the signal it saves, writes ``saved`` into that file, and exits with
+   status 75 (``RESUME_EXIT_CODE``); the relaunch resumes from what it saved.
+   Either proof of the save is enough: the status (a plain program), or the
+   file (under a launcher such as torchrun, which does not pass 75 through
+   and may itself die of the signal).
 
 ``on_pause(save_fn)`` does all three for a Python program. A program greentrain
 does not run (the variables unset) gets an inert ``PauseRequest``.
@@ -37,7 +40,7 @@ from types import FrameType
 from greentrain.exitcodes import RESUME_EXIT_CODE
 
 __all__ = [
-    "SIGNAL_ENV", "READY_ENV", "RESTARTS_ENV", "PauseRequest", "on_pause", "restarts", "CheckpointHandshake",
+    "SIGNAL_ENV", "READY_ENV", "RESTARTS_ENV", "SAVED", "PauseRequest", "on_pause", "restarts", "CheckpointHandshake",
     "run_pause_mode", "died_of",
 ]
 
@@ -47,6 +50,8 @@ READY_ENV = "GREENTRAIN_CHECKPOINT_READY"
 """The file a program creates to declare that it saves and exits 75 on that signal."""
 RESTARTS_ENV = "GREENTRAIN_RESTARTS"
 """0 for the first launch, then the number of relaunches before this one."""
+SAVED = "saved"
+"""What a program writes into the declaration file once its checkpoint is complete."""
 
 
 # ---- the program's side ----------------------------------------------------------------------------
@@ -69,8 +74,12 @@ class PauseRequest:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Save (``save_fn()``) and exit with ``RESUME_EXIT_CODE``: greentrain relaunches the program later."""
+        """Save (``save_fn()``), confirm it, and exit with ``RESUME_EXIT_CODE``: greentrain relaunches the
+        program later."""
         self._save_fn()
+        ready = os.environ.get(READY_ENV)
+        if self.active and ready:
+            _write_atomic(Path(ready), SAVED)
         sys.stdout.flush()
         sys.stderr.flush()
         raise SystemExit(RESUME_EXIT_CODE)
@@ -100,6 +109,12 @@ def on_pause(save_fn: Callable[[], object], *, at_step_boundary: bool = False) -
     if ready:
         Path(ready).write_text(name, encoding="utf-8")  # after the handler: a signal now is handled
     return request
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
 
 
 def restarts() -> int:
@@ -135,6 +150,16 @@ class CheckpointHandshake:
     def declared(self) -> bool:
         """The running launch has declared it saves and exits 75 on the checkpoint signal."""
         return self.ready_path.exists()
+
+    def saved(self, returncode: int) -> bool:
+        """The launch that ended with ``returncode`` completed a checkpoint: it exited 75, or confirmed the
+        save in the declaration file (a launcher in between may report another status)."""
+        if returncode == RESUME_EXIT_CODE:
+            return True
+        try:
+            return self.ready_path.read_text(encoding="utf-8").strip() == SAVED
+        except OSError:
+            return False
 
 
 def run_pause_mode(requested: str, declared: bool) -> tuple[str, str | None]:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 
 from greentrain.errors import ConfigError
@@ -74,6 +75,23 @@ class ChildProcess:
             return self._proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return None
+
+    def wait_group(self, timeout_s: float, poll_s: float = 0.05) -> bool:
+        """After the command itself exited: wait until no process of its group is left (a launcher's workers
+        may still be saving); True when the group is gone within ``timeout_s``."""
+        if self._proc is None:
+            return True
+        give_up = time.monotonic() + timeout_s
+        while True:
+            try:
+                os.killpg(self._proc.pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:  # a member changed its credentials: it still exists
+                pass
+            if time.monotonic() >= give_up:
+                return False
+            time.sleep(poll_s)
 
     def send(self, sig: int) -> None:
         """Signal the whole process group (ignored if it already exited)."""

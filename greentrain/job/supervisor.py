@@ -124,7 +124,7 @@ class Supervisor:
         """The command ended after greentrain was stopped by a signal: one line, and 128 + that signal."""
         assert self._terminating is not None
         name = signal.Signals(self._terminating).name
-        if rc == RESUME_EXIT_CODE:  # it saved on the checkpoint signal: resumable
+        if self.handshake.saved(rc):  # it saved on the checkpoint signal: resumable
             self.engine.note(f"stopped by {name}: the command saved its checkpoint; run the same command again to "
                              "resume")
         else:
@@ -163,13 +163,12 @@ class Supervisor:
     def _checkpoint(self, otherwise: str) -> int | None:
         """Send the checkpoint signal and wait for the save; None when saved (exit 75) or still running
         after ``checkpoint_timeout_s`` (``otherwise`` says what happens then), else the final exit status."""
-        self.child.send(self.checkpoint_signal)
-        rc = self.child.wait(self.checkpoint_timeout_s)
+        rc = self._signal_and_wait()
         if rc is None:  # it did not save and exit in time: do not wait forever, but do not lose it either
             self.engine.note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint "
                              f"signal; {otherwise}")
             return None
-        if rc == RESUME_EXIT_CODE:
+        if self.handshake.saved(rc):
             return None
         if died_of(rc, self.checkpoint_signal):
             self._lost(rc)
@@ -177,6 +176,16 @@ class Supervisor:
             self.engine.note("command exited 0 after the checkpoint signal: finished (a saved checkpoint exits "
                              f"{RESUME_EXIT_CODE})")
         return exit_status(rc)  # never relaunched: a crash loop, or a start from scratch
+
+    def _signal_and_wait(self) -> int | None:
+        """The checkpoint signal to the command's group; its exit status once it and every process of its
+        group ended (a launcher may exit before its workers finished saving), None if it still runs."""
+        started = time.monotonic()
+        self.child.send(self.checkpoint_signal)
+        rc = self.child.wait(self.checkpoint_timeout_s)
+        if rc is not None and not self.handshake.saved(rc):
+            self.child.wait_group(max(0.0, self.checkpoint_timeout_s - (time.monotonic() - started)))
+        return rc
 
     def _lost(self, rc: int) -> None:
         """The launch died of the checkpoint signal: nothing saved; its energy is lost, not progress."""
@@ -197,14 +206,13 @@ class Supervisor:
             self.engine.note(f"carbon scaling: the command has not declared the checkpoint handshake; it keeps "
                              f"running at {previous} replicas")
             return None
-        self.child.send(self.checkpoint_signal)
-        rc = self.child.wait(self.checkpoint_timeout_s)
+        rc = self._signal_and_wait()
         if rc is None:
             scaler.pending = None
             self.engine.note(f"command did not exit within {self.checkpoint_timeout_s:g} s of the checkpoint signal; "
                              f"it keeps running at {previous} replicas")
             return None
-        if rc != RESUME_EXIT_CODE:
+        if not self.handshake.saved(rc):
             if died_of(rc, self.checkpoint_signal):
                 self._lost(rc)
             return exit_status(rc)

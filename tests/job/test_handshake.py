@@ -75,7 +75,7 @@ def test_on_pause_saves_and_exits_75_from_the_handler(tmp_path: Path) -> None:
     env = {**ENV, SIGNAL_ENV: "SIGUSR2", READY_ENV: str(ready)}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=30)
     assert proc.returncode == RESUME_EXIT_CODE, proc.stderr
-    assert ready.read_text() == "SIGUSR2" and saved.read_text() == "step 3"
+    assert ready.read_text() == "saved" and saved.read_text() == "step 3", "declared, then confirmed the save"
     assert "Traceback" not in proc.stderr
 
 
@@ -153,3 +153,27 @@ def test_the_raw_protocol_without_the_helper_checkpoints(tmp_path: Path) -> None
     status, child, _supervisor, ticks = _supervise(tmp_path, CHECKPOINTING_WORKER)
     assert status == 7 and child.launches == 2
     assert ticks == [str(i) for i in range(120)]
+
+
+LAUNCHER = """
+import subprocess, sys
+# A launcher that does not handle the checkpoint signal (it dies of it) around a worker that does.
+sys.exit(subprocess.call([sys.executable, *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_launcher_that_dies_of_the_signal_around_a_worker_that_saved_is_relaunched(tmp_path: Path) -> None:
+    engine, log = _engine(tmp_path, [100, 900, 100, 100, 100, 100], work_h=1.6, deadline_h=6)
+    (tmp_path / "worker.py").write_text(HANDSHAKE_WORKER.replace("pause.check()", "pause.check(); time.sleep(0.2)"))
+    (tmp_path / "launcher.py").write_text(LAUNCHER)
+    child = ChildProcess([sys.executable, str(tmp_path / "launcher.py"), str(tmp_path / "worker.py"),
+                          str(tmp_path / "out.txt"), str(tmp_path / "state"), "60", "0.01"], env=ENV)
+    supervisor = Supervisor(engine, child, pause_mode="checkpoint", checkpoint_signal=signal.SIGUSR1, poll_s=0.05,
+                            checkpoint_timeout_s=20)
+    status = supervisor.run(engine.begin())
+    engine.close()
+    log.close()
+    ticks = [int(line.split()[0]) for line in (tmp_path / "out.txt").read_text().splitlines()]
+    assert status == 7 and child.launches == 2, "the worker's confirmed save counts, not the launcher's death"
+    assert ticks == list(range(60)) and supervisor.lost_energy_j is None
