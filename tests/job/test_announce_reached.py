@@ -56,3 +56,14 @@ def test_an_unreachable_provider_names_the_fallback_in_use(caplog: pytest.LogCap
 def test_a_replayed_trace_is_still_said_as_such(caplog: pytest.LogCaptureFixture) -> None:
     plan = plan_line("csv:GB_2022", caplog)
     assert "carbon GB from a replayed trace (GB_2022_hourly.csv)" in plan and "not reached" not in plan
+
+
+def test_how_a_command_ended_is_said_from_its_status() -> None:
+    from greentrain.job.announce import outcome_words
+
+    assert outcome_words(0) == ""
+    assert outcome_words(1) == "failed (exit 1)"
+    assert outcome_words(130) == "stopped by SIGINT (exit 130)"
+    assert outcome_words(138) == "stopped by SIGUSR1 (exit 138)"
+    assert outcome_words(75) == "checkpoint saved, to resume later (exit 75)"
+    assert outcome_words(250) == "failed (exit 250)"
