@@ -126,8 +126,8 @@ class Decision:
     """Planned running intervals, for display and metrics (optional)."""
     saving_g: float | None = None
     """For PAUSE / DELAY_START: the wait's expected net saving, grams CO2eq (what running now would emit
-    minus the waiting and the later running and resume); None when the policy does not say. The engine's
-    gate (``policies/worth.py``) weighs it against the job's emissions and the forecast's error."""
+    minus the waiting and the later running and resume), on the forecast less its measured bias; None when
+    the policy does not say. The engine's gate (``policies/worth.py``) weighs it against the job's emissions."""
     plan_saving_g: float | None = None
     """The whole plan's expected saving against running flat out from now, grams CO2eq, priced with the
     snapshot's power (the job's measured power: the same model as the summary's grams); None: not planned."""

@@ -16,10 +16,11 @@ estimator gives:
   ``replan_frac`` (the caller re-plans and calls ``planned``);
 - ``spread_room_s``: the step time a deadline promise is kept with when the
   rate moves in spells (another tenant for hours): the slowest step time seen
-  in the history, plus half the range seen below it for the spells not seen
-  yet. A steady job's range is nil, so it keeps no room; a noisy one keeps the
-  room its own spread asks for. The simulator plans and guards deadlines with
-  it, fed by a running job's intervals and a waiting job's rate probes.
+  in the history window, never below the pessimistic value. A steady job has
+  seen nothing slower than its typical step, so it keeps no room; a noisy one
+  keeps the room its own spread asks for. The simulator plans and guards
+  deadlines with it, fed by a running job's intervals and a waiting job's
+  rate probes (docs/benchmarks.md, "The wait gate by expected saving").
 
 Durations are in the job clock's seconds (a simulated calendar under replay).
 Shared by the engine (``engine/stats.py``) and the simulator (``sim/noise.py``),
@@ -68,13 +69,11 @@ class RateEstimator:
         prior_s: the user's estimate, used until the measurement is stable.
         prior_spread: until then, the pessimistic value is ``prior_s × (1 + prior_spread)``: how wrong an
             estimate may be when nothing has been measured.
-        unseen_frac: ``spread_room_s`` adds this fraction of the range of step times seen for spells slower
-            than any seen yet.
     """
 
     def __init__(self, *, recent: int = 32, history: int = 512, quantile: float = 0.9, min_samples: int = 8,
                  min_span_s: float = 0.0, replan_frac: float = 0.1, prior_s: float | None = None,
-                 prior_spread: float = 0.0, unseen_frac: float = 0.5) -> None:
+                 prior_spread: float = 0.0) -> None:
         if recent < 1 or history < recent or not 0.5 <= quantile < 1:
             raise ValueError("need recent >= 1, history >= recent and 0.5 <= quantile < 1")
         self._recent: deque[float] = deque(maxlen=recent)
@@ -85,7 +84,6 @@ class RateEstimator:
         self.replan_frac = replan_frac
         self.prior_s = prior_s
         self.prior_spread = prior_spread
-        self.unseen_frac = unseen_frac
         self.count = 0
         """Samples measured (all time)."""
         self.span_s = 0.0
@@ -137,13 +135,15 @@ class RateEstimator:
         return max(pessimistic, estimate_room_s(robust, self.prior_s, self.prior_spread))
 
     def spread_room_s(self) -> float | None:
-        """Seconds per step to keep a deadline with: ``pessimistic_with_room_s``, never below the slowest
-        step seen plus ``unseen_frac`` of the range seen (fastest to slowest): nil range, no extra room."""
+        """Seconds per step to keep a deadline with: ``pessimistic_with_room_s``, never below the slowest step
+        in the history window (a spell as slow as one already seen may come back for all the work left).
+
+        Extrapolating below the slowest seen (by half or all of the range seen) was measured and kept no
+        more deadlines on the noisy benchmark while giving up a fifth of the saving (docs/benchmarks.md)."""
         pessimistic = self.pessimistic_with_room_s()
         if pessimistic is None or not self._history:
             return pessimistic
-        slowest, fastest = max(self._history), min(self._history)
-        return max(pessimistic, slowest + self.unseen_frac * (slowest - fastest))
+        return max(pessimistic, max(self._history))
 
     @property
     def reserve_frac(self) -> float:

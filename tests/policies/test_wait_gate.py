@@ -131,3 +131,15 @@ def test_a_noisy_rate_keeps_the_room_its_spread_asks_for() -> None:
     rates = RateProfile((0.0, 3 * 3600.0, 6 * 3600.0, 9 * 3600.0), (1.0, 0.6, 1.0, 0.55))
     run = simulate_run(trace, start, job, ForecastOptimalPolicy(), PerfectTestForecaster(trace.points), rates)
     assert run.ledger.finished_at is not None and run.ledger.finished_at <= start + 24 * HOUR
+
+
+def test_the_room_is_the_measured_spread() -> None:
+    from greentrain.policies.rate import RateEstimator
+
+    steady, noisy = (RateEstimator(recent=3, history=48, min_samples=2, prior_s=1.0) for _ in range(2))
+    for hour in range(12):
+        steady.add(1.0)
+        noisy.add(1.6 if hour == 5 else 1.0)  # one slow spell, too rare for the 90 % quantile
+    assert steady.spread_room_s() == pytest.approx(1.0)  # nothing slower seen: no room
+    assert noisy.robust_s == pytest.approx(1.0) and noisy.pessimistic_s == pytest.approx(1.0)
+    assert noisy.spread_room_s() == pytest.approx(1.6)
