@@ -135,3 +135,56 @@ def test_a_deadline_given_again_on_restart_wins_with_one_line(tmp_path: Path,
     assert later.engine.deadline.at == restart + timedelta(hours=48) and later.finished
     said = [r.getMessage() for r in caplog.records if "replaces" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("greentrain: deadline ") and "(given now) replaces" in said[0]
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_while_saving_waits_for_the_checkpoint_and_its_state(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    import signal
+
+    clock = FrozenClock(T0)
+    signals = TraceSignals(hourly(T0, varying(200, 200)), clock)
+    store: dict[str, int] = {}
+
+    def save(next_step: int) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the save
+        store["step"] = next_step
+
+    caplog.set_level(logging.INFO, logger="greentrain")
+    with pytest.raises(SystemExit) as stopped:
+        with Session(PauseAtSteps({6}), provider=signals, steps_total=20, save=save, load=lambda: store.get("step"),
+                     clock=clock, relaunch="none", devices=False, progress=False, decide_interval_s=1,
+                     step_time_s=60.0, state_path=tmp_path / "state.json") as session:
+            for _step in range(session.start_step, 20):
+                clock.advance(60)
+                session.step()
+                if session.should_stop:
+                    break
+    assert stopped.value.code == INTERRUPTED_EXIT_CODE
+    assert store == {"step": 6}, "the save ran to its end"
+    kept = json.loads((tmp_path / "state.json").read_text())
+    assert kept["steps_done"] == 6 and kept["lost_steps"] == 0, "and its state after it"
+    assert caplog.records[-1].getMessage() == (
+        "greentrain: interrupted at step 6; the next start resumes at step 6: nothing lost")
+
+
+class InterruptedAtStart(PauseAtSteps):
+    """Ctrl-C while the job plans its start (as during a delayed start's wait)."""
+
+    def decide(self, snapshot, now):
+        raise KeyboardInterrupt
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_before_the_first_step_is_one_line_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = FrozenClock(T0)
+    caplog.set_level(logging.INFO, logger="greentrain")
+    with pytest.raises(SystemExit) as stopped:
+        with Session(InterruptedAtStart(set()), provider=TraceSignals(hourly(T0, varying(200, 10)), clock),
+                     steps_total=5, clock=clock, relaunch="none", devices=False,
+                     progress=False, step_time_s=60.0, state_path=tmp_path / "state.json"):
+            pytest.fail("the body never runs")
+    assert stopped.value.code == INTERRUPTED_EXIT_CODE
+    assert caplog.records[-1].getMessage() == (
+        "greentrain: interrupted at step 0; the next start resumes at step 0: nothing lost")
+    assert not (tmp_path / "state.json").exists(), "a job that never started leaves no state"
