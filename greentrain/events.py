@@ -5,10 +5,13 @@ Every line has ``t`` (ISO-8601 UTC, of the job's clock) and ``event``. Events:
 - ``sample``   — device readings: ``device``, ``kind`` (gpu|cpu), ``power_w``, ``energy_j``, ``source``
 - ``step``     — ``step``, ``duration_s``, ``energy_j``, ``emissions_g``, optional ``loss``, ``tokens``,
   ``source`` (``measured``, or ``interpolated`` for a step under 0.2 s) when a monitor measures energy
-- ``carbon``   — ``intensity_g_per_kwh``, ``kind``, ``provider``, ``zone``
-- ``forecast`` — ``points``: list of ``[start, intensity_g_per_kwh]``
-- ``state``    — ``state`` (running|paused|waiting), optional ``until``
-- ``action``   — ``action``, ``reason``, optional ``power_limit_w``, ``precision``, ``until``, ``replicas``
+- ``carbon``   — ``intensity_g_per_kwh``, ``kind``, ``provider``, ``zone``; written when the value changes
+- ``forecast`` — ``points``: list of ``[start, intensity_g_per_kwh]``, the points new or changed since the
+  previous ``forecast`` event (all of them in the first; none: no event), ``count``: points in the forecast
+- ``state``    — ``state`` (running|paused|waiting), optional ``until`` (a wait's planned resume: the time the
+  terminal and the summary give)
+- ``action``   — ``action``, ``reason``, optional ``power_limit_w``, ``precision``, ``until``, ``replicas``;
+  for a pause ``until`` is the planned resume and ``next_look`` when the policy looks again
 - ``replicas`` — carbon scaling: ``kind`` (planned|actual), ``replicas`` (0 = paused or released)
 - ``rescale``  — carbon scaling: a change of count asked for: ``replicas_from``, ``replicas_to``, ``accepted``
 - ``summary``  — totals at exit: ``energy_j``, ``emissions_g``, ``emissions_avoided_g``, ...

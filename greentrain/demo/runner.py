@@ -313,11 +313,9 @@ class DemoRunner:
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume
         reason = getattr(session.last_decision, "reason", "") or "dirty window"
-        from greentrain.engine.decider import planned_resume
-
-        resume = planned_resume(session.last_decision, self.clock.now()) or session.resume_at
-        self.say(f"paused after step {trainer.step}, checkpoint saved; resume planned for {_fmt(resume)} ({reason})")
-        interrupted = session.engine.wait_until(session.resume_at, "checkpoint pause")
+        # One time per decision: the wait says the resume (the one the run log and the summary give).
+        self.say(f"paused after step {trainer.step}, checkpoint saved")
+        interrupted = session.engine.wait_until(session.resume_at, reason)
         if interrupted or self.interrupted:
             self.interrupted = True
             return SegmentEnd.INTERRUPTED

@@ -8,6 +8,7 @@ is mirrored into ``JobStats`` for the exporter's alerts.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Adopter", "acted_on", "sync_actuator_stats"]
 
+_FIGURE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+
 
 class Adopter:
     """Acts on each (broadcast) decision; ``current`` is the last one that changed something."""
@@ -29,6 +32,7 @@ class Adopter:
     def __init__(self) -> None:
         self.current: Decision = RUN
         self._logged: tuple[Action, str] = (Action.RUN, "")
+        """The last RUN decision logged: its action and its reason with the figures blanked (``_shape``)."""
 
     def adopt(self, engine: EngineCore, decision: Decision, now: datetime) -> None:
         """All ranks: record ``decision``, apply hardware settings, log and count it."""
@@ -59,15 +63,19 @@ class Adopter:
             stats.count_action(name)
         if actuators is not None:
             sync_actuator_stats(engine)
+        until = decision.until
         if decision.action != Action.RUN:
             stats.count_action(decision.action.value)
             state = JobState.WAITING if decision.action == Action.DELAY_START else JobState.PAUSED
-            engine.set_state(state, now, until=decision.until)
-        logged = (decision.action, decision.reason)
+            until = engine.resume_of(decision, now) or until  # the one resume the terminal and summary give
+            engine.set_state(state, now, until=until)
+        logged = (decision.action, _shape(decision.reason))
         if decision.action != Action.RUN or applied or logged != self._logged:
-            self._logged = logged  # repeated identical RUN decisions would only add noise to the log
+            # Repeated run-now decisions that differ only in their figures would only add noise to the log.
+            self._logged = logged
+            look = {"next_look": decision.until} if until != decision.until and decision.until is not None else {}
             engine.io.event_log.write("action", now, action=decision.action.value, reason=decision.reason,
-                                      until=decision.until, power_limit_w=decision.power_limit_w,
+                                      until=until, **look, power_limit_w=decision.power_limit_w,
                                       precision=decision.precision, applied=applied,
                                       **({"plan_saving_g": decision.plan_saving_g}
                                          if decision.plan_saving_g is not None else {}),
@@ -75,7 +83,12 @@ class Adopter:
                                       **({"advisory": True} if advisory else {}))
         work_s = engine.progress.work_remaining_s()
         if work_s is not None:
-            stats.update(projected_finish=max(now, decision.until or now) + timedelta(seconds=work_s))
+            stats.update(projected_finish=max(now, until or now) + timedelta(seconds=work_s))
+
+
+def _shape(reason: str) -> str:
+    """A reason with its figures blanked: 'run at 139 g/kWh' and 'run at 142 g/kWh' say the same thing."""
+    return _FIGURE.sub("#", reason)
 
 
 def acted_on(engine: EngineCore, decision: Decision) -> Decision:

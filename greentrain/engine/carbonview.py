@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from greentrain.engine.collaborators import CarbonSignal
     from greentrain.engine.ledger import CarbonLedger
 from greentrain.engine.background import PENDING, BackgroundFetch, FetchOutcome
+from greentrain.engine.signallog import SignalLog
 
 __all__ = ["CarbonView", "FETCH_BUDGET_S"]
 
@@ -62,6 +63,7 @@ class CarbonView:
         self.forecast_refresh_s = forecast_refresh_s
         self._on_note = on_note
         self._on_event = on_event
+        self._log = SignalLog(on_event)
         self._latest: IntensityPoint | None = None
         self._latest_at: datetime | None = None
         self._forecast: tuple[IntensityPoint, ...] = ()
@@ -113,8 +115,7 @@ class CarbonView:
         self.version += 1
         if ledger is not None:
             ledger.observe(point)
-        self._on_event("carbon", intensity_g_per_kwh=point.intensity_g_per_kwh, kind=point.kind.value,
-                       provider=point.provider, zone=point.zone, start=point.start)
+        self._log.carbon(point)  # only when it changed (engine/signallog.py)
         return point
 
     def forecast(self, now: datetime, ledger: CarbonLedger | None = None) -> tuple[IntensityPoint, ...]:
@@ -137,8 +138,7 @@ class CarbonView:
         self.version += 1
         if ledger is not None:
             ledger.observe_many(points)
-        if points:
-            self._on_event("forecast", points=[[p.start, p.intensity_g_per_kwh] for p in points])
+        self._log.forecast(points)  # the new or changed points only (engine/signallog.py)
         return tuple(p for p in points if p.end > now)
 
     def backfill(self, start: datetime, end: datetime, ledger: CarbonLedger) -> int:

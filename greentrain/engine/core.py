@@ -66,6 +66,7 @@ class EngineCore(Protocol):
     operating_points: tuple[OperatingPoint, ...]
     scaling: Scaling | None
     notes: list[str]
+    logged_until: datetime | None
 
     @property
     def is_leader(self) -> bool: ...
@@ -85,6 +86,8 @@ class EngineCore(Protocol):
     def replan_paused(self, now: datetime, force: bool = True) -> datetime | None: ...
 
     def set_state(self, state: JobState, now: datetime, until: datetime | None = None) -> None: ...
+
+    def resume_of(self, decision: Decision, now: datetime | None = None) -> datetime | None: ...
 
     def mark_running(self, now: datetime) -> None: ...
 

@@ -29,6 +29,9 @@ __all__ = ["RUN", "Decider", "planned_resume"]
 RUN = Decision(action=Action.RUN, reason="")
 """The decision between re-plans: keep running, change nothing."""
 
+UNSETTLED = "work remaining unknown (step time not measured yet): running now"
+"""Why a job with steps runs before its rate settles (``StepTimes.settled``): no plan from the first steps."""
+
 
 def _run(reason: str) -> Decision:
     return Decision(action=Action.RUN, reason=reason) if reason else RUN
@@ -85,7 +88,7 @@ class Decider:
             if progress.steps_total is None:
                 return _power_only(engine, now, "work remaining unknown (no steps_total / --estimate-hours): "
                                                 "running now")
-            return _power_only(engine, now, "work remaining unknown (step time not measured yet): running now")
+            return _power_only(engine, now, UNSETTLED)
         if carbon_now is None:
             return _power_only(engine, now, "no carbon signal: running now")
         forecast = engine.signals.forecast(now, engine.ledger)
@@ -115,6 +118,7 @@ class Decider:
             decision = _run("policy error: running now")
         decision = worth_waiting(decision, snapshot, now, self.min_wait_saving)  # no waiting for nothing
         decision = engine.budget.shift(engine, decision, snapshot, now)  # on_budget="shift": net-optimal pauses
+        decision = self._unless_unsettled(engine, decision, now)
         decision = engine.deadline.clamp(decision, now, progress, self.interval_s)
         if decision.action == Action.RUN and decision.until is not None and decision.until > now:
             self.next_at = min(self.next_at, decision.until)  # the policy's own next look
@@ -123,6 +127,22 @@ class Decider:
         decision = engine.budget.check(engine, decision, snapshot, now)  # a spent budget wins
         self.last = decision
         return decision
+
+    def _unless_unsettled(self, engine: EngineCore, decision: Decision, now: datetime) -> Decision:
+        """No wait planned from a rate that has not settled (``StepTimes.settled``): the first steps, or one
+        evaluation step among them, would make one run pause at step 5 and an identical one never. A wait
+        with a plan or a saving was priced with that rate: run, and plan at the step the rate settles. A
+        policy's own wait that is not planned from the rate (no plan, no saving: a pause at a step it
+        chose) stands."""
+        progress = engine.progress
+        if progress.steps_total is None or progress.times.settled:
+            return decision
+        if decision.action not in (Action.PAUSE, Action.DELAY_START):
+            return decision
+        if not decision.plan and decision.saving_g is None:
+            return decision
+        self.next_at = None  # plan again at the next step: the rate may have settled
+        return _run(UNSETTLED)
 
     def replan_paused(self, engine: EngineCore, now: datetime, force: bool = True) -> datetime | None:
         """Leader, during a wait: re-decide with fresh signals; the new resume time (``now`` = run now).
@@ -151,10 +171,14 @@ class Decider:
 
 
 def _watch_deadline(engine: EngineCore, now: datetime) -> None:
-    """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed."""
+    """Leader: warn once (stderr, event log) when the measured rate says the deadline will be missed; a job with
+    steps only from its stable measured rate (the recent median after a warm-up, ``StepTimes.measured``)."""
     progress, watch = engine.progress, engine.deadline.watch
     step_s = progress.times.mean_s if progress.steps_total is not None else None  # `run` polls; it has no steps
-    message = watch.check(now, progress.work_remaining_s(), step_time_s=step_s)
+    work_s = progress.work_remaining_s()
+    if progress.steps_total is not None and not progress.times.measured:
+        work_s = None  # no projection from the first steps or an evaluation step: the measured rate must settle
+    message = watch.check(now, work_s, step_time_s=step_s)
     if message is not None:
         engine.event("deadline_risk_withdrawn" if watch.withdrawn else "deadline_risk", message=message,
                      deadline=engine.deadline.at, projected_finish=watch.projected_finish)

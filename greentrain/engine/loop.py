@@ -33,6 +33,7 @@ from greentrain.engine.jobsummary import step_fields, summary_fields
 from greentrain.engine.ledger import CarbonLedger, LedgerEntry
 from greentrain.engine.pausecost import PauseCost
 from greentrain.engine.progress import Progress
+from greentrain.engine.resumenotice import kept_resume
 from greentrain.engine.scaler import Scaling
 from greentrain.engine.waiter import Waiter
 from greentrain.errors import DeadlineError
@@ -109,6 +110,8 @@ class Engine:
         self.measures_energy: bool = getattr(self.io.monitor, "measures", True)
         """Whether the monitor measures energy (a ``NoMonitor`` does not: the job's energy is unknown)."""
         self._state = JobState.WAITING
+        self.logged_until: datetime | None = None
+        """The ``until`` of the last ``state`` event (the resume the run log gives; None while running)."""
         self._step_started: datetime | None = None
         self._closed = False
         self._shared_version = 0
@@ -260,8 +263,16 @@ class Engine:
         if state == self._state and until is None:
             return
         self._state = state
+        self.logged_until = until
         self.io.job_stats.update(state=state)
         self.io.event_log.write("state", now, state=state.value, **({"until": until} if until is not None else {}))
+
+    def resume_of(self, decision: Decision, now: datetime | None = None) -> datetime | None:
+        """The one resume time of a pause or delayed start (``engine/resumenotice.kept_resume``): the plan's
+        resume, guard-clamped. The terminal, the run log, a checkpoint pause's ``resume_at`` and the summary
+        all give this time (None for a decision that runs)."""
+        now = now or self.clock.now()
+        return kept_resume(decision, now, self.deadline.latest_safe_resume(self.progress))
 
     def mark_running(self, now: datetime) -> None:
         """After a wait: the next step is a warm-up (not counted in step statistics)."""

@@ -6,7 +6,9 @@ The first step after a (re)start is dropped once others exist: it carries
 warm-up costs (allocator, caches) that later steps do not. The rate model is
 ``policies/rate.py`` ``RateEstimator``: a robust recent median to plan with, a
 high quantile for the deadline, and the user's estimate until enough steps
-and time are measured.
+and time are measured. Plans and deadline warnings wait for that (``settled``,
+``measured``): the median of the recent steps after a warm-up, which one
+evaluation step does not move.
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ class StepTimes:
     def count(self) -> int:
         """Steps counted in the statistics."""
         return self.rate.count
+
+    @property
+    def measured(self) -> bool:
+        """Whether the measured rate is stable: ``min_steps`` steps after the warm-up step and ``min_span_s`` of
+        them, so neither the first steps nor one slow step (an evaluation inside step 0) stand for the rate."""
+        return self.rate.stable
+
+    @property
+    def settled(self) -> bool:
+        """Whether a rate can be planned with: a stable measurement, else the user's estimate or a probe (the
+        few steps measured before that say too little: one run would pause at step 5, the next never)."""
+        return self.rate.stable or self.prior_s is not None or self.probe_s is not None
 
     @property
     def known(self) -> bool:

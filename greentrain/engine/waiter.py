@@ -21,6 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from greentrain.engine.resumenotice import MOVE_MIN_S, ResumeNotice, kept_resume
+from greentrain.jobstats import JobState
 from greentrain.policies.base import Action
 
 if TYPE_CHECKING:
@@ -61,9 +63,9 @@ class Waiter:
         self._scheduler: BackgroundScheduler | None = None
         self.replans = 0
         """Number of re-plans that moved the resume time (for tests and the log)."""
-        self.announced: datetime | None = None
-        """The resume time the terminal was last told (rank 0)."""
-        self._said_later = False
+        self.notice = ResumeNotice(say=self._say, log_until=self._log_until, fmt=self._fmt)
+        """The one resume time people are told for the current wait (``engine/resumenotice.py``; rank 0)."""
+        self._logged_resume: datetime | None = None
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -80,7 +82,6 @@ class Waiter:
                 with self._lock:
                     self._target = self._clamp(when, started)
                 self.open_scheduler()
-                self._said_later = False
                 self.announce(reason)
                 engine.log_pause_cost()
             with _Countdown(self, reason, enabled=leader and self.countdown) as countdown:
@@ -93,6 +94,8 @@ class Waiter:
             # leave a thread behind (a forked child would inherit its locks).
             self.close_scheduler(wait=True)
         self._charge_idle()
+        if leader:  # a line only when the wait ended well before the time announced
+            self.notice.close(clock.now(), self._why_now(), interrupted=interrupted)
         engine.mark_running(clock.now())
         if ctrl_c:
             self._stop_on_ctrl_c()
@@ -175,6 +178,11 @@ class Waiter:
             target, done, interrupted = broadcast.share(payload)
             if done:
                 return bool(interrupted)
+            if engine.is_leader:  # the announced time has come and the job waits on: one line with the new time
+                self.notice.check(clock.now(), self.planned_resume(), engine.last_decision().reason)
+            announced = self.notice.announced if engine.is_leader else None
+            if announced is not None and clock.now() < announced < target:
+                target = announced  # wake then to say whether the job resumes as announced
             remaining_s = (target - clock.now()).total_seconds()
             clock.sleep(max(0.0, min(remaining_s, chunk_real_s * clock.speedup)), stop=self._wake)
             countdown.update()
@@ -245,39 +253,44 @@ class Waiter:
                     return
         if not at_wake or new_target > now:
             self.replans += 1
-            engine.event("action", action="replan", reason="re-planned during the pause", until=new_target,
-                         previous_until=old)
         self.retarget(new_target)
-        self._say_move(now)
+        self._log_move(now)
         if new_target < old:
             self._wake.set()
 
-    def _say_move(self, now: datetime) -> None:
-        """One line when the resume people were told moves: from when to when, and why. A plan that keeps
-        pushing the resume later says so once per wait (each move is in the run log)."""
-        engine, before = self.engine, self.announced
-        after = self.planned_resume()
-        if before is None or after is None or abs((after - before).total_seconds()) < 60.0:
+    def _log_move(self, now: datetime) -> None:
+        """A ``replan`` event when the resume (not only the next look) moved: the run log's ``until`` is the
+        same kept resume the terminal and the summary give; ``next_look`` is when the policy looks again."""
+        before, after = self._logged_resume, self.planned_resume()
+        if after is None or (before is not None and abs((after - before).total_seconds()) < MOVE_MIN_S):
             return
-        self.announced = after
-        running = engine.last_decision().action not in (Action.PAUSE, Action.DELAY_START)
-        later = after > before and not running
-        if later and self._said_later:
-            return
-        self._said_later = self._said_later or later
-        from greentrain.units import format_time
+        self._logged_resume = after
+        self.engine.event("action", action="replan", reason=self.engine.last_decision().reason or "re-planned",
+                          until=after, previous_until=before, next_look=self.target)
 
-        what = "start" if engine.progress.first_start is None else "resume"
+    def _why_now(self) -> str:
+        """Why the wait ended before the time announced: the decision that runs, else the guard or a re-plan."""
+        engine = self.engine
         decision = engine.last_decision()
-        why = decision.reason or "re-planned"
-        if decision.action not in (Action.PAUSE, Action.DELAY_START) or after <= now:  # the wait ends now
-            line = f"greentrain: {what} now instead of {format_time(before, simulated=engine.clock.simulated)} ({why})"
-        else:
-            more = "; later moves go to the run log" if later else ""
-            line = (f"greentrain: {what} moved from {format_time(before, simulated=engine.clock.simulated)} to "
-                    f"{format_time(after, simulated=engine.clock.simulated)} ({why}){more}")
+        if decision.action not in (Action.PAUSE, Action.DELAY_START) and decision.reason:
+            return decision.reason
+        return "the deadline guard" if engine.deadline.engaged else "re-planned"
+
+    def _say(self, line: str) -> None:
         log.debug(line)
         print(line, file=sys.stderr, flush=True)
+
+    def _fmt(self, when: datetime) -> str:
+        from greentrain.units import format_time
+
+        return format_time(when, simulated=self.engine.clock.simulated)
+
+    def _log_until(self, now: datetime, resume: datetime) -> None:
+        """The run log's ``state`` event says the time the terminal just said."""
+        engine = self.engine
+        self._logged_resume = resume
+        state = JobState.WAITING if engine.progress.first_start is None else JobState.PAUSED
+        engine.set_state(state, now, until=resume)
 
     # ---- accounting and display -------------------------------------------------------------------
 
@@ -321,35 +334,32 @@ class Waiter:
                      waiting_power_w=engine.pause_cost.value_w)
 
     def planned_resume(self) -> datetime | None:
-        """The one time people are told: the plan's resume (not the policy's next look), guard-clamped."""
-        from greentrain.engine.decider import planned_resume
-
+        """The one time people are told: the plan's resume (not the policy's next look), guard-clamped
+        (``kept_resume``), never before the wait's target."""
         engine, target = self.engine, self.target
         if target is None:
             return None
-        decision = engine.last_decision()
-        running = decision.action not in (Action.PAUSE, Action.DELAY_START)  # the wait ends at the target
-        resume = target if running else (planned_resume(decision, engine.clock.now()) or target)
         latest = engine.deadline.latest_safe_resume(engine.progress)
-        if latest is not None and latest < resume:
-            resume = max(target, latest)
-        return max(resume, target)
+        resume = kept_resume(engine.last_decision(), engine.clock.now(), latest)  # None: the wait ends at the target
+        return target if resume is None else max(resume, target)
+
+    @property
+    def announced(self) -> datetime | None:
+        """The resume time the terminal was last told (rank 0; None outside a wait)."""
+        return self.notice.announced
 
     def announce(self, reason: str) -> None:
         """Say the wait on stderr once (``delaying start``/``paused`` until the planned resume), unless the
-        countdown shows it on a terminal."""
+        countdown shows it on a terminal; the run log's ``state`` event gives the same time."""
         engine = self.engine
         # A job under way that waits (a relaunch's first wait included) is paused, not delaying its start.
         what = "delaying start" if engine.progress.first_start is None else "paused"
+        resume = self.planned_resume()
         # One time per message: the resume. The deadline is on the plan line and the countdown.
-        from greentrain.units import format_time
-
-        self.announced = self.planned_resume()
-        until = format_time(self.announced, simulated=engine.clock.simulated)
-        message = f"greentrain: {what} until {until}{f' ({reason})' if reason else ''}"
-        log.debug(message)
-        if not (self.countdown and sys.stderr.isatty()):  # on a terminal the countdown says it
-            print(message, file=sys.stderr, flush=True)
+        self.notice.open(what, resume, reason, print_line=not (self.countdown and sys.stderr.isatty()))
+        if resume is not None and resume != engine.logged_until:  # the decision's own event said another time
+            self._log_until(engine.clock.now(), resume)
+        self._logged_resume = resume
 
 
 def _background_scheduler() -> BackgroundScheduler:

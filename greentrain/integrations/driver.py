@@ -196,9 +196,9 @@ class StepDriver:
             engine.wait_until(decision.until, decision.reason or "paused")
             return self._stop_for_signal() if self._stop_requested else False
         self.paused = True
-        self.resume_at = decision.until
+        self.resume_at = engine.resume_of(decision) or decision.until  # the resume the terminal gives
         if engine.is_leader:
-            write_resume_time(decision.until)  # for the Slurm template's requeue (no-op elsewhere)
+            write_resume_time(self.resume_at)  # for the Slurm template's requeue (no-op elsewhere)
         return True
 
     def _stop_for_signal(self) -> bool:
