@@ -74,6 +74,7 @@ def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, k
     Each Job carries annotations greentrain.io/zone, greentrain.io/deadline and
     greentrain.io/work-hours; see integrations/kubernetes/job.yaml.
     """
+    from greentrain.integrations.k8s_reconcile import Controller, run_controllers
     from greentrain.integrations.kubernetes import JobController
     from greentrain.policies import load_policy
 
@@ -81,8 +82,8 @@ def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, k
     clock = SystemClock()
     policy = load_policy(policy_spec)
     forecasts = _forecasts(provider, traces, replay_start, clock)
-    controller = JobController(_batch_api(kubeconfig), policy, forecasts, clock=clock, namespace=namespace)
-    controllers: list = [controller]
+    controllers: list[Controller] = [JobController(_batch_api(kubeconfig), policy, forecasts, clock=clock,
+                                                   namespace=namespace)]
     if pytorchjobs:
         from greentrain.integrations.pytorchjob import PyTorchJobController
 
@@ -96,9 +97,4 @@ def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, k
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    if not pytorchjobs:
-        controller.run(interval_s, stop)
-        return
-    from greentrain.integrations.pytorchjob import run_controllers
-
     run_controllers(controllers, clock, interval_s, stop)

@@ -21,29 +21,26 @@ default, is reverted to the previous count and never planned again).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from greentrain.clock import Clock
-from greentrain.errors import ConfigError, SignalError
-from greentrain.integrations.kubernetes import (
-    ANNOTATION_PREFIX,
-    DEADLINE,
-    DECISION,
-    MANAGED_LABEL,
-    OBSERVED_AT,
-    RESUME_OVERHEAD_S,
-    WORK_HOURS,
-    ZONE,
+from greentrain.errors import ConfigError
+from greentrain.integrations import k8s_reconcile as k8s
+from greentrain.integrations.k8s_reconcile import (
+    Controller,
     Outcome,
+    Reconciler,
+    annotation_number,
+    decision_note,
     parse_annotation_time,
+    run_controllers,
+    snapshot,
 )
-from greentrain.jobstats import JobState
-from greentrain.policies.base import Action, Policy, Snapshot
+from greentrain.policies.base import Action, Snapshot
 from greentrain.policies.scaling_profile import ScalingProfile, parse_scaling_profile
 from greentrain.signals.base import IntensityPoint
 
@@ -53,13 +50,14 @@ __all__ = ["GROUP", "VERSION", "PLURAL", "SCALING_PROFILE", "WORK_DONE_S", "FAIL
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
-SCALING_PROFILE = ANNOTATION_PREFIX + "scaling-profile"
-REFERENCE_REPLICAS = ANNOTATION_PREFIX + "reference-replicas"
-WORK_DONE_S = ANNOTATION_PREFIX + "work-done-s"
-PREVIOUS_REPLICAS = ANNOTATION_PREFIX + "previous-replicas"
-CHANGED_AT = ANNOTATION_PREFIX + "changed-at"
-FAILED_REPLICAS = ANNOTATION_PREFIX + "failed-replicas"
-RESCALE_TIMEOUT_S = ANNOTATION_PREFIX + "rescale-timeout-s"
+SCALING_PROFILE = k8s.ANNOTATION_PREFIX + "scaling-profile"
+REFERENCE_REPLICAS = k8s.ANNOTATION_PREFIX + "reference-replicas"
+WORK_DONE_S = k8s.ANNOTATION_PREFIX + "work-done-s"
+PREVIOUS_REPLICAS = k8s.ANNOTATION_PREFIX + "previous-replicas"
+CHANGED_AT = k8s.ANNOTATION_PREFIX + "changed-at"
+FAILED_REPLICAS = k8s.ANNOTATION_PREFIX + "failed-replicas"
+RESCALE_TIMEOUT_S = k8s.ANNOTATION_PREFIX + "rescale-timeout-s"
+_DEFAULT_RESCALE_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,9 +78,11 @@ class ScaledJob:
     min_replicas: int
     max_replicas: int | None
     notes: dict[str, str]
+    where: str
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> ScaledJob:
+        """Parse a PyTorchJob; ConfigError names the job and the field or annotation at fault."""
         meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status") or {}
         where = f"pytorchjob {meta.get('namespace')}/{meta.get('name')}"
         notes = dict(meta.get("annotations") or {})
@@ -90,53 +90,39 @@ class ScaledJob:
         elastic = spec.get("elasticPolicy")
         if worker is None or elastic is None:
             raise ConfigError(f"{where}: needs spec.pytorchReplicaSpecs.Worker and spec.elasticPolicy for scaling")
-        for key in (ZONE, DEADLINE, WORK_HOURS, SCALING_PROFILE):
+        for key in (k8s.ZONE, k8s.DEADLINE, k8s.WORK_HOURS, SCALING_PROFILE):
             if not notes.get(key):
                 raise ConfigError(f"{where}: annotation {key} is missing")
         profile = parse_scaling_profile(notes[SCALING_PROFILE], f"{where} annotation {SCALING_PROFILE}")
         replicas = int(worker.get("replicas", 1))
-        reference = int(_number(notes, REFERENCE_REPLICAS, where, default=replicas))
+        reference = int(annotation_number(notes, REFERENCE_REPLICAS, where, default=replicas))
         if reference not in profile.replica_counts:
             raise ConfigError(f"{where}: {reference} workers (its work-hours count) is not a count in annotation "
                               f"{SCALING_PROFILE} (valid: {', '.join(map(str, profile.replica_counts))})")
         conditions = status.get("conditions") or []
         finished = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
         return cls(
-            name=meta["name"], namespace=meta["namespace"], zone=notes[ZONE],
-            deadline=parse_annotation_time(notes[DEADLINE], f"{where}: annotation {DEADLINE}"),
-            work_s=_number(notes, WORK_HOURS, where) * 3600.0,
+            name=meta["name"], namespace=meta["namespace"], zone=notes[k8s.ZONE],
+            deadline=parse_annotation_time(notes[k8s.DEADLINE], f"{where}: annotation {k8s.DEADLINE}"),
+            work_s=annotation_number(notes, k8s.WORK_HOURS, where) * 3600.0,
             reference=reference,
             replicas=replicas, active=int(((status.get("replicaStatuses") or {}).get("Worker") or {}).get("active", 0)),
             suspended=bool((spec.get("runPolicy") or {}).get("suspend", False)), finished=finished, profile=profile,
-            min_replicas=int(elastic.get("minReplicas", 1)), max_replicas=elastic.get("maxReplicas"), notes=notes)
+            min_replicas=int(elastic.get("minReplicas", 1)), max_replicas=elastic.get("maxReplicas"), notes=notes,
+            where=where)
+
+    def number(self, key: str, default: float) -> float:
+        """Annotation ``key`` as a number >= 0, ``default`` when absent."""
+        return annotation_number(self.notes, key, self.where, default)
 
 
-def _number(notes: dict[str, str], key: str, where: str, default: float | None = None) -> float:
-    text = notes.get(key)
-    if text is None and default is not None:
-        return float(default)
-    try:
-        value = float(text or "")
-    except ValueError:
-        raise ConfigError(f"{where}: annotation {key}={text!r} is not a number") from None
-    if value < 0:
-        raise ConfigError(f"{where}: annotation {key} must be >= 0, got {value}")
-    return value
+class PyTorchJobController(Controller):
+    """Reconciles managed elastic PyTorchJobs' worker count with the policy's replica decision
+    (``custom_api``: a ``CustomObjectsApi``)."""
 
+    KIND = "pytorchjob"
 
-class PyTorchJobController:
-    """Reconciles managed elastic PyTorchJobs' worker count with the policy's replica decision."""
-
-    def __init__(self, custom_api: Any, policy: Policy, forecasts: Callable[[str], Sequence[IntensityPoint]], *,
-                 clock: Clock, namespace: str | None = None) -> None:
-        self._api = custom_api
-        self._policy = policy
-        self._forecasts = forecasts
-        self._clock = clock
-        self._namespace = namespace
-
-    def _list(self) -> list[dict[str, Any]]:
-        selector = f"{MANAGED_LABEL}=true"
+    def _list(self, selector: str) -> list[dict[str, Any]]:
         if self._namespace:
             found = self._api.list_namespaced_custom_object(GROUP, VERSION, self._namespace, PLURAL,
                                                             label_selector=selector)
@@ -144,44 +130,37 @@ class PyTorchJobController:
             found = self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector)
         return list(found.get("items", []))
 
-    def reconcile_once(self) -> list[Outcome]:
-        """One pass over every managed PyTorchJob; one bad job or a carbon API fault never stops the others."""
-        now = self._clock.now()
-        outcomes = []
-        for obj in self._list():
-            meta = obj.get("metadata", {})
-            try:
-                outcomes.append(self._reconcile(ScaledJob.from_object(obj), now))
-            except ConfigError as e:
-                log.warning("%s", e)
-                outcomes.append(Outcome(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-                                        suspend=None, changed=False, reason=str(e)))
-        return outcomes
+    def _identify(self, obj: dict[str, Any]) -> tuple[str, str]:
+        meta = obj.get("metadata", {})
+        return meta.get("namespace", ""), meta.get("name", "")
 
-    def _reconcile(self, job: ScaledJob, now: datetime) -> Outcome:
+    def _reconcile(self, obj: dict[str, Any], now: datetime,
+                   points: Callable[[str], list[IntensityPoint]]) -> Outcome:
+        job = ScaledJob.from_object(obj)
         if job.finished:
-            return Outcome(namespace=job.namespace, name=job.name, suspend=None, changed=False, reason="finished")
+            return Outcome.left_alone(job.namespace, job.name, "finished")
         notes = job.notes
         failed = {int(r) for r in notes.get(FAILED_REPLICAS, "").split(",") if r.strip().isdigit()}
         running = not job.suspended and job.active > 0
-        done_s = float(notes.get(WORK_DONE_S, "0") or 0)
+        done_s = job.number(WORK_DONE_S, 0.0)
         workers = min(job.active, job.replicas)  # pods of a change still coming up do no work yet
-        if running and notes.get(OBSERVED_AT) and workers in job.profile.replica_counts:
-            elapsed_s = max(0.0, (now - parse_annotation_time(notes[OBSERVED_AT], OBSERVED_AT)).total_seconds())
+        if running and notes.get(k8s.OBSERVED_AT) and workers in job.profile.replica_counts:
+            observed = parse_annotation_time(notes[k8s.OBSERVED_AT], k8s.OBSERVED_AT)
+            elapsed_s = max(0.0, (now - observed).total_seconds())
             done_s += elapsed_s * job.profile.speed(workers, job.reference)  # work counted at the first count
-        annotations = {WORK_DONE_S: f"{done_s:.0f}", OBSERVED_AT: now.isoformat()}
-        reverted = self._stuck_change(job, now, failed)
+        annotations = {WORK_DONE_S: f"{done_s:.0f}", k8s.OBSERVED_AT: now.isoformat()}
+        reverted = self._stuck_change(job, now)
         if reverted is not None:
             failed.add(job.replicas)
+            why = f"{job.replicas} workers never came up; back to {reverted}"
             annotations.update({FAILED_REPLICAS: ",".join(map(str, sorted(failed))), PREVIOUS_REPLICAS: "",
-                                DECISION: f"{job.replicas} workers never came up; back to {reverted}"})
+                                k8s.DECISION: why})
             self._patch(job, reverted, annotations)
-            return Outcome(namespace=job.namespace, name=job.name, suspend=False, changed=True,
-                           reason=f"{job.replicas} workers never came up; back to {reverted}")
-        decision = self._policy.decide(self._snapshot(job, done_s, failed, now), now)
+            return Outcome(namespace=job.namespace, name=job.name, suspend=False, changed=True, reason=why)
+        decision = self._policy.decide(self._snapshot(job, done_s, failed, now, points(job.zone)), now)
         wanted = 0 if decision.action is not Action.RUN else (decision.replicas or job.replicas)
         current = 0 if job.suspended else job.replicas
-        annotations[DECISION] = f"{wanted} workers: {decision.reason}"[:250]
+        annotations[k8s.DECISION] = decision_note(f"{wanted} workers", decision.reason)
         if wanted != current:
             annotations.update({PREVIOUS_REPLICAS: str(current), CHANGED_AT: now.isoformat()})
             log.info("pytorchjob %s/%s: %d -> %d workers (%s)", job.namespace, job.name, current, wanted,
@@ -190,32 +169,26 @@ class PyTorchJobController:
         return Outcome(namespace=job.namespace, name=job.name, suspend=wanted == 0, changed=wanted != current,
                        reason=decision.reason)
 
-    def _stuck_change(self, job: ScaledJob, now: datetime, failed: set[int]) -> int | None:
+    def _stuck_change(self, job: ScaledJob, now: datetime) -> int | None:
         """The count to go back to when the last change has not come up within the timeout, else None."""
         previous = job.notes.get(PREVIOUS_REPLICAS, "")
         if job.suspended or not previous.isdigit() or int(previous) == 0 or job.active >= job.replicas:
             return None
         changed = job.notes.get(CHANGED_AT)
-        timeout_s = float(job.notes.get(RESCALE_TIMEOUT_S, "600") or 600)
+        timeout_s = job.number(RESCALE_TIMEOUT_S, _DEFAULT_RESCALE_TIMEOUT_S)
         if changed is None or (now - parse_annotation_time(changed, CHANGED_AT)).total_seconds() < timeout_s:
             return None
         return int(previous)
 
-    def _snapshot(self, job: ScaledJob, done_s: float, failed: set[int], now: datetime) -> Snapshot:
-        try:
-            points = list(self._forecasts(job.zone))
-        except SignalError as e:
-            log.warning("zone %s: no carbon forecast (%s); the policy decides without it", job.zone, e)
-            points = []
-        current = next((p for p in points if p.start <= now < p.end), None)
+    def _snapshot(self, job: ScaledJob, done_s: float, failed: set[int], now: datetime,
+                  points: list[IntensityPoint]) -> Snapshot:
         kept = tuple(p for p in job.profile.points if p.replicas not in failed or p.replicas == job.reference)
-        state = (JobState.PAUSED if done_s > 0 else JobState.WAITING) if job.suspended else JobState.RUNNING
-        return Snapshot(
-            work_remaining_s=max(0.0, job.work_s - done_s), carbon_now=current,
-            forecast=tuple(p for p in points if p.end > now and p is not current), deadline=job.deadline,
-            resume_overhead_s=float(job.notes.get(RESUME_OVERHEAD_S, "300") or 300), state=state,
-            scaling=ScalingProfile(kept, job.profile.origin), replicas=0 if job.suspended else job.replicas,
-            work_replicas=job.reference, min_replicas=job.min_replicas, max_replicas=job.max_replicas)
+        base = snapshot(points, now, work_s=job.work_s, done_s=done_s, suspended=job.suspended,
+                        deadline=job.deadline,
+                        resume_overhead_s=job.number(k8s.RESUME_OVERHEAD_S, k8s.DEFAULT_RESUME_OVERHEAD_S))
+        return dataclasses.replace(base, scaling=ScalingProfile(kept, job.profile.origin),
+                                   replicas=0 if job.suspended else job.replicas, work_replicas=job.reference,
+                                   min_replicas=job.min_replicas, max_replicas=job.max_replicas)
 
     def _patch(self, job: ScaledJob, workers: int, annotations: dict[str, str]) -> None:
         notes = {REFERENCE_REPLICAS: str(job.reference), **annotations}
@@ -226,25 +199,3 @@ class PyTorchJobController:
             body["spec"] = {"runPolicy": {"suspend": False},
                             "pytorchReplicaSpecs": {"Worker": {"replicas": workers}}}
         self._api.patch_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, job.name, body)
-
-
-class Reconciler(Protocol):
-    """A controller ``run_controllers`` drives: the batch-Job one (``kubernetes.py``) or ``PyTorchJobController``."""
-
-    def reconcile_once(self) -> list[Outcome]:
-        """One pass over the objects it manages."""
-        ...
-
-
-def run_controllers(controllers: Sequence[Reconciler], clock: Clock, interval_s: float,
-                    stop: threading.Event) -> None:
-    """Reconcile every controller (batch Jobs, PyTorchJobs) every ``interval_s`` until ``stop``; a failing pass
-    is logged and retried at the next one, it never ends the loop."""
-    while not stop.is_set():
-        for controller in controllers:
-            try:
-                controller.reconcile_once()
-            except Exception as e:  # the API server is down, a CRD is missing: say so and retry
-                log.warning("%s pass failed, retrying: %s", type(controller).__name__, e)
-        if clock.sleep(interval_s, stop):
-            return

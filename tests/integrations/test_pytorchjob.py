@@ -48,7 +48,7 @@ class FakeCustomObjectsApi:
     def add(self, name: str, *, workers: int = 2, suspend: bool = True, deadline_h: float = 12,
             notes: dict | None = None) -> None:
         annotations = {k8s.ZONE: "GB", k8s.DEADLINE: (T0 + deadline_h * HOUR).isoformat(), k8s.WORK_HOURS: "4",
-                       ptj.SCALING_PROFILE: PROFILE, ptj.RESUME_OVERHEAD_S: "300", **(notes or {})}
+                       ptj.SCALING_PROFILE: PROFILE, k8s.RESUME_OVERHEAD_S: "300", **(notes or {})}
         self.jobs[("ml", name)] = {
             "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": name, "namespace": "ml", "labels": {k8s.MANAGED_LABEL: "true"},
@@ -148,6 +148,25 @@ def test_bad_annotations_are_reported_and_the_job_left_alone():
     assert "row 3: throughput must be a finite number > 0" in outcomes["bad"].reason
     assert "3 workers (its work-hours count) is not a count" in outcomes["odd"].reason
     assert api.patches == []
+
+
+def test_an_api_error_or_a_bad_bookkeeping_number_affects_only_its_job():
+    from kubernetes.client.exceptions import ApiException
+
+    class Conflicting(FakeCustomObjectsApi):
+        def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body):
+            if name == "conflict":
+                raise ApiException(status=409, reason="Conflict")
+            return super().patch_namespaced_custom_object(group, version, namespace, plural, name, body)
+
+    api = Conflicting()
+    api.add("conflict")
+    api.add("garbled", notes={ptj.WORK_DONE_S: "lots"})
+    api.add("fine")
+    outcomes = {o.name: o for o in controller(api, [50] * 24, FrozenClock(T0)).reconcile_once()}
+    assert outcomes["conflict"].reason.startswith("API error") and outcomes["conflict"].suspend is None
+    assert "ml/garbled: annotation greentrain.io/work-done-s='lots' is not a number" in outcomes["garbled"].reason
+    assert outcomes["fine"].suspend is False and api.workers("fine")[1] is False
 
 
 def test_run_controllers_survives_a_failing_pass_and_stops():
