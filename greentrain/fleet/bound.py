@@ -17,15 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greentrain.fleet.formulation import CapacityRows
+from greentrain.fleet.formulation import LATE_COST, CapacityRows
 from greentrain.fleet.jobs import DEFAULT_PARTITION, FleetJob
 from greentrain.fleet.lpmodel import LinearModel
 from greentrain.fleet.model import Partition
 
 __all__ = ["Bound", "offline_bound"]
-
-_LATE_COST = 100.0
-
 
 @dataclass(frozen=True, slots=True)
 class Bound:
@@ -77,7 +74,7 @@ def _solve(jobs: Sequence[FleetJob], hour_of, actual: Mapping[str, np.ndarray], 
         for opt in job.placed_options(capacity):
             assert opt.partition is not None
             emit = opt.power_kw * actual[opt.partition][hours]
-            x = model.add(emit / scale + _LATE_COST * lateness, 0.0, span)
+            x = model.add(emit / scale + LATE_COST * lateness, 0.0, span)
             costs.append((x, emit))
             caps.add(opt.partition, hours, x, opt.gpus)
             cols.append(x)

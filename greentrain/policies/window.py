@@ -12,6 +12,7 @@ import math
 from datetime import datetime, timedelta
 
 from greentrain.clock import ensure_aware_utc
+from greentrain.hours import floor_hour as _hour
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.planner import J_PER_KWH, Mode, Slot, StartState
@@ -65,7 +66,7 @@ def intensity_slots(snapshot: Snapshot, now: datetime, end: datetime) -> list[Sl
             slot_end, value = min(known[i][0], end), last_g  # gap: persist the previous value
         else:
             # Past the forecast: hour-aligned slots at the mean of what is known.
-            next_hour = cursor.replace(minute=0, second=0, microsecond=0) + _HOUR
+            next_hour = _hour(cursor) + _HOUR
             slot_end, value = min(next_hour, end), tail_g
         slots.append(Slot(cursor, slot_end, value))
         cursor = slot_end
@@ -88,10 +89,6 @@ def _hourly(slots: list[Slot]) -> list[Slot]:
         else:
             merged.append(slot)
     return merged
-
-
-def _hour(when: datetime) -> datetime:
-    return when.replace(minute=0, second=0, microsecond=0)
 
 
 def modes_of(snapshot: Snapshot, *, power: bool = True) -> list[Mode]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from greentrain.hours import floor_hour as _hour
 from greentrain.signals.base import IntensityPoint
 
 __all__ = ["LEAD_TIMES_H", "DeviationTally", "ForecastDeviation"]
@@ -31,10 +32,6 @@ class ForecastDeviation(NamedTuple):
     actual_mean_g_per_kwh: float
     """The mean of the hours forecast (for scale)."""
     count: int
-
-
-def _hour(when: datetime) -> datetime:
-    return when.replace(minute=0, second=0, microsecond=0)
 
 
 class DeviationTally:

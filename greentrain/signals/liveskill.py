@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from greentrain.hours import floor_hour as _hour
 from greentrain.signals.base import IntensityPoint
 
 __all__ = ["ForecastSkill"]
@@ -43,10 +44,6 @@ hours (a windy spell), so a day of hourly forecasts says about as much about the
 class _Forecasts(Protocol):
     def forecast(self, history: Sequence[IntensityPoint], now: datetime, horizon_h: int = 72) -> list[IntensityPoint]:
         ...
-
-
-def _hour(when: datetime) -> datetime:
-    return when.replace(minute=0, second=0, microsecond=0)
 
 
 class ForecastSkill:
