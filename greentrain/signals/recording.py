@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from greentrain.clock import Clock, SystemClock
+from greentrain.hours import floor_hour
 from greentrain.signals.archive import (
     UNIT,
     ArchiveCorruptError,
@@ -64,10 +65,6 @@ def default_archive_path(cache_dir: str | Path | None = None) -> Path | None:
     return Path(base) / "greentrain" / "signals" / "forecasts.sqlite"
 
 
-def _floor_hour(when: datetime) -> datetime:
-    return when.replace(minute=0, second=0, microsecond=0)
-
-
 def hourly_rows(points: Sequence[IntensityPoint], *, not_before: datetime | None = None,
                 whole_hours: bool = True) -> list[tuple[int, float]]:
     """(hour start in unix seconds, time-weighted mean g/kWh) per hour the points cover (entirely, with
@@ -79,7 +76,7 @@ def hourly_rows(points: Sequence[IntensityPoint], *, not_before: datetime | None
     for point in points:
         start = point.start
         while start < point.end:
-            hour = _floor_hour(start)
+            hour = floor_hour(start)
             stop = min(point.end, hour + _HOUR)
             seconds = (stop - start).total_seconds()
             acc = sums.setdefault(hour, [0.0, 0.0])
