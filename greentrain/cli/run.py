@@ -97,7 +97,7 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
         clock = job.engine.clock
         engine = job.engine
         try:
-            start = job.begin(options.pause_mode or "suspend")  # the deadline's one check: refused here, before the plan is said
+            start = job.begin(_pause_words(options.pause_mode))  # the deadline's one check: refused before the plan
             supervisor = Supervisor(engine, child, pause_mode=options.pause_mode or "suspend",
                                     checkpoint_signal=checkpoint_signal_number,
                                     checkpoint_timeout_s=checkpoint_timeout_s, poll_s=interval_s, scaler=scaler)
@@ -110,6 +110,13 @@ def run(command: tuple[str, ...], estimate_hours: float | None, checkpoint_signa
         finally:
             job.close(raise_errors=False)  # after a failure: whatever is still open
     sys.exit(final_status(status, engine))
+
+
+def _pause_words(mode: str | None) -> str:
+    """How the plan line says the pause mode: checkpoint pauses need the command's handshake."""
+    if mode in ("checkpoint", "auto"):
+        return f"{mode} if the command declares the handshake, else suspend"
+    return mode or "suspend"
 
 
 def _require_command(name: str) -> None:

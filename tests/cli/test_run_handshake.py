@@ -40,6 +40,7 @@ def test_checkpoint_mode_follows_the_declaration(tmp_path: Path, worker: str, de
     assert pauses >= 1
     assert summary["launches"] == (1 + pauses if declared else 1)
     assert proc.stderr.count(FALLBACK) == (0 if declared else 1), proc.stderr
+    assert "pauses by checkpoint if the command declares the handshake, else suspend" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
