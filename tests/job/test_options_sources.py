@@ -69,7 +69,7 @@ def test_every_problem_comes_at_once_in_field_order() -> None:
 
 def test_session_takes_the_settings_as_typed_keywords_and_the_parts_by_name() -> None:
     params = inspect.signature(Session).parameters
-    assert set(params) == {"policy", "settings", "save", "load", "optimizer", "dist"} | PARTS
+    assert set(params) == {"policy", "settings", "save", "load", "optimizer", "state", "dist"} | PARTS
     assert params["settings"].kind is inspect.Parameter.VAR_KEYWORD
     assert set(typing.get_type_hints(SessionSettings)) == {s.name for s in settings_for("session")}
     # stop_signals: the callbacks'; a scaling profile: `run`'s and `train`'s (a Session is given its scaler)
