@@ -149,7 +149,7 @@ def evaluate(path: Path, args: argparse.Namespace) -> tuple[dict, dict]:
             name = f"synthetic-{scale:g}x"
             issued = IssuedForecasts(*archive.forecast_rows(name, points[0].zone), provider=name,
                                      zone=points[0].zone)
-            for mode in ("latest", "skill"):
+            for mode in args.modes:
                 forecasters[f"{mode} {scale:g}x"] = ArchiveForecaster(issued, own, blend=mode == "skill")
     policy = load_policy(POLICY)
     totals: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0, 0, 0])

@@ -36,9 +36,9 @@ from greentrain.signals.base import IntensityPoint
 __all__ = ["ForecastSkill"]
 
 _HOUR = timedelta(hours=1)
-_SAMPLE_H = 24.0
-"""Hours of forecast origins that count as one independent sample of a horizon's error: errors persist for
-hours (a windy spell), so a day of hourly forecasts says about as much about the bias as one of them."""
+_ORIGINS_PER_SAMPLE = 24
+"""Scored forecasts that count as one independent sample of a horizon's error: errors persist for hours (a
+windy spell), so a day of hourly forecasts says about as much about the bias as one of them."""
 
 
 class _Forecasts(Protocol):
@@ -57,8 +57,6 @@ class ForecastSkill:
         self._forecasts: dict[datetime, dict[datetime, float]] = {}
         """Hour the forecast was made -> {hour forecast: value}."""
         self._errors: list[deque[float]] = [deque(maxlen=window) for _ in range(max_h)]
-        self._made: list[deque[datetime]] = [deque(maxlen=window) for _ in range(max_h)]
-        """When each kept error's forecast was made (how many days the errors span)."""
         self._seen: set[datetime] = set()
 
     def record(self, now: datetime, forecast: Iterable[IntensityPoint]) -> None:
@@ -81,7 +79,6 @@ class ForecastSkill:
             ahead = int((hour - made) / _HOUR) - 1
             if predicted is not None and 0 <= ahead < self.max_h:
                 self._errors[ahead].append(predicted - actual.intensity_g_per_kwh)
-                self._made[ahead].append(made)
 
     def errors_g_per_kwh(self) -> tuple[float, ...]:
         """Median absolute error by hours ahead (index 0: next hour), up to the last horizon scored
@@ -108,7 +105,7 @@ class ForecastSkill:
 
         The mean signed error, shrunk towards 0 by its standard error (soft threshold): a bias smaller than
         the noise of its own estimate is taken as none, and only what stands out of it is corrected. The
-        standard error counts one sample per day the errors span (``_SAMPLE_H``)."""
+        standard error counts one sample per ``_ORIGINS_PER_SAMPLE`` errors scored."""
         measured = [i for i, errors in enumerate(self._errors) if len(errors) >= self.min_scored]
         if not measured:
             return ()
@@ -120,9 +117,7 @@ class ForecastSkill:
                 continue
             mean = statistics.fmean(errors)
             spread = statistics.pstdev(errors)
-            made = self._made[i]
-            span_h = (max(made) - min(made)) / _HOUR
-            samples = min(len(errors), 1.0 + span_h / _SAMPLE_H)
+            samples = max(1.0, len(errors) / _ORIGINS_PER_SAMPLE)
             out.append(math.copysign(max(0.0, abs(mean) - spread / math.sqrt(samples)), mean))
         return tuple(out)
 

@@ -13,9 +13,10 @@ The job's rate is measured as the engine measures it: an interval's run is a
 sample, and while the job waits a probe of the rate it would run at now (the
 engine's ``rate_probe``) is one. Deadlines are planned and guarded with the
 room their spread asks for (``RateEstimator.spread_room_s``: none for a steady
-job). The forecast's error is scored on the forecaster's record before the
-start and as the run goes (``signals/liveskill.py``), and its bias by hours
-ahead goes to the policy (``Snapshot.forecast_bias_g_per_kwh``).
+job). The forecast's error is scored as the run goes, as the engine scores it
+(``signals/liveskill.py``; ``calibrate_days`` also scores the forecaster's
+record before the start), and its bias by hours ahead goes to the policy
+(``Snapshot.forecast_bias_g_per_kwh``).
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ from greentrain.sim.noise import RateProfile
 
 __all__ = ["CALIBRATE_DAYS", "ForecasterLike", "TraceIndex", "simulate_run"]
 
-CALIBRATE_DAYS = 7.0
-"""Days of the forecaster's record before a simulated start scored to calibrate it (its bias by horizon)."""
+CALIBRATE_DAYS = 0.0
+"""Days of the forecaster's record before a simulated start scored to calibrate it (its bias by horizon).
+Off by default: a week of record, every 6 h, took carbon-aware on 24 h / 72 h jobs with the trace-only
+forecaster from 0.736 to 0.354 of the oracle's saving on DE-LU 2022 (docs/benchmarks.md, issue 41): a week's
+mean error at 1-3 days ahead is that week's weather, not the forecaster's bias."""
 
 _STATES = {StartState.FRESH: JobState.WAITING, StartState.RUNNING: JobState.RUNNING, StartState.PAUSED: JobState.PAUSED}
 
@@ -128,9 +132,9 @@ def simulate_run(trace: TraceIndex, start: datetime, job: SimJob, policy: Policy
     deadline. The policy sees the rate only as a running job measures it (``policies/rate.py``), and its
     waits pass the engine's gate (``policies/worth.py``) and deadline guard; ``engine_gate=False`` replays the
     policy's decisions as they are (tests of the replay itself), ``wait_gate=False`` keeps the deadline guard
-    but not the wait gate (what the gate costs, in the benchmarks). The forecast's error is measured from
-    the forecaster's record over the ``calibrate_days`` before the start (``ForecastSkill.backfill``) and on
-    as the run goes."""
+    but not the wait gate (what the gate costs, in the benchmarks). The forecast's error is measured as the
+    run goes and, with ``calibrate_days``, on the forecaster's record over that many days before the start
+    (``ForecastSkill.backfill``)."""
     first = trace.index(start)
     deadline = start + timedelta(seconds=job.deadline_s)
     give_up = start + timedelta(seconds=2 * max(job.deadline_s, job.work_s))
