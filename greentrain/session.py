@@ -263,6 +263,16 @@ class Session:
         self.hardware.step_begin(engine)
         return decision
 
+    def saved(self, next_step: int) -> None:
+        """Your own code just saved a complete checkpoint to resume at ``next_step`` (outside a pause, e.g.
+        every N steps): the job's state moves with it, so an interrupt after it loses nothing before it."""
+        engine = self._require_engine()
+        if next_step != engine.progress.steps_done:
+            raise ConfigError(f"Session.saved: next_step {next_step} is not the step the session is at "
+                              f"({engine.progress.steps_done}); call it right after saving, with the next step")
+        with deferred_interrupt():
+            self._keeper.commit(engine, resume_at=None)
+
     # ---- precision ---------------------------------------------------------------------------------
 
     @property

@@ -10,7 +10,9 @@ emissions, which were spent, but not in the avoided grams, since run-now
 would not have thrown the work away). A SIGKILL writes nothing, so the state
 of the last checkpoint stands. A state file that claims more steps than the
 checkpoint holds (written before this rule) is corrected the same way when the
-job starts.
+job starts; one whose checkpoint holds more (a program that saves on its own,
+``Session.saved``, or a kill between checkpoint and state) moves on to it, and
+the lost work that checkpoint holds counts as progress again.
 
 Ctrl-C while a checkpoint and its state are being written waits for both
 (``deferred_interrupt``), so no pair is ever torn.
@@ -40,12 +42,15 @@ def settle(current: EngineState, committed: EngineState | None) -> EngineState:
     progress of ``committed`` (None: nothing checkpointed, step 0) with the work since counted as lost."""
     base = committed or EngineState(job=current.job)
     if current.finished or (committed is not None and current.steps_done == committed.steps_done):
-        return replace(current, lost_steps=base.lost_steps, lost_energy_j=base.lost_energy_j)
+        return replace(current, lost_steps=base.lost_steps, lost_energy_j=base.lost_energy_j, uncommitted=None)
+    lost_j = max(0.0, current.energy_j - base.energy_j)
     return replace(
         current, steps_done=base.steps_done, running_s=base.running_s, tokens=base.tokens,
         counterfactual_g=base.counterfactual_g,
         lost_steps=base.lost_steps + max(0, current.steps_done - base.steps_done),
-        lost_energy_j=base.lost_energy_j + max(0.0, current.energy_j - base.energy_j),
+        lost_energy_j=base.lost_energy_j + lost_j,
+        uncommitted={"steps_done": current.steps_done, "running_s": current.running_s, "tokens": current.tokens,
+                     "counterfactual_g": current.counterfactual_g, "lost_energy_j": lost_j},
     )
 
 
@@ -53,8 +58,10 @@ def reconcile(prior: EngineState | None, start_step: int) -> tuple[EngineState |
     """``prior`` made to agree with the checkpoint the job resumes at ``start_step``, and the one line that
     says so when it did not (a state file ahead of its checkpoint: those steps are redone, their share of
     the energy lost)."""
-    if prior is None or prior.steps_done <= start_step:
-        return prior, None
+    if prior is None:
+        return None, None
+    if prior.steps_done <= start_step:
+        return _recovered(prior, start_step), None
     kept = start_step / prior.steps_done
     extra = prior.steps_done - start_step
     fresh_j = max(0.0, prior.energy_j - prior.lost_energy_j)
@@ -78,6 +85,28 @@ def interrupt_line(at_step: int, resume_step: int, lost_energy_j: float | None) 
         spent = f", {format_energy_j(lost_energy_j, with_wh=False)}" if lost_energy_j is not None else ""
         tail = f"{lost} step{'s' if lost != 1 else ''} since the last checkpoint lost{spent} (counted as lost energy)"
     return f"greentrain: interrupted at step {at_step}; the next start resumes at step {resume_step}: {tail}"
+
+
+def _recovered(prior: EngineState, start_step: int) -> EngineState:
+    """``prior`` moved on to a checkpoint at ``start_step`` (>= its steps): the program saved on its own, or
+    was killed between its checkpoint and the state. The share of the last interrupted process's work that
+    the checkpoint holds is progress again, no longer lost."""
+    tail = prior.uncommitted or {}
+    tail_steps = int(tail.get("steps_done", prior.steps_done)) - prior.steps_done
+    ahead = start_step - prior.steps_done
+    if ahead == 0 or tail_steps <= 0:
+        return replace(prior, steps_done=start_step, uncommitted=None)
+    share = min(1.0, ahead / tail_steps)
+
+    def back(name: str) -> float:
+        return (float(tail[name]) - float(getattr(prior, name))) * share
+
+    return replace(prior, steps_done=start_step, running_s=prior.running_s + back("running_s"),
+                   tokens=prior.tokens + round(back("tokens")),
+                   counterfactual_g=prior.counterfactual_g + back("counterfactual_g"),
+                   lost_steps=max(0, prior.lost_steps - min(ahead, tail_steps)),
+                   lost_energy_j=max(0.0, prior.lost_energy_j - float(tail["lost_energy_j"]) * share),
+                   uncommitted=None)
 
 
 @contextmanager

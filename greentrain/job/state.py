@@ -65,6 +65,10 @@ class EngineState:
     """Steps run after the last complete checkpoint by processes that were interrupted: redone, not progress."""
     lost_energy_j: float = 0.0
     """Energy those processes spent after their last complete checkpoint (included in ``energy_j``)."""
+    uncommitted: dict[str, float] | None = None
+    """The last interrupted process's progress past ``steps_done`` (its ``steps_done``, ``running_s``,
+    ``tokens``, ``counterfactual_g`` and the ``lost_energy_j`` it added): a program that saved those steps on
+    its own gets them back when the checkpoint it resumes from holds them."""
 
     @staticmethod
     def parse_time(value: str | None) -> datetime | None:

@@ -52,7 +52,9 @@ def test_a_state_ahead_of_its_checkpoint_is_corrected_with_one_line() -> None:
     assert fixed.lost_energy_j == pytest.approx(100.0) and fixed.counterfactual_g == 0.0
     assert line == ("greentrain: the job's state says 20 steps done but there is no checkpoint: 20 steps are "
                     "redone and their energy counted as lost")
-    assert reconcile(stale, 20) == (stale, None) and reconcile(stale, 25) == (stale, None)
+    assert reconcile(stale, 20) == (stale, None)
+    assert reconcile(stale, 25)[0] == state(steps_done=25, running_s=200.0, tokens=640, energy_j=100.0,
+                                            counterfactual_g=10.0), "a checkpoint ahead of the state: its steps count"
     assert reconcile(None, 5) == (None, None)
 
 
@@ -89,3 +91,19 @@ def test_a_deadline_given_again_keeps_the_stored_one_another_replaces_it() -> No
     legacy = state(deadline=stored.isoformat())  # written before deadline_given was kept
     assert resolve_deadline("+48", legacy, later) == stored
     assert deadline_spec(" +12 ") == "+12" and deadline_spec(at) == at.isoformat() and deadline_spec(None) is None
+
+
+def test_lost_work_a_later_checkpoint_holds_is_progress_again() -> None:
+    committed = state(steps_done=10, running_s=100.0, tokens=100, energy_j=100.0, counterfactual_g=10.0)
+    current = state(steps_done=30, running_s=300.0, tokens=300, energy_j=300.0, counterfactual_g=30.0)
+    saved = settle(current, committed)
+    assert saved.lost_steps == 20 and saved.uncommitted is not None
+    whole, line = reconcile(saved, 30)  # the program had saved all 30 steps on its own
+    assert line is None and whole is not None
+    assert (whole.steps_done, whole.running_s, whole.tokens, whole.counterfactual_g) == (30, 300.0, 300, 30.0)
+    assert (whole.lost_steps, whole.lost_energy_j, whole.uncommitted) == (0, 0.0, None)
+    half, _ = reconcile(saved, 20)  # its checkpoint holds half of them
+    assert half is not None and (half.steps_done, half.tokens, half.lost_steps) == (20, 200, 10)
+    assert half.lost_energy_j == pytest.approx(100.0) and half.counterfactual_g == pytest.approx(20.0)
+    killed, _ = reconcile(committed, 12)  # killed between checkpoint and state: its steps count
+    assert killed is not None and killed.steps_done == 12 and killed.lost_steps == 0

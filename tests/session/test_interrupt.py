@@ -188,3 +188,30 @@ def test_ctrl_c_before_the_first_step_is_one_line_too(tmp_path: Path, caplog: py
     assert caplog.records[-1].getMessage() == (
         "greentrain: interrupted at step 0; the next start resumes at step 0: nothing lost")
     assert not (tmp_path / "state.json").exists(), "a job that never started leaves no state"
+
+
+@pytest.mark.timeout(90)
+def test_a_program_that_saves_on_its_own_tells_the_session(tmp_path: Path) -> None:
+    clock = FrozenClock(T0)
+    store: dict[str, int] = {}
+
+    def one(interrupt_at: int | None) -> Session:
+        session = Session("run-now", steps_total=20, save=lambda s: store.update(step=s),
+                          load=lambda: store.get("step"), clock=clock, relaunch="none", devices=False, progress=False,
+                          state_path=tmp_path / "state.json")
+        with session:
+            for step in range(session.start_step, 20):
+                clock.advance(60)
+                session.step()
+                if (step + 1) % 5 == 0:  # its own checkpoint every 5 steps
+                    store["step"] = step + 1
+                    session.saved(step + 1)
+                if step == interrupt_at:
+                    raise KeyboardInterrupt
+        return session
+
+    with pytest.raises(SystemExit):
+        one(interrupt_at=12)
+    kept = json.loads((tmp_path / "state.json").read_text())
+    assert (kept["steps_done"], kept["lost_steps"]) == (10, 3), "only the steps after its last save are lost"
+    assert one(interrupt_at=None).start_step == 10
