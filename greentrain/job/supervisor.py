@@ -82,7 +82,10 @@ class Supervisor:
         try:
             decision = start
             if decision.action != Action.RUN and self.engine.wait_until(decision.until, decision.reason):
-                return 128 + (self._terminating or signal.SIGINT)
+                signum = self._terminating or signal.SIGINT
+                self.engine.note(f"stopped by {signal.Signals(signum).name} during the delayed start; the command "
+                                 "never started")
+                return 128 + signum
             if self.scaler is not None and self.scaler.pending is not None:  # decided before the first launch
                 self._trial = (self.scaler.replicas, time.monotonic())
                 self._switch(self.scaler.pending, self.scaler.reason)
@@ -147,7 +150,8 @@ class Supervisor:
         if rc is not None:
             return rc
         if self.engine.wait_until(decision.until, decision.reason or "paused (checkpoint)"):
-            return 128 + (self._terminating or signal.SIGINT)
+            self._terminating = self._terminating or signal.SIGINT
+            return self._stopped(RESUME_EXIT_CODE)  # stopped while saved: a rerun resumes
         self._launch()
         return None
 

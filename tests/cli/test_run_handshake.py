@@ -72,3 +72,40 @@ def test_ctrl_c_while_a_declared_program_runs_saves_it_and_the_next_run_resumes(
     assert again.returncode == 7, again.stderr
     ticks = [int(line.split()[0]) for line in out.read_text().splitlines()]
     assert ticks == list(range(60)), "resumed where it saved: no step lost or repeated"
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_during_a_checkpoint_pause_is_130_and_resumable(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    write_trace(tmp_path / "trace.csv")  # dirty 02:00-05:00
+    (tmp_path / "worker.py").write_text(HANDSHAKE_WORKER)
+    out, state = tmp_path / "out.txt", tmp_path / "state"
+    # Ten trace minutes a second: it runs from 00:30 to 02:00 (about 9 s), then the pause would last about 18 s.
+    args = [sys.executable, "-m", "greentrain", "run", "--policy", "forecast-optimal", "--zone", "TL",
+            "--provider", f"csv:{tmp_path / 'trace.csv'}", "--replay-speedup", "600",
+            "--replay-start", "2022-03-10T00:30Z", "--deadline", "+6", "--estimate-hours", "2",
+            "--pause-mode", "checkpoint", "--no-measure", "--interval-s", "0.05", "--",
+            sys.executable, str(tmp_path / "worker.py"), str(out), str(state), "2000", "0.05"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        lines: list[str] = []
+        give_up = time.monotonic() + 60
+        while time.monotonic() < give_up:
+            line = proc.stderr.readline() if proc.stderr else ""
+            lines.append(line)
+            if "paused until" in line or not line:
+                break
+        assert any("paused until" in line for line in lines), "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = "".join(lines) + err
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.count("the command saved its checkpoint") == 1
+    ticks = [int(line.split()[0]) for line in out.read_text().splitlines()]
+    assert int(state.read_text()) == len(ticks) and ticks == list(range(len(ticks))), "saved where it stopped"

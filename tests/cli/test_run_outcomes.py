@@ -88,6 +88,7 @@ def test_ctrl_c_during_a_delayed_start_is_130_and_no_traceback(tmp_path: Path) -
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "ran" not in out, "the command never started"
+    assert len([line for line in err.splitlines() if "during the delayed start; the command never started" in line]) == 1
     done = [line for line in err.splitlines() if line.startswith("greentrain: done:")]
     assert len(done) == 1 and "stopped by SIGINT (exit 130)" in done[0] and "avoided" not in done[0], err
 
