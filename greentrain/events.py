@@ -6,8 +6,10 @@ Every line has ``t`` (ISO-8601 UTC, of the job's clock) and ``event``. Events:
 - ``step``     — ``step``, ``duration_s``, ``energy_j``, ``emissions_g``, optional ``loss``, ``tokens``,
   ``source`` (``measured``, or ``interpolated`` for a step under 0.2 s) when a monitor measures energy
 - ``carbon``   — ``intensity_g_per_kwh``, ``kind``, ``provider``, ``zone``; written when the value changes
-- ``forecast`` — ``points``: list of ``[start, intensity_g_per_kwh]``, the points new or changed since the
-  previous ``forecast`` event (all of them in the first; none: no event), ``count``: points in the forecast
+- ``forecast`` — the points new or changed since the previous ``forecast`` event (all of them in the first;
+  none: no event) as ``start``, ``interval_s``, ``values`` (evenly spaced) or ``points``: ``[start,
+  intensity_g_per_kwh]`` pairs (uneven, and logs before issue 38); ``count``: points in the forecast read.
+  ``forecast_points`` reads either form
 - ``state``    — ``state`` (running|paused|waiting), optional ``until`` (a wait's planned resume: the time the
   terminal and the summary give)
 - ``action``   — ``action``, ``reason``, optional ``power_limit_w``, ``precision``, ``until``, ``replicas``;
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -32,7 +34,7 @@ from greentrain.errors import ConfigError
 if TYPE_CHECKING:
     from greentrain.userfile import JSONObject
 
-__all__ = ["EventLog", "NoEventLog", "read_events"]
+__all__ = ["EventLog", "NoEventLog", "forecast_points", "read_events"]
 
 
 def _default(value: object) -> object:
@@ -104,3 +106,15 @@ def read_events(path: str | Path) -> list[JSONObject]:
                 break
             raise ConfigError(f"{path}:{number}: not a JSON line") from None
     return events
+
+
+def forecast_points(event: dict[str, object]) -> list[object]:
+    """The ``[start, value]`` pairs of a ``forecast`` event in either form (ISO start strings as logged; the
+    items of ``points`` as they are, for the reader to check). Raises ValueError for a bad ``start``."""
+    if "values" in event:
+        start = datetime.fromisoformat(str(event["start"]).replace("Z", "+00:00"))
+        step = timedelta(seconds=float(event.get("interval_s") or 3600.0))  # type: ignore[arg-type]
+        values = event["values"] if isinstance(event["values"], list) else []
+        return [[(start + i * step).isoformat().replace("+00:00", "Z"), v] for i, v in enumerate(values)]
+    points = event.get("points")
+    return list(points) if isinstance(points, list) else []

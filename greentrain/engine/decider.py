@@ -131,12 +131,16 @@ class Decider:
     def _unless_unsettled(self, engine: EngineCore, decision: Decision, now: datetime) -> Decision:
         """No wait planned from a rate that has not settled (``StepTimes.settled``): the first steps, or one
         evaluation step among them, would make one run pause at step 5 and an identical one never. A wait
-        with a plan or a saving was priced with that rate: run, and plan at the step the rate settles. A
+        with a plan or a saving was priced with that rate: run, and plan at the step the rate settles; so
+        is a 'running flat out' (it would hold the deadline guard engaged for the rest of the job). A
         policy's own wait that is not planned from the rate (no plan, no saving: a pause at a step it
         chose) stands."""
         progress = engine.progress
         if progress.steps_total is None or progress.times.settled:
             return decision
+        if decision.action == Action.RUN and decision.to_the_end:  # 'the deadline cannot be met' from step 0
+            self.next_at = None
+            return replace(decision, to_the_end=False, reason=UNSETTLED)  # would engage the guard for good
         if decision.action not in (Action.PAUSE, Action.DELAY_START):
             return decision
         if not decision.plan and decision.saving_g is None:

@@ -4,11 +4,13 @@ The engine reads the forecast every ``forecast_refresh_s`` and again at every
 re-plan of a wait. Writing each read put 72 points (3.4 KB) in the run log
 per read: 80 % of a log of 11 KB per step. ``SignalLog`` writes
 
-- a ``forecast`` event only with the points that are new or changed since
-  the last one (values rounded to 0.1 g/kWh), and none when nothing changed;
-  ``count`` is the number of points in the forecast read. The first event has
-  every point (what the report plots), so folding the events in order gives
-  the forecast in hand at any time;
+- a ``forecast`` event only with the span of points that are new or changed
+  since the last one (values rounded to 0.1 g/kWh), and none when nothing
+  changed: ``start``, ``interval_s`` and ``values`` (``points`` as
+  ``[start, value]`` pairs when unevenly spaced); ``count`` is the number of
+  points in the forecast read. The first event has every point (what the
+  report plots), so folding the events in order gives the forecast in hand
+  at any time (``greentrain.events.forecast_points`` reads either form);
 - a ``carbon`` event only when the current value or its interval changed.
 """
 
@@ -19,7 +21,7 @@ from datetime import datetime
 
 from greentrain.signals.base import IntensityPoint
 
-__all__ = ["SignalLog", "VALUE_DECIMALS"]
+__all__ = ["SignalLog", "VALUE_DECIMALS", "forecast_fields"]
 
 VALUE_DECIMALS = 1
 """Decimals of g/kWh kept in a logged forecast (a provider's own precision is coarser)."""
@@ -45,15 +47,23 @@ class SignalLog:
 
     def forecast(self, points: Sequence[IntensityPoint]) -> int:
         """Log the points of ``points`` that are new or changed; the number written (0: no event)."""
-        changed: list[list[object]] = []
-        for point in points:
-            value = round(point.intensity_g_per_kwh, VALUE_DECIMALS)
-            if self._forecast.get(point.start) != value:
-                self._forecast[point.start] = value
-                changed.append([point.start, value])
-        if points:  # forget what has passed: the map stays the size of one forecast
-            first = min(p.start for p in points)
-            self._forecast = {start: v for start, v in self._forecast.items() if start >= first}
-        if changed:
-            self._write("forecast", points=changed, count=len(points))
-        return len(changed)
+        ordered = sorted(points, key=lambda p: p.start)
+        changed = [i for i, p in enumerate(ordered)
+                   if self._forecast.get(p.start) != round(p.intensity_g_per_kwh, VALUE_DECIMALS)]
+        self._forecast = {p.start: round(p.intensity_g_per_kwh, VALUE_DECIMALS) for p in ordered}
+        if not changed:
+            return 0
+        span = ordered[changed[0]: changed[-1] + 1]
+        self._write("forecast", count=len(ordered), **forecast_fields(span))
+        return len(span)
+
+
+def forecast_fields(span: Sequence[IntensityPoint]) -> dict[str, object]:
+    """A run of points as ``start``, ``interval_s`` and ``values`` when evenly spaced (a tenth of the size of
+    ``[start, value]`` pairs), else as ``points``."""
+    values = [round(p.intensity_g_per_kwh, VALUE_DECIMALS) for p in span]
+    step_s = (span[1].start - span[0].start).total_seconds() if len(span) > 1 else 3600.0
+    even = step_s > 0 and all((b.start - a.start).total_seconds() == step_s for a, b in zip(span, span[1:]))
+    if even:
+        return {"start": span[0].start, "interval_s": step_s, "values": values}
+    return {"points": [[p.start, v] for p, v in zip(span, values, strict=True)]}

@@ -81,6 +81,11 @@ def _zone_of(provider: CarbonIntensityProvider) -> str:
     return str(getattr(provider, "zone", "") or "")
 
 
+SAMPLE_EVENT_INTERVAL_S = 10.0
+"""Real seconds between a job's ``sample`` events: every pass (10 Hz) wrote ~2 KB per device a second to the
+run log; the power series the report draws needs far less (the job's totals never depend on it)."""
+
+
 def build_monitor(devices: DeviceSet | None, event_log: EventLog,
                   clock: Clock | None = None) -> tuple[EnergyMonitor, DeviceSet | None]:
     """Start a Monitor over ``devices`` (None: discovered); ``NoDevices`` measures nothing (``NoMonitor``).
@@ -96,7 +101,8 @@ def build_monitor(devices: DeviceSet | None, event_log: EventLog,
             from greentrain.device import discover
 
             devices = discover()
-        monitor = Monitor(list(devices.gpus), list(devices.cpus), event_log=event_log, wall_clock=clock)
+        monitor = Monitor(list(devices.gpus), list(devices.cpus), event_log=event_log, wall_clock=clock,
+                          event_interval_s=SAMPLE_EVENT_INTERVAL_S)
         monitor.start()
     except ConfigError:
         raise

@@ -176,6 +176,8 @@ class Monitor:
             self._t_end = self._time_fn()
         else:
             self._t_end = self._sample(anchor=True)  # the job's end: every total ends on a counter read
+            if self._last_event_t != self._t_end:  # sample events at most every event_interval_s: the last always
+                self._log_events(self._t_end, [c for c in self._channels if not c.failed])
         for channel in self._channels:
             channel.stopped = True
 

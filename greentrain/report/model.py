@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from greentrain.errors import ConfigError
-from greentrain.events import read_events
+from greentrain.events import forecast_points, read_events
 from greentrain.units import J_PER_KWH
 from greentrain.userfile import JSONObject
 
@@ -116,7 +116,11 @@ def _add(run: RunData, event: JSONObject, t: datetime, where: str) -> None:
             run.intensity.append((t, value, str(event.get("kind", "actual"))))
             run.zone = run.zone or event.get("zone")
     elif kind == "forecast" and not run.forecast:
-        for i, point in enumerate(event.get("points") or []):
+        try:
+            points = forecast_points(event)  # start/interval_s/values, or [start, value] pairs
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: 'start' and 'interval_s' must be an ISO-8601 time and seconds") from None
+        for i, point in enumerate(points):
             if not isinstance(point, (list, tuple)) or len(point) != 2:
                 raise ConfigError(f"{where}: points[{i}] must be [start, intensity_g_per_kwh]")
             run.forecast.append((_time({"t": point[0]}, f"{where} points[{i}]"),

@@ -16,8 +16,8 @@ from gt_engine_doubles import ThresholdPolicy, TraceSignals, drive, hourly  # no
 
 from greentrain.clock import FrozenClock
 from greentrain.engine import Collaborators, DeadlineGuard, Engine, Progress
-from greentrain.engine.signallog import SignalLog
-from greentrain.events import EventLog, read_events
+from greentrain.engine.signallog import SignalLog, forecast_fields
+from greentrain.events import EventLog, forecast_points, read_events
 from greentrain.report.model import load_run
 from greentrain.signals.base import IntensityPoint, Kind
 
@@ -69,16 +69,23 @@ def _point(hour: int, value: float) -> IntensityPoint:
 
 
 def test_forecast_events_carry_only_new_or_changed_points() -> None:
-    written: list[tuple[str, dict]] = []
-    log = SignalLog(lambda event, **fields: written.append((event, fields)))
+    written: list[dict] = []
+    log = SignalLog(lambda event, **fields: written.append({"event": event, **fields}))
     first = [_point(h, 100.0 + h) for h in range(4)]
     assert log.forecast(first) == 4
     assert log.forecast(first) == 0, "the same forecast read again: no event"
     assert log.forecast([_point(h, 100.0 + h + 0.01) for h in range(4)]) == 0, "below the logged precision"
     assert log.forecast(first[1:] + [_point(4, 90.0)]) == 1, "the window slid: the new hour only"
     assert log.forecast([_point(1, 80.0)] + first[2:] + [_point(4, 90.0)]) == 1, "one value revised"
-    assert [len(fields["points"]) for _, fields in written] == [4, 1, 1]
-    assert written[1][1]["points"] == [[T0 + timedelta(hours=4), 90.0]] and written[1][1]["count"] == 4
+    assert [e["values"] for e in written] == [[100.0, 101.0, 102.0, 103.0], [90.0], [80.0]]
+    assert written[1]["start"] == T0 + timedelta(hours=4) and written[1]["count"] == 4
+    assert written[0]["interval_s"] == 3600.0
+    # Read back as [start, value] pairs (the report's form), the old form still read as it was.
+    as_logged = {**written[0], "start": "2022-06-01T00:00:00Z"}
+    assert forecast_points(as_logged)[1] == ["2022-06-01T01:00:00Z", 101.0]
+    assert forecast_points({"points": [["2022-06-01T00:00:00Z", 5.0]]}) == [["2022-06-01T00:00:00Z", 5.0]]
+    uneven = [_point(0, 1.0), _point(1, 2.0), _point(3, 3.0)]
+    assert "points" in forecast_fields(uneven) and len(forecast_fields(uneven)["points"]) == 3
 
 
 def test_carbon_events_are_written_when_the_value_changes() -> None:
