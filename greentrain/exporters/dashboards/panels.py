@@ -152,11 +152,18 @@ class _PrometheusAnnotationModel(model.AnnotationQuery):
                 "step": self.step}
 
 
+class _PrometheusAnnotation(AnnotationQuery):
+    """The SDK's annotation builder, building :class:`_PrometheusAnnotationModel` instead of its plain model."""
+
+    def __init__(self, *, title_format: str, text_format: str, step: str) -> None:
+        super().__init__()
+        self._internal = _PrometheusAnnotationModel(title_format=title_format, text_format=text_format, step=step)
+
+
 def prometheus_annotation(name: str, expr: str, *, title_format: str, text_format: str, step: str,
                           icon_color: str) -> AnnotationQuery:
     """Markers on every graph where ``expr`` has a value, titled by ``title_format`` (``{{label}}`` syntax)."""
-    annotation = AnnotationQuery()
-    annotation._internal = _PrometheusAnnotationModel(title_format=title_format, text_format=text_format, step=step)
+    annotation = _PrometheusAnnotation(title_format=title_format, text_format=text_format, step=step)
     return annotation.name(name).enable(True).icon_color(icon_color).datasource(DATASOURCE).expr(expr)
 
 
