@@ -5,9 +5,10 @@ simulator, the same code) then asks two questions before it waits:
 
 1. Is the signal constant (a static provider, a fallback to a constant, or no
    forecast at all)? Then waiting cannot save anything: run now.
-2. Does the plan the wait belongs to save more than ``min_saving_frac`` of the
-   job's expected emissions (its remaining energy at the mean intensity up to
-   the deadline) against running now, *in expectation*?
+2. Does the wait save more than ``min_saving_frac`` of the job's expected
+   emissions (its remaining energy at the mean intensity up to the deadline),
+   *in expectation*? A delayed start counts the whole plan's saving against
+   running now, a job under way this wait's own saving.
 
 The expectation is over the forecast's measured error. Its bias by hours ahead
 (``Snapshot.forecast_bias_g_per_kwh``) is taken out before planning
@@ -16,8 +17,10 @@ already the expected one; what is left of the error is noise around it, and
 noise that is as likely either way does not shrink an expected saving. With
 that error (the median absolute error at the resume's horizon, read as a normal
 spread) the gate states the chance that waiting beats running now,
-Φ(saving / spread × energy moved): over one half exactly when the expected
-saving is positive. It is reported in the reason, not used as a margin.
+Φ(saving / (spread × energy moved)): over one half exactly when the expected
+saving is positive. It is reported in the reason, not used as a margin (until
+issue 41 a wait had to save more than that error times the energy moved,
+which refused waits worth taking: docs/benchmarks.md).
 
 Ties go to running now. Pure functions of their arguments.
 """
