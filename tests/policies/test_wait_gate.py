@@ -4,7 +4,6 @@ bias (policies/calibrate.py), and the simulator's deadline room comes from the r
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 
