@@ -17,8 +17,10 @@ the fewest lines a user would add, and run twice: unwrapped, then wrapped.
   estimate the user gives).
 
 Every wrapped run replays the shipped GB trace (``csv:GB_2022``) with a
-``ReplayClock`` (``--replay-speedup`` for ``greentrain run``) from an evening
-whose next morning is cleaner, so the policy pauses. Per script the table
+``ReplayClock`` (``--replay-speedup`` for ``greentrain run``) from a morning
+peak (2022-03-14 06:00 UTC) with cleaner hours ahead, so the policy pauses;
+deadline +24 h (+48 h for the DDP run, whose ``--estimate-hours`` is 1.5x its
+unwrapped wall time, torchrun's start included). Per script the table
 gives: lines changed (``diff -w``: re-indentation is not a change), steps lost
 or repeated (the script's own step/epoch output), tracebacks, pauses,
 whether the run log's times ever go back, run-log bytes per step, and wall
