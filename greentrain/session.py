@@ -34,7 +34,7 @@ from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from greentrain.clock import Clock, SystemClock
 from greentrain.device.discovery import DeviceSet
@@ -379,11 +379,13 @@ class Session:
         engine = job.engine
         state = self._keeper.capture(engine, resume_at=self.resume_at, finished=engine.finished)
         self._saved = state
-        extra = {"lost_steps": state.lost_steps, "lost_energy_j": state.lost_energy_j} if state.lost_steps else {}
+        extra: dict[str, Any] = {"lost_steps": state.lost_steps, "lost_energy_j": state.lost_energy_j} \
+            if state.lost_steps else {}
         if self._interrupted:
             job.begun = False  # one line for Ctrl-C (``_stop_interrupted``), not the summary
+            extra["interrupted"] = True
         try:
-            job.close(resume_at=self.resume_at, **({"interrupted": True} if self._interrupted else {}), **extra)
+            job.close(resume_at=self.resume_at, **extra)
         finally:  # after the close: the clock's last reading is stamped, so a relaunch never goes back
             if self._temp_state and engine.finished and self._state_path is not None:
                 self._state_path.unlink(missing_ok=True)  # our own scratch file: nothing left to resume
@@ -398,8 +400,8 @@ class Session:
         engine, state = self.engine, self._saved
         if engine is None or engine.is_leader:
             resume = state.steps_done if state is not None else self.start_step
-            measured = state is not None and engine is not None and engine.measures_energy
-            say(interrupt_line(at_step, resume, self._keeper.lost_since_commit(state)[1] if measured else None))
+            lost_j = self._keeper.lost_since_commit(state)[1] if state is not None else None
+            say(interrupt_line(at_step, resume, lost_j if engine is not None and engine.measures_energy else None))
         raise SystemExit(INTERRUPTED_EXIT_CODE)
 
     def _close_all(self, raise_errors: bool = True) -> None:

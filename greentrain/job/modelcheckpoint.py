@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from greentrain.errors import ConfigError
 from greentrain.job.rngstate import RNGState
@@ -55,7 +55,7 @@ class ModelCheckpoint:
     def _rng_path(self) -> Path:
         return self.directory / f"rng-rank{self.rank}.pt"
 
-    def _own_file(self) -> dict[str, object] | None:
+    def _own_file(self) -> dict[str, Any] | None:
         """This rank's RNG and registered state from its own file (rank 0's, in checkpoints written before
         ``checkpoint.pt`` held them); None when there is none."""
         import torch
@@ -89,7 +89,7 @@ class ModelCheckpoint:
             self.model.load_state_dict(state["model"])
             if self.optimizer is not None and "optimizer" in state:
                 self.optimizer.load_state_dict(state["optimizer"])
-            own = state if self.rank == 0 and "rng" in state else self._own_file()
+            own: dict[str, Any] | None = state if self.rank == 0 and "rng" in state else self._own_file()
             if own is not None and own.get("rng") is not None:
                 RNGState.from_dict(own["rng"]).restore()
             if self.user_state:

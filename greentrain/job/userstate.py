@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 from greentrain.errors import ConfigError
 
@@ -33,7 +34,7 @@ class UserState:
     def __init__(self, objects: Mapping[str, object] | None = None) -> None:
         if objects is not None and not isinstance(objects, Mapping):
             raise ConfigError(f"state: give a dict of name -> object, got {type(objects).__name__}")
-        self.objects: dict[str, object] = {}
+        self.objects: dict[str, Any] = {}
         for name, obj in (objects or {}).items():
             if not isinstance(name, str) or not name:
                 raise ConfigError(f"state: names must be non-empty strings, got {name!r}")
@@ -47,10 +48,10 @@ class UserState:
 
     def state_dict(self) -> dict[str, object]:
         """Each object's state by name (a dict's a deep copy: later changes do not reach the checkpoint)."""
-        return {name: obj.state_dict() if _stateful(obj) else copy.deepcopy(dict(obj))  # type: ignore[union-attr]
+        return {name: obj.state_dict() if _stateful(obj) else copy.deepcopy(dict(obj))
                 for name, obj in self.objects.items()}
 
-    def load_state_dict(self, saved: Mapping[str, object] | None) -> None:
+    def load_state_dict(self, saved: Mapping[str, Any] | None) -> None:
         """Put each saved state back; an object the checkpoint does not hold keeps its value, with one line."""
         saved = saved or {}
         for name, obj in self.objects.items():
@@ -59,8 +60,8 @@ class UserState:
                             "it starts from its current value", name)
                 continue
             if _stateful(obj):
-                obj.load_state_dict(saved[name])  # type: ignore[union-attr]
+                obj.load_state_dict(saved[name])
             else:
                 assert isinstance(obj, MutableMapping)
                 obj.clear()
-                obj.update(copy.deepcopy(saved[name]))  # type: ignore[arg-type]
+                obj.update(copy.deepcopy(saved[name]))
