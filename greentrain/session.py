@@ -44,8 +44,8 @@ from greentrain.engine.budget import BUDGET_EXIT_CODE
 from greentrain.engine.collaborators import Actuators, EnergyMonitor
 from greentrain.engine.pausemode import auto_mode
 from greentrain.engine.scaler import ReplicaScaler
-from greentrain.errors import ConfigError
-from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, RESUME_EXIT_CODE
+from greentrain.errors import ConfigError, Interrupted
+from greentrain.exitcodes import DEADLINE_MISSED_EXIT_CODE, INTERRUPTED_EXIT_CODE, RESUME_EXIT_CODE
 from greentrain.job.build import Job, JobParts, build_job
 from greentrain.job.checkpoint import JobCheckpoint
 from greentrain.job.commit import StateKeeper, deferred_interrupt, interrupt_line
@@ -69,10 +69,7 @@ if TYPE_CHECKING:
 
     from greentrain.exporters.server import MetricsServer
 
-__all__ = ["Session", "RESUME_EXIT_CODE", "INTERRUPTED_EXIT_CODE"]  # RESUME_EXIT_CODE: from greentrain.exitcodes
-
-INTERRUPTED_EXIT_CODE = 130
-"""The status after Ctrl-C (128 + SIGINT), as a shell reports a program SIGINT stopped."""
+__all__ = ["Session", "RESUME_EXIT_CODE", "INTERRUPTED_EXIT_CODE"]  # both re-exported from greentrain.exitcodes
 
 
 class Session:
@@ -402,7 +399,7 @@ class Session:
             resume = state.steps_done if state is not None else self.start_step
             lost_j = self._keeper.lost_since_commit(state)[1] if state is not None else None
             say(interrupt_line(at_step, resume, lost_j if engine is not None and engine.measures_energy else None))
-        raise SystemExit(INTERRUPTED_EXIT_CODE)
+        raise Interrupted(INTERRUPTED_EXIT_CODE)
 
     def _close_all(self, raise_errors: bool = True) -> None:
         closers, self._closers = self._closers, []
