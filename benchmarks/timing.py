@@ -20,6 +20,11 @@ measure the rate as they run, and run-now, best-window and the oracle are scored
 rate (the oracle knows it in advance). ``--estimate-error`` is the room a wait keeps before the rate is
 measured.
 
+The policy ``carbon-aware gate off`` is carbon-aware with the engine's wait gate bypassed (the deadline guard
+kept): what the gate costs. ``--calibrate-days N`` scores the forecaster on the N days before each start
+(``simulate_run(calibrate_days=...)``; default: the simulator's, off). Each table ends with a pooled row
+(Σ saving ÷ Σ oracle saving over the traces).
+
     python benchmarks/timing.py [--every-days 7] [--policies forecast-optimal ...]
                                 [--forecasts real selected perfect] [--perfect-first-hours 6 12 24]
                                 [--idle 0.12 0 0.15] [--rate-noise none steps:0.5:4h] [--estimate-error 0]
