@@ -6,9 +6,9 @@ The first step after a (re)start is dropped once others exist: it carries
 warm-up costs (allocator, caches) that later steps do not. The rate model is
 ``policies/rate.py`` ``RateEstimator``: a robust recent median to plan with, a
 high quantile for the deadline, and the user's estimate until enough steps
-and time are measured. Plans and deadline warnings wait for that (``settled``,
-``measured``): the median of the recent steps after a warm-up, which one
-evaluation step does not move.
+and time are measured. Deadline warnings wait for that (``measured``), plans
+for a median of a few steps after the warm-up step (``settled``): neither is
+moved by one evaluation step.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ __all__ = ["StepTimes"]
 
 MIN_STEPS = 8
 """Steps measured before they replace the user's estimate of the step time."""
+PLAN_MIN_STEPS = 3
+"""Steps measured after the warm-up step before a wait is planned from their median (``settled``): fewer than the
+deadline warning's ``MIN_STEPS``, so a short dirty spell at the start is still paused through."""
 MIN_SPAN_S = 60.0
 """Job-clock seconds measured before they replace it (a few fast steps on a busy minute are not a rate)."""
 
@@ -83,9 +86,10 @@ class StepTimes:
 
     @property
     def settled(self) -> bool:
-        """Whether a rate can be planned with: a stable measurement, else the user's estimate or a probe (the
-        few steps measured before that say too little: one run would pause at step 5, the next never)."""
-        return self.rate.stable or self.prior_s is not None or self.probe_s is not None
+        """Whether a rate can be planned with: ``PLAN_MIN_STEPS`` measured after the warm-up step (their
+        median is not moved by one evaluation step), else the user's estimate or a probe. Planned from the
+        warm-up step alone, one run would pause at step 5 and an identical one never."""
+        return self.rate.count >= PLAN_MIN_STEPS or self.prior_s is not None or self.probe_s is not None
 
     @property
     def known(self) -> bool:

@@ -91,6 +91,7 @@ def test_no_wait_is_planned_from_the_first_steps(tmp_path: Path) -> None:
             break
     engine.close()
     first_pause = next(i for i, d in enumerate(decisions) if d.action == Action.PAUSE)
-    assert first_pause >= 8, "planned only once eight steps after the warm-up were measured"
+    # Planned once three steps after the warm-up step were measured (their median: 30 s, not the evaluation).
+    assert first_pause == 3, decisions
     events = read_events(tmp_path / "run.jsonl")
     assert any(e["event"] == "action" and e["reason"] == UNSETTLED for e in events)
