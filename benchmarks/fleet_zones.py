@@ -111,7 +111,7 @@ def run_case(case: ZoneCase) -> dict:
     start, parts, points, actual, jobs = _setup(case)
     first = actual[case.zones[0]]
     lo = int(first.hour_of(min(j.submit for j in jobs)))
-    hi = min(first.hours, int(first.hour_of(max(j.deadline for j in jobs))) + 24 * 7)
+    hi = min(first.hours, int(first.hour_of(max(j.deadline for j in jobs))) + 24)
     causal = {}
     for z in case.zones:
         fc = Case(case.trace(z), case.week, case.seed, case.jobs, sum(case.gpus), case.power_kw_per_gpu,
@@ -219,6 +219,7 @@ def main() -> None:
     parser.add_argument("--power-kw-per-gpu", type=float, default=0.7)
     parser.add_argument("--no-perfect", action="store_true", help="Leave out the perfect-foresight plan.")
     parser.add_argument("--planner-cpu", type=int, default=0, help="Measure one plan of this many queued jobs.")
+    parser.add_argument("--repeat", type=int, default=3, help="--planner-cpu: plans to time.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path(".fleet-bench-cache"))
     args = parser.parse_args()
@@ -228,7 +229,7 @@ def main() -> None:
                       args.power_kw_per_gpu, args.carbon_dir, args.pai, args.cache, not args.no_perfect)
              for c in args.case for w in args.weeks.split(",") for s in args.seeds.split(",")]
     if args.planner_cpu:
-        times = planner_cpu(cases[0], 3)
+        times = planner_cpu(cases[0], args.repeat)
         print(f"median {statistics.median(times):.1f} s CPU per plan")
         return
     results = []
