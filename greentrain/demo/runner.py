@@ -305,6 +305,10 @@ class DemoRunner:
         self.state.began = self.state.began or trainer.step > 0
         self._remeasure(session)
         if self.interrupted:
+            # The trainer saved on its way out: the job's state moves with that checkpoint, so the
+            # summary counts the segment's work as done, not lost.
+            if session.engine is not None and session.engine.progress.steps_done == trainer.step:
+                session.saved(trainer.step)
             self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
             return SegmentEnd.INTERRUPTED
         if session.finished:

@@ -91,8 +91,8 @@ class JobOptions:
     decide_interval_s: float = 300.0
     """Longest time between two policy decisions, seconds of job clock."""
     min_wait_saving: float = field(default=0.005, metadata=offered("session", "run", "train", "simulate"))
-    """A delay or pause is taken only if it saves more than this fraction of the job's expected emissions
-    (and more than the forecast's measured error over the energy it moves); ties run now."""
+    """A delay or pause is taken only if its expected net saving (on the forecast with its measured bias
+    taken out) exceeds this fraction of the job's expected emissions; ties run now."""
     estimate_error: float = field(default=0.0, metadata=offered("session", "run", "train", "demo", "simulate"))
     """How much longer than estimated the work may take (fraction; 0.5: up to 1.5 x): plans and the deadline
     guard keep that room for all the work left, over the slower of the estimate and the measured rate."""

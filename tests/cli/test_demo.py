@@ -119,6 +119,8 @@ def test_demo_waits_pauses_resumes_survives_ctrl_c_and_reports(tmp_path: Path) -
     steps_1 = [e["step"] for e in _events(log) if e["event"] == "step"]
     assert len(steps_1) >= 3
     assert any((out / "checkpoint").iterdir()), "Ctrl-C must leave a checkpoint"
+    summaries_1 = [e for e in _events(log) if e["event"] == "summary"]
+    assert summaries_1 and not summaries_1[-1].get("lost_steps"), "the demo's saved work was counted as lost"
     assert any("greentrain_training_steps_total" in a for a in scraper_1.answers), "metrics never answered"
     stopped_at = _time(state_1["sim_now"])
     events_1 = len(_events(log))
