@@ -25,9 +25,8 @@ Example (ships with greentrain):
   greentrain fleet simulate --jobs greentrain/data/fleet/example-jobs.csv \\
       --trace greentrain/data/carbon/GB_2022_hourly.csv --capacity-gpus 16
 \b
-Partitions on several grids (a job moves when it pays):
-  greentrain fleet simulate --jobs jobs.csv --partition north=NO:16:NO_2022_hourly.csv \\
-      --partition west=GB:24:GB_2022_hourly.csv --partition central=DE:24:DE-LU_2022_hourly.csv
+Partitions on several grids (a job moves when it pays): repeat --partition NAME=ZONE:GPUS:TRACE
+(e.g. north=NO:16:NO_2022_hourly.csv, your own Electricity Maps export) instead of --trace.
 """
 
 
