@@ -13,6 +13,7 @@ import pytest
 from greentrain.events import read_events
 from tests.cli.test_run import write_trace
 from tests.gt_commands import HANDSHAKE_WORKER, SNAPSHOT_WORKER
+from tests.gt_interrupt import interrupt_after
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,9 +77,6 @@ def test_ctrl_c_while_a_declared_program_runs_saves_it_and_the_next_run_resumes(
 
 @pytest.mark.timeout(90)
 def test_ctrl_c_during_a_checkpoint_pause_is_130_and_resumable(tmp_path: Path) -> None:
-    import signal
-    import time
-
     write_trace(tmp_path / "trace.csv")  # dirty 02:00-05:00
     (tmp_path / "worker.py").write_text(HANDSHAKE_WORKER)
     out, state = tmp_path / "out.txt", tmp_path / "state"
@@ -90,21 +88,7 @@ def test_ctrl_c_during_a_checkpoint_pause_is_130_and_resumable(tmp_path: Path) -
             sys.executable, str(tmp_path / "worker.py"), str(out), str(state), "2000", "0.05"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        lines: list[str] = []
-        give_up = time.monotonic() + 60
-        while time.monotonic() < give_up:
-            line = proc.stderr.readline() if proc.stderr else ""
-            lines.append(line)
-            if "paused until" in line or not line:
-                break
-        assert any("paused until" in line for line in lines), "".join(lines)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err = "".join(lines) + err
+    _out, err = interrupt_after(proc, "paused until", timeout_s=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.count("the command saved its checkpoint") == 1
     ticks = [int(line.split()[0]) for line in out.read_text().splitlines()]

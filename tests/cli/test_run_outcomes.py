@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from greentrain.events import read_events
+from tests.gt_interrupt import interrupt_after
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,20 +72,7 @@ def test_ctrl_c_during_a_delayed_start_is_130_and_no_traceback(tmp_path: Path) -
             "--deadline", "+20", "--estimate-hours", "1", "--no-measure", "--interval-s", "0.05", "--",
             sys.executable, "-c", "print('ran')"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=ENV)
-    try:
-        lines: list[str] = []
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline() if proc.stderr else ""
-            lines.append(line)
-            if "delaying start" in line or not line:
-                break
-        assert any("delaying start" in line for line in lines), "".join(lines)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, err = interrupt_after(proc, "delaying start")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "ran" not in out, "the command never started"

@@ -5,14 +5,13 @@ loop: one line (the Session's), exit 130, no traceback; a loop's own
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from tests.gt_interrupt import interrupt_after
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,21 +41,8 @@ def _interrupt_the_wait(tmp_path: Path) -> tuple[int, str, str]:
     (tmp_path / "loop.py").write_text(LOOP)
     proc = subprocess.Popen([sys.executable, "loop.py"], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        lines: list[str] = []
-        give_up = time.monotonic() + 40
-        while time.monotonic() < give_up:
-            line = proc.stderr.readline() if proc.stderr else ""
-            lines.append(line)
-            if "delaying start" in line or not line:
-                break
-        assert any("delaying start" in line for line in lines), "".join(lines)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, out, "".join(lines) + err
+    out, err = interrupt_after(proc, "delaying start")
+    return proc.returncode, out, err
 
 
 def test_ctrl_c_during_a_session_wait_is_one_line_and_130(tmp_path: Path) -> None:
