@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
@@ -53,7 +52,7 @@ from greentrain.job.state import EngineState
 from greentrain.job.hardware import JobHardware
 from greentrain.job.options import JobOptions, PolicySpec, SessionSettings, unknown_settings
 from greentrain.job.process import reexec
-from greentrain.job.resolve import STATE_ENV, default_state_path, resolve_pause_mode
+from greentrain.job.resolve import STATE_ENV, default_state_path, fresh_exec_state_path, resolve_pause_mode
 from greentrain.job.resources import close_all
 from greentrain.job.rngstate import RNGState
 from greentrain.job.announce import say
@@ -328,9 +327,7 @@ class Session:
         if self.relaunch == "auto":  # one process re-execs itself; several exit for their launcher to restart
             self.relaunch = "exec" if broadcast.world_size == 1 else "exit"
         if self._state_path is None and self.relaunch == "exec":
-            # exec keeps the pid: the relaunched process finds this file again
-            self._state_path = Path(tempfile.gettempdir()) / f"greentrain-{self.job}-{os.getpid()}.json"
-            self._temp_state = True
+            self._state_path, self._temp_state = fresh_exec_state_path(self.job), True
         self._keeper.path = self._state_path
         prior = self._keeper.load()
         if prior is not None and prior.clock_at:  # a simulated calendar continues where the job stopped

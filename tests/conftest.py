@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,17 @@ def find_trace(name: str) -> Path:
 def carbon_trace() -> Callable[[str], Path]:
     """Look up a real Electricity Maps trace (tests/data/carbon or the package's own) by file name."""
     return find_trace
+
+
+@pytest.fixture(autouse=True)
+def _greentrain_environment_restored() -> Iterator[None]:
+    """What one test's session exports for its relaunch (GREENTRAIN_STATE_FILE and the handshake
+    variables) must not reach the next test in this process: put every GREENTRAIN_* variable back."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("GREENTRAIN_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("GREENTRAIN_") and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
 
 
 _ARCHIVE_ENV = "GREENTRAIN_FORECAST_ARCHIVE"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from greentrain.errors import ConfigError
 from greentrain.job.state import STATE_FILE_NAME
 from greentrain.policies.settings import PolicySettings
 
-__all__ = ["STATE_ENV", "resolve_pause_mode", "default_state_path"]
+__all__ = ["STATE_ENV", "resolve_pause_mode", "default_state_path", "fresh_exec_state_path"]
 
 STATE_ENV = "GREENTRAIN_STATE_FILE"
 
@@ -34,3 +35,12 @@ def default_state_path(checkpoint_dir: str | Path | None) -> Path | None:
         return Path(checkpoint_dir) / STATE_FILE_NAME
     env = os.environ.get(STATE_ENV)
     return Path(env) if env else None
+
+
+def fresh_exec_state_path(job: str) -> Path:
+    """The state file of a one-process job that re-execs itself (exec keeps the pid, and the relaunch is told
+    this path in ``GREENTRAIN_STATE_FILE``). A file already there was left by another process that had this
+    pid (containers reuse pid 1), not by this job: it is removed, never resumed."""
+    path = Path(tempfile.gettempdir()) / f"greentrain-{job}-{os.getpid()}.json"
+    path.unlink(missing_ok=True)
+    return path

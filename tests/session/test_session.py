@@ -88,6 +88,33 @@ def test_suspend_mode_waits_in_process(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
+def test_a_state_file_left_by_another_process_with_this_pid_is_not_resumed(tmp_path: Path) -> None:
+    """exec keeps the pid, so a one-process job keeps its state in /tmp/greentrain-JOB-PID.json; a container
+    reuses pid 1, so a file there from an earlier run must not move the clock or the start step."""
+    import os
+    import tempfile
+
+    from greentrain.job.state import EngineState, save_state
+
+    clock = FrozenClock(T0)
+    signals = TraceSignals(hourly(T0, [100] * 6), clock)
+    probe = Session(ThresholdPolicy(200), provider=signals, steps_total=4, clock=clock, devices=False)
+    stale = Path(tempfile.gettempdir()) / f"greentrain-{probe.job}-{os.getpid()}.json"
+    save_state(EngineState(job=probe.job, steps_done=3, clock_at="2026-11-27T00:00:00+00:00"), stale)
+    try:
+        with Session(ThresholdPolicy(200), provider=signals, steps_total=4, clock=clock, devices=False,
+                     progress=False, deadline=T0 + timedelta(hours=5)) as session:
+            assert session.start_step == 0
+            assert clock.now() == T0
+            for _ in range(4):
+                clock.advance(STEP_S)
+                session.step()
+        assert session.finished
+    finally:
+        stale.unlink(missing_ok=True)
+
+
+@pytest.mark.timeout(60)
 def test_user_save_load_callbacks_and_relative_deadline_survive_relaunch(tmp_path: Path) -> None:
     clock = FrozenClock(T0)
     signals = TraceSignals(hourly(T0, varying(200, 48)), clock)
