@@ -177,7 +177,7 @@ def discover(
     ``estimate_cpu`` adds a ``CPUEstimate`` when no RAPL zone is readable.
     Raises ``NotSupportedError`` only for an explicitly selected MIG device.
     """
-    if cuda_visible_devices is FROM_ENV:
+    if isinstance(cuda_visible_devices, _FromEnv):  # FROM_ENV, its only instance
         cuda_visible_devices = os.environ.get("CUDA_VISIBLE_DEVICES")
     if (
         rapl_root is not None and str(rapl_root) == DEFAULT_RAPL_ROOT

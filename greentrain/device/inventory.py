@@ -13,13 +13,13 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from collections.abc import Callable
-from types import ModuleType
 from typing import TypeVar
 
 T = TypeVar("T")
 
 from greentrain.device.base import GPU, GPUCapabilities
 from greentrain.device.discovery import DeviceSet, privileged_route
+from greentrain.device.nvml_errors import NVMLLibrary
 from greentrain.device.privilege import Privilege, local_privilege
 from greentrain.errors import ActuationError, DeviceError
 
@@ -101,7 +101,7 @@ def _judge(gpu: GPU, caps: GPUCapabilities, own: Privilege, daemon: tuple[set[st
     return own
 
 
-def _versions(nvml: ModuleType | None) -> dict[str, str | None]:
+def _versions(nvml: NVMLLibrary | None) -> dict[str, str | None]:
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:

@@ -15,6 +15,7 @@ import ctypes
 import os
 import threading
 from dataclasses import replace
+from typing import Any
 
 from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
 from greentrain.device.nvml_errors import NVMLLibrary, translate_nvml_error
@@ -90,8 +91,10 @@ class NVMLGPU(GPU):
             return "unknown"
         return ARCHITECTURES.get(int(code), "unknown")
 
-    def _call(self, function: str, *args: object) -> object:
-        """Call ``nvml.<function>(handle, *args)``, translating NVMLError into greentrain's tree."""
+    def _call(self, function: str, *args: object) -> Any:
+        """Call ``nvml.<function>(handle, *args)``, translating NVMLError into greentrain's tree.
+
+        Any: pynvml is untyped and each function returns its own ctypes value (int, list, struct)."""
         call = getattr(self._nvml, function, None)
         if call is None:  # an older nvidia-ml-py without this binding
             raise NotSupportedError(f"{self.label}: {function} is missing from this nvidia-ml-py; upgrade it")
@@ -106,7 +109,7 @@ class NVMLGPU(GPU):
             current, _pending = self._call("nvmlDeviceGetMigMode")
         except NotSupportedError:
             return False
-        return int(current) == int(getattr(self._nvml, "NVML_DEVICE_MIG_ENABLE", 1))
+        return int(current) == int(self._nvml.NVML_DEVICE_MIG_ENABLE)
 
     # --- capabilities ---------------------------------------------------------------------------
 

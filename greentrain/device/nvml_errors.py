@@ -26,12 +26,19 @@ class NVMLLibrary(Protocol):
     """pynvml, or a stand-in with its functions and constants (``greentrain.testing.FakeNVML``)."""
 
     NVMLError: type[Exception]
+    NVML_CLOCK_SM: int
+    NVML_TEMPERATURE_GPU: int
+    NVML_DEVICE_MIG_ENABLE: int
 
     def nvmlInit(self) -> None: ...
 
     def nvmlShutdown(self) -> None: ...
 
     def nvmlDeviceGetCount(self) -> int: ...
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> object: ...
+
+    def nvmlSystemGetDriverVersion(self) -> str | bytes: ...
 
 PRIVILEGE_FIX = "run as root, or start `sudo greentrain daemon` and let it apply GPU settings for unprivileged jobs"
 

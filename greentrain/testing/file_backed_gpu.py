@@ -19,6 +19,7 @@ import time
 import uuid as uuid_mod
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
 from greentrain.device.profiles import interpolate, load_gpu_profile
@@ -32,6 +33,13 @@ _MIN_SM_CLOCK_MHZ = 210
 _CLOCK_STEP_MHZ = 15
 _MEMORY_BOUND_FRACTION = 0.3  # share of step time that does not scale with SM clock
 _IDLE_FRACTION = 0.25  # share of board power that does not scale with SM clock
+
+
+class _Settings(TypedDict, total=False):
+    """The state file: both keys are always written; ``_update`` passes either."""
+
+    power_limit_w: float
+    sm_clocks_mhz: list[int] | None
 
 
 class FileBackedGPU(GPU):
@@ -83,17 +91,17 @@ class FileBackedGPU(GPU):
             raise self._failure
 
     # -- state file --------------------------------------------------------------
-    def settings(self) -> dict[str, object]:
+    def settings(self) -> _Settings:
         """The settings as the state file holds them now (what a test prints when one leaked)."""
         return json.loads(self.state_file.read_text(encoding="utf-8"))
 
-    def _write(self, state: dict) -> None:
+    def _write(self, state: _Settings) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.state_file.parent, prefix=".fakegpu-")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(state, handle)
         os.replace(tmp, self.state_file)
 
-    def _update(self, **changes: object) -> None:
+    def _update(self, **changes: Unpack[_Settings]) -> None:
         self._accumulate()  # energy so far was drawn at the old setting
         state = self.settings()
         state.update(changes)
@@ -118,7 +126,7 @@ class FileBackedGPU(GPU):
         state = self.settings()
         t, p = self._at_limit(state["power_limit_w"])
         clocks = state.get("sm_clocks_mhz")
-        time_x, power_x = self._clock_factors(tuple(clocks) if clocks else None)
+        time_x, power_x = self._clock_factors((clocks[0], clocks[1]) if clocks else None)
         return t * time_x, min(p * power_x, state["power_limit_w"] * 1.02)
 
     def relative_speed(self) -> float:
