@@ -8,17 +8,23 @@ import signal
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from greentrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from greentrain.daemon.config import DaemonConfig
+    from greentrain.device.base import GPU
+    from greentrain.userfile import JSONObject
 
 __all__ = ["daemon"]
 
 DEFAULT_CONFIG = Path("/etc/greentrain/daemon.toml")
 
 
-def _load(config_path: Path | None, socket: Path | None, group: str | None, state_dir: Path | None):
+def _load(config_path: Path | None, socket: Path | None, group: str | None, state_dir: Path | None) -> DaemonConfig:
     from greentrain.daemon.config import DaemonConfig, load_config
 
     if config_path is not None:
@@ -27,11 +33,16 @@ def _load(config_path: Path | None, socket: Path | None, group: str | None, stat
         config = load_config(DEFAULT_CONFIG)
     else:
         config = DaemonConfig()
-    overrides = {k: v for k, v in {"socket": socket, "group": group, "state_dir": state_dir}.items() if v is not None}
-    return replace(config, **overrides)
+    if socket is not None:
+        config = replace(config, socket=socket)
+    if group is not None:
+        config = replace(config, group=group)
+    if state_dir is not None:
+        config = replace(config, state_dir=state_dir)
+    return config
 
 
-def _gpus(fake_gpus: str | None, state_dir: Path) -> list:
+def _gpus(fake_gpus: str | None, state_dir: Path) -> list[GPU]:
     if fake_gpus:  # demos and tests: file-backed doubles, settings kept under the state dir
         from greentrain.testing.fake_backend import FakeBackend, parse_fake_gpus
 
@@ -57,20 +68,27 @@ def _print_status(socket: Path) -> None:
     table = Table(title=f"greentrain daemon at {socket}")
     for column in ("GPU", "UUID", "requested W", "clocks MHz", "owner pid", "job", "journaled"):
         table.add_column(column)
-    for g in reply["gpus"]:
-        clocks = "-" if not g["sm_clocks_mhz"] else "{}-{}".format(*g["sm_clocks_mhz"])
+    for g in _objects(reply["gpus"]):
+        sm_clocks_mhz = g["sm_clocks_mhz"]
+        clocks = "{}-{}".format(*sm_clocks_mhz) if isinstance(sm_clocks_mhz, list) and sm_clocks_mhz else "-"
         hidden = "(another user)" if g.get("held") and g["owner_pid"] is None else "-"  # details: admins only
-        table.add_row(str(g["index"]), g["uuid"], str(g["requested_power_limit_w"] or "-"), clocks,
-                      str(g["owner_pid"] or hidden), g["owner_job"] or hidden, str(g["journaled"]))
+        table.add_row(str(g["index"]), str(g["uuid"]), str(g["requested_power_limit_w"] or "-"), clocks,
+                      str(g["owner_pid"] or hidden), str(g["owner_job"] or hidden), str(g["journaled"]))
     console = Console()
     console.print(table)
-    node = reply.get("node_policy") or {}
+    node_policy = reply.get("node_policy")
+    node = node_policy if isinstance(node_policy, dict) else {}
     cap = reply.get("cap_w")
     console.print(f"node cap: {f'{cap:g} W' if cap is not None else 'none'}"
                   + (f" (signal stale, age {node.get('age_s')} s)" if node.get("stale") else ""))
 
 
-def _restore_only(gpus: list, state_dir: Path) -> None:
+def _objects(value: object) -> list[JSONObject]:
+    """The JSON objects in a reply's list (the daemon sends nothing else there)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _restore_only(gpus: list[GPU], state_dir: Path) -> None:
     from greentrain.actuators.controller import KnobController
     from greentrain.errors import ActuationError, GreentrainError
 

@@ -179,6 +179,8 @@ class DaemonClient:
         return reply
 
     def _pending_line(self, raise_errors: bool = False) -> bytes:
+        if self._reader is None:  # dropped: nothing more will arrive
+            return b""
         try:
             return self._reader.readline()
         except OSError as e:
@@ -213,7 +215,8 @@ class DaemonClient:
     def _drop(self) -> None:
         if self._sock is not None:
             try:
-                self._reader.close()
+                if self._reader is not None:
+                    self._reader.close()
                 self._sock.close()
             finally:
                 self._sock, self._reader = None, None

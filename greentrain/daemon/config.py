@@ -32,15 +32,15 @@ Example (``/etc/greentrain/daemon.toml``)::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Callable
-from typing import TypeVar
-
-T = TypeVar("T")
+from typing import TypeGuard, TypeVar
 
 from greentrain.errors import ConfigError
-from greentrain.userfile import JSONObject, load_toml
+from greentrain.userfile import load_toml
+
+T = TypeVar("T")
 
 __all__ = ["GPULimits", "NodePolicyConfig", "DaemonConfig", "load_config", "parse_config", "DEFAULT_SOCKET"]
 
@@ -57,8 +57,8 @@ class GPULimits:
     """Requests above this are refused (None: the GPU's own maximum)."""
     allow_clock_lock: bool = True
     """Whether clients may lock SM clocks."""
-    min_sm_clock_mhz: int | None = None
-    """Lowest SM clock a client may lock to."""
+    min_sm_clock_mhz: float | None = None
+    """Lowest SM clock a client may lock to (any number > 0 is accepted, as for the power limits)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,7 +75,7 @@ class NodePolicyConfig:
     """Alternatively a provider plugin name (greentrain.providers) ..."""
     zone: str | None = None
     """... and its zone."""
-    provider_options: JSONObject = field(default_factory=dict)
+    provider_options: dict[str, object] = field(default_factory=dict)
     """Keyword arguments for the provider plugin."""
     interval_s: float = 300.0
     """How often to re-check the grid."""
@@ -120,45 +120,65 @@ class DaemonConfig:
         return replace(self.limits, **merged)
 
 
-def _table(raw: JSONObject, key: str, where: str) -> JSONObject:
+def _table(raw: Mapping[str, object], key: str, where: str) -> dict[str, object]:
     value = raw.get(key, {})
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: [{key}] must be a table")
     return value
 
 
-def _positive(value: object) -> bool:
+def _positive(value: object) -> TypeGuard[float]:
     """A real number (not a bool), finite and > 0 (TOML allows nan and inf)."""
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
-def _limits(raw: JSONObject, where: str) -> GPULimits:
+def _optional_positive(raw: Mapping[str, object], key: str, where: str) -> float | None:
+    value = raw.get(key)
+    if value is not None and not _positive(value):
+        raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {value!r}")
+    return value
+
+
+def _required_positive(raw: Mapping[str, object], key: str, where: str) -> float:
+    if key not in raw:
+        raise ConfigError(f"{where}: missing {key}")
+    value = raw[key]
+    if not _positive(value):
+        raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {value!r}")
+    return value
+
+
+def _optional_str(raw: Mapping[str, object], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{where}.{key}: must be a string, got {value!r}")
+    return value
+
+
+def _limits(raw: Mapping[str, object], where: str) -> GPULimits:
     known = set(GPULimits.__dataclass_fields__)
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
-    for key in ("min_power_limit_w", "max_power_limit_w", "min_sm_clock_mhz"):
-        value = raw.get(key)
-        if value is not None and not _positive(value):
-            raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {value!r}")
-    if not isinstance(raw.get("allow_clock_lock", True), bool):
+    min_w, max_w, min_mhz = (_optional_positive(raw, key, where)
+                             for key in ("min_power_limit_w", "max_power_limit_w", "min_sm_clock_mhz"))
+    allow_clock_lock = raw.get("allow_clock_lock", True)
+    if not isinstance(allow_clock_lock, bool):
         raise ConfigError(f"{where}.allow_clock_lock: must be true or false")
-    limits = GPULimits(**raw)
+    limits = GPULimits(min_power_limit_w=min_w, max_power_limit_w=max_w, allow_clock_lock=allow_clock_lock,
+                       min_sm_clock_mhz=min_mhz)
     if limits.min_power_limit_w and limits.max_power_limit_w and limits.min_power_limit_w > limits.max_power_limit_w:
         raise ConfigError(f"{where}: min_power_limit_w > max_power_limit_w")
     return limits
 
 
-def _node_policy(raw: JSONObject, where: str) -> NodePolicyConfig:
+def _node_policy(raw: Mapping[str, object], where: str) -> NodePolicyConfig:
     known = set(NodePolicyConfig.__dataclass_fields__)
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
-    for key in ("dirty_above_g_per_kwh", "dirty_power_limit_w"):
-        if key not in raw:
-            raise ConfigError(f"{where}: missing {key}")
-        if not _positive(raw[key]):
-            raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {raw[key]!r}")
+    dirty_above = _required_positive(raw, "dirty_above_g_per_kwh", where)
+    dirty_limit = _required_positive(raw, "dirty_power_limit_w", where)
     if ("trace" in raw) == ("provider" in raw):
         raise ConfigError(f"{where}: give exactly one of 'trace' (CSV path) or 'provider' (+ 'zone')")
     if "provider" in raw and "zone" not in raw:
@@ -166,35 +186,22 @@ def _node_policy(raw: JSONObject, where: str) -> NodePolicyConfig:
     interval_s = raw.get("interval_s", 300.0)
     if not _positive(interval_s) or interval_s < 1:
         raise ConfigError(f"{where}.interval_s: must be a number >= 1 and finite, got {interval_s!r}")
-    values = dict(raw)
-    if "trace" in values:
-        values["trace"] = Path(values["trace"])
-    return NodePolicyConfig(**values)
+    trace = _optional_str(raw, "trace", where)
+    options = _table(raw, "provider_options", where) if "provider_options" in raw else {}
+    return NodePolicyConfig(
+        dirty_above_g_per_kwh=dirty_above,
+        dirty_power_limit_w=dirty_limit,
+        trace=Path(trace) if trace is not None else None,
+        provider=_optional_str(raw, "provider", where),
+        zone=_optional_str(raw, "zone", where),
+        provider_options=options,
+        interval_s=interval_s,
+    )
 
 
-def parse_config(raw: JSONObject, where: str = "daemon config") -> DaemonConfig:
-    """Validate a parsed TOML document; one ConfigError listing every problem, one line each."""
-    errors: list[str] = []
-
-    def check(parse: Callable[..., T], *args: object, default: T | None = None) -> T | None:
-        try:
-            return parse(*args)
-        except ConfigError as e:
-            errors.append(str(e))
-            return default
-
-    unknown = set(raw) - {"daemon", "limits", "gpu", "node_policy", "gpu_access"}
-    if unknown:
-        errors.append(f"{where}: unknown table(s) {sorted(unknown)}; valid: daemon, limits, gpu, node_policy, gpu_access")
-    daemon = check(_table, raw, "daemon", where, default={})
-    bad = set(daemon) - {"socket", "group", "socket_mode", "allowed_uids", "state_dir", "admin_uids",
-                         "max_connections", "max_connections_per_uid", "idle_timeout_s"}
-    if bad:
-        errors.append(f"{where}: [daemon] unknown key(s) {sorted(bad)}")
-    socket_mode = check(_socket_mode, daemon.get("socket_mode", "0660"), where, default=0o660)
-    uids = check(_uid_list, daemon, "allowed_uids", [], where, default=())
-    admins = check(_uid_list, daemon, "admin_uids", [0], where, default=(0,))
-    caps = {}
+def _caps(daemon: Mapping[str, object], where: str, errors: list[str]) -> dict[str, float]:
+    """The connection limits of [daemon]; a bad one is reported in ``errors`` and left at its default."""
+    caps: dict[str, float] = {}
     for key, default, low in (("max_connections", 1024, 1), ("max_connections_per_uid", 256, 1),
                               ("idle_timeout_s", 600.0, 1)):
         value = daemon.get(key, default)
@@ -202,28 +209,62 @@ def parse_config(raw: JSONObject, where: str = "daemon config") -> DaemonConfig:
             errors.append(f"{where}: daemon.{key} must be a number in [{low}, 1000000], got {value!r}")
             value = default
         caps[key] = value if key == "idle_timeout_s" else int(value)
-    access = check(_table, raw, "gpu_access", where, default={})
+    return caps
+
+
+def parse_config(raw: Mapping[str, object], where: str = "daemon config") -> DaemonConfig:
+    """Validate a parsed TOML document; one ConfigError listing every problem, one line each."""
+    errors: list[str] = []
+
+    def check(parse: Callable[[], T], default: T) -> T:
+        # ``default`` only stands in until the errors are raised together below.
+        try:
+            return parse()
+        except ConfigError as e:
+            errors.append(str(e))
+            return default
+
+    unknown = set(raw) - {"daemon", "limits", "gpu", "node_policy", "gpu_access"}
+    if unknown:
+        errors.append(f"{where}: unknown table(s) {sorted(unknown)}; valid: daemon, limits, gpu, node_policy, gpu_access")
+    daemon: dict[str, object] = check(lambda: _table(raw, "daemon", where), {})
+    bad = set(daemon) - {"socket", "group", "socket_mode", "allowed_uids", "state_dir", "admin_uids",
+                         "max_connections", "max_connections_per_uid", "idle_timeout_s"}
+    if bad:
+        errors.append(f"{where}: [daemon] unknown key(s) {sorted(bad)}")
+    socket_mode = check(lambda: _socket_mode(daemon.get("socket_mode", "0660"), where), 0o660)
+    uids: tuple[int, ...] = check(lambda: _uid_list(daemon, "allowed_uids", [], where), ())
+    admins: tuple[int, ...] = check(lambda: _uid_list(daemon, "admin_uids", [0], where), (0,))
+    caps = _caps(daemon, where, errors)
+    socket = check(lambda: _path(daemon, "socket", DEFAULT_SOCKET, where), DEFAULT_SOCKET)
+    group = check(lambda: _optional_str(daemon, "group", f"{where}: daemon"), None)
+    state_dir = check(lambda: _path(daemon, "state_dir", Path("/var/lib/greentrain"), where), Path())
+    access: dict[str, object] = check(lambda: _table(raw, "gpu_access", where), {})
+    gpu_access: dict[str, tuple[str, ...]] = {}
     for user, allowed in access.items():
         if not isinstance(allowed, list) or not all(isinstance(g, str) and g.isprintable() for g in allowed):
             errors.append(f"{where}: gpu_access.{user} must be a list of GPU indices or UUIDs as strings")
-    gpus = check(_table, raw, "gpu", where, default={})
-    limits = check(lambda: _limits(_table(raw, "limits", where), f"{where}: [limits]"))
-    gpu_limits = {k: check(lambda k=k: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]")) for k in gpus}
-    node_policy = (check(_node_policy, raw["node_policy"], f"{where}: [node_policy]")
+        else:
+            gpu_access[str(user)] = tuple(allowed)
+    gpus: dict[str, object] = check(lambda: _table(raw, "gpu", where), {})
+    limits = check(lambda: _limits(_table(raw, "limits", where), f"{where}: [limits]"), GPULimits())
+    gpu_limits = {k: check(lambda: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]"), GPULimits())
+                  for k in gpus}
+    node_policy = (check(lambda: _node_policy(_table(raw, "node_policy", where), f"{where}: [node_policy]"), None)
                    if "node_policy" in raw else None)
     if errors:
         raise ConfigError("\n".join(errors))
     return DaemonConfig(
-        admin_uids=tuple(admins),
-        gpu_access={str(user): tuple(allowed) for user, allowed in access.items()},
-        max_connections=caps["max_connections"],
-        max_connections_per_uid=caps["max_connections_per_uid"],
+        admin_uids=admins,
+        gpu_access=gpu_access,
+        max_connections=int(caps["max_connections"]),
+        max_connections_per_uid=int(caps["max_connections_per_uid"]),
         idle_timeout_s=float(caps["idle_timeout_s"]),
-        socket=Path(daemon.get("socket", DEFAULT_SOCKET)),
-        group=daemon.get("group"),
+        socket=socket,
+        group=group,
         socket_mode=socket_mode,
-        allowed_uids=tuple(uids),
-        state_dir=Path(daemon.get("state_dir", "/var/lib/greentrain")),
+        allowed_uids=uids,
+        state_dir=state_dir,
         limits=limits,
         gpu_limits=gpu_limits,
         node_policy=node_policy,
@@ -240,7 +281,14 @@ def _socket_mode(mode: object, where: str) -> int:
     return socket_mode
 
 
-def _uid_list(daemon: JSONObject, key: str, default: list[int], where: str) -> tuple[int, ...]:
+def _path(daemon: Mapping[str, object], key: str, default: Path, where: str) -> Path:
+    value = daemon.get(key, default)
+    if not isinstance(value, str | Path):
+        raise ConfigError(f"{where}: daemon.{key} must be a path as a string, got {value!r}")
+    return Path(value)
+
+
+def _uid_list(daemon: Mapping[str, object], key: str, default: list[int], where: str) -> tuple[int, ...]:
     uids = daemon.get(key, default)
     if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in uids):
         raise ConfigError(f"{where}: daemon.{key} must be a list of integers")

@@ -43,7 +43,7 @@ class Connection(Generic[C]):
 
     sock: socket.socket
     cred: PeerCredentials
-    client: C | None = None
+    client: C
     inbox: bytearray = field(default_factory=bytearray)
     outbox: bytearray = field(default_factory=bytearray)
     last_active_s: float = 0.0
@@ -73,11 +73,11 @@ class ConnectionLoop(Generic[C]):
         self._admit, self._on_line, self._on_close, self._holding = admit, on_line, on_close, holding
         self.max_connections, self.max_per_uid, self.idle_timeout_s = max_connections, max_per_uid, idle_timeout_s
         self._selector = selectors.DefaultSelector()
-        self._conns: dict[int, Connection] = {}
+        self._conns: dict[int, Connection[C]] = {}
         self._per_uid: Counter[int] = Counter()
         self._stop = threading.Event()
         self._next_sweep_s = 0.0
-        self.refused = Counter()
+        self.refused: Counter[str] = Counter()
         """Connections refused, by reason ('total', 'per_uid', 'auth', 'idle', 'slow_reader', 'oversized')."""
         self.served = 0
         """Connections admitted since start."""
@@ -131,23 +131,15 @@ class ConnectionLoop(Generic[C]):
             self._admit_one(sock, cred)
 
     def _admit_one(self, sock: socket.socket, cred: PeerCredentials) -> None:
-        reason = None
         if len(self._conns) >= self.max_connections:
-            reason, kind = f"too many connections ({self.max_connections}); retry later", "total"
-        elif self._per_uid[cred.uid] >= self.max_per_uid:
-            reason, kind = f"uid {cred.uid} holds {self.max_per_uid} connections already; retry later", "per_uid"
-        else:
-            client, reason = self._admit(cred, sock)
-            kind = "auth"
-        if reason is not None:
-            self.refused[kind] += 1
-            code = ErrorCode.FORBIDDEN if kind == "auth" else ErrorCode.RETRY_LATER
-            try:
-                sock.setblocking(False)
-                sock.send(encode(error_reply(code, reason)))
-            except OSError:
-                pass
-            sock.close()
+            self._refuse(sock, "total", f"too many connections ({self.max_connections}); retry later")
+            return
+        if self._per_uid[cred.uid] >= self.max_per_uid:
+            self._refuse(sock, "per_uid", f"uid {cred.uid} holds {self.max_per_uid} connections already; retry later")
+            return
+        client, reason = self._admit(cred, sock)
+        if client is None:  # admit gives (None, reason) exactly when it refuses
+            self._refuse(sock, "auth", reason or "not authorized")
             return
         sock.setblocking(False)
         conn = Connection(sock, cred, client, last_active_s=time.monotonic())
@@ -156,8 +148,18 @@ class ConnectionLoop(Generic[C]):
         self.served += 1
         self._selector.register(sock, selectors.EVENT_READ, conn)
 
+    def _refuse(self, sock: socket.socket, kind: str, reason: str) -> None:
+        self.refused[kind] += 1
+        code = ErrorCode.FORBIDDEN if kind == "auth" else ErrorCode.RETRY_LATER
+        try:
+            sock.setblocking(False)
+            sock.send(encode(error_reply(code, reason)))
+        except OSError:
+            pass
+        sock.close()
+
     # -- per connection -------------------------------------------------------------------------
-    def _service(self, conn: Connection, events: int) -> None:
+    def _service(self, conn: Connection[C], events: int) -> None:
         if events & selectors.EVENT_READ and not conn.closing:
             try:
                 data = conn.sock.recv(65536)
@@ -174,7 +176,7 @@ class ConnectionLoop(Generic[C]):
                 self._answer_lines(conn)
         self._flush(conn)
 
-    def _answer_lines(self, conn: Connection) -> None:
+    def _answer_lines(self, conn: Connection[C]) -> None:
         while True:
             end = conn.inbox.find(b"\n")
             if end < 0:
@@ -195,13 +197,13 @@ class ConnectionLoop(Generic[C]):
                 reply = error_reply(ErrorCode.DEVICE_ERROR, f"internal error ({type(e).__name__})")
             conn.outbox += encode(reply)
 
-    def _refuse_line(self, conn: Connection) -> None:
+    def _refuse_line(self, conn: Connection[C]) -> None:
         self.refused["oversized"] += 1
         conn.inbox.clear()
         conn.outbox += encode(error_reply(ErrorCode.BAD_REQUEST, f"request longer than {MAX_LINE_BYTES} bytes"))
         conn.closing = True  # say why, then hang up
 
-    def _flush(self, conn: Connection) -> None:
+    def _flush(self, conn: Connection[C]) -> None:
         if conn.outbox:
             try:
                 sent = conn.sock.send(conn.outbox)
@@ -235,7 +237,7 @@ class ConnectionLoop(Generic[C]):
                 self.refused["idle"] += 1
                 self._close(conn)
 
-    def _close(self, conn: Connection, notify: bool = True) -> None:
+    def _close(self, conn: Connection[C], notify: bool = True) -> None:
         fd = conn.sock.fileno()
         if self._conns.pop(fd, None) is None:
             return

@@ -40,7 +40,8 @@ def daemon_gpus(socket_path: str | Path | None, timeout_s: float = 2.0) -> tuple
             reply = client.status()
     except (GreentrainError, OSError):
         return None
-    return {str(g.get("uuid")) for g in reply.get("gpus", []) if isinstance(g, dict)}, str(path)
+    gpus = reply.get("gpus")
+    return {str(g.get("uuid")) for g in (gpus if isinstance(gpus, list) else []) if isinstance(g, dict)}, str(path)
 
 
 class DaemonGPU(GPU):

@@ -37,7 +37,7 @@ from greentrain.errors import (
     NotSupportedError,
     PrivilegeError,
 )
-from greentrain.userfile import JSONObject
+from greentrain.userfile import JSONObject, JSONValue
 
 __all__ = ["DaemonServer", "RequestError"]
 
@@ -98,7 +98,7 @@ class DaemonServer:
         self._clients: dict[int, _Client] = {}
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
-        self._loop: ConnectionLoop | None = None
+        self._loop: ConnectionLoop[_Client] | None = None
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -129,7 +129,7 @@ class DaemonServer:
         log.info("greentrain daemon serving %d GPU(s) on %s", len(self._gpus), self.config.socket)
 
     @property
-    def loop(self) -> ConnectionLoop | None:
+    def loop(self) -> ConnectionLoop[_Client] | None:
         """The connection loop (counters of served and refused connections)."""
         return self._loop
 
@@ -246,19 +246,20 @@ class DaemonServer:
     # -- operations -----------------------------------------------------------------------
     def _op_hello(self, client: _Client, job: str) -> JSONObject:
         client.job = job
-        return {"ok": True, "daemon": __version__, "uid": client.cred.uid, "gpus": sorted(self._gpus)}
+        uuids: list[JSONValue] = [*sorted(self._gpus)]
+        return {"ok": True, "daemon": __version__, "uid": client.cred.uid, "gpus": uuids}
 
     def _op_status(self, client: _Client) -> JSONObject:
-        gpus = []
+        gpus: list[JSONValue] = []
         for state in self._gpus.values():
             owner = self._clients.get(state.owner) if state.owner else None
-            shown = owner is not None and self._may_see(client, owner)
+            shown = owner if owner is not None and self._may_see(client, owner) else None
             gpus.append({
                 "uuid": state.gpu.uuid, "index": state.gpu.index,
-                "requested_power_limit_w": state.requested_w, "sm_clocks_mhz": state.clocks_mhz,
+                "requested_power_limit_w": state.requested_w, "sm_clocks_mhz": [*state.clocks_mhz] if state.clocks_mhz else None,
                 "held": owner is not None,
-                "owner_pid": owner.cred.pid if shown else None,  # type: ignore[union-attr]
-                "owner_job": owner.job if shown else None,  # type: ignore[union-attr]
+                "owner_pid": shown.cred.pid if shown is not None else None,
+                "owner_job": shown.job if shown is not None else None,
                 "journaled": state.controller.pending(),
             })
         return {"ok": True, "gpus": gpus, "cap_w": self.cap_w, "node_policy": dict(self.node_status),
