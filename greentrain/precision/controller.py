@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -205,7 +205,7 @@ class PrecisionController:
                 decision = remaining[0]
             else:
                 healthy = {p: c for p, c in measured.items() if p not in banned}
-                phase, decision = Phase.SETTLED, min(healthy, key=healthy.get)
+                phase, decision = Phase.SETTLED, min(healthy, key=lambda p: healthy[p])
                 log.info("precision trial: measured cost per step %s; keeping %s", measured, decision)
         return {"decision": decision, "phase": str(phase), "banned": sorted(banned), "measured": measured}
 
@@ -248,17 +248,22 @@ class _Verdict(TypedDict):
     measured: dict[str, float]
 
 
+def _is_tensor(loss: Tensor | float) -> TypeGuard[Tensor]:
+    """Duck-typed, so torch is imported only once a tensor is met."""
+    return hasattr(loss, "detach")
+
+
 def _detached(loss: Tensor | float) -> Tensor | float:
     """The loss without its graph, left where it is: reading it on the host would wait for the device."""
-    return loss.detach() if hasattr(loss, "detach") else float(loss)
+    return loss.detach() if _is_tensor(loss) else float(loss)
 
 
 def _host_values(window: list[Tensor | float]) -> list[float]:
     """A window's losses as floats, with one device-to-host copy for all of them (one sync per window)."""
-    tensors = [v for v in window if hasattr(v, "detach")]
+    tensors = [v for v in window if _is_tensor(v)]
     if not tensors:
         return [float(v) for v in window]
     import torch
 
     values = iter(torch.stack([t.float().reshape(()) for t in tensors]).tolist())
-    return [next(values) if hasattr(v, "detach") else float(v) for v in window]
+    return [next(values) if _is_tensor(v) else float(v) for v in window]

@@ -7,9 +7,12 @@ before training starts — never discovered as an exception inside a step.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING
 
 from greentrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PRECISIONS", "unsupported_reason", "autocast_dtype"]
 
@@ -64,7 +67,7 @@ def unsupported_reason(precision: str, device_type: str) -> str | None:
     )
 
 
-def autocast_dtype(precision: str) -> Any:
+def autocast_dtype(precision: str) -> torch.dtype | None:
     """The torch dtype autocast uses for ``precision`` (None: no autocast)."""
     import torch
 

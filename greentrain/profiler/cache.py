@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from greentrain.userfile import JSONObject
+from greentrain.userfile import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from torch.nn import Module
@@ -54,13 +55,26 @@ def _point_to_json(p: OperatingPoint) -> JSONObject:
             "relative_speed": p.relative_speed, "power_w": p.power_w}
 
 
+def _scalar(value: JSONValue) -> str | int | float:
+    """``value`` for ``float()``/``int()``; TypeError (a corrupt file, as ``load`` treats it) for null, a list or
+    an object."""
+    if value is None or isinstance(value, (list, dict)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return value
+
+
 def _point_from_json(raw: JSONObject) -> OperatingPoint:
-    clocks = raw.get("sm_clocks_mhz")
+    clocks, sm_clocks_mhz = raw.get("sm_clocks_mhz"), None
+    if clocks:
+        if not isinstance(clocks, list):
+            raise TypeError(f"sm_clocks_mhz: expected a list, got {clocks!r}")
+        sm_clocks_mhz = (int(_scalar(clocks[0])), int(_scalar(clocks[1])))
+    power_limit_w = raw.get("power_limit_w")
     return OperatingPoint(
-        power_limit_w=None if raw.get("power_limit_w") is None else float(raw["power_limit_w"]),
-        sm_clocks_mhz=(int(clocks[0]), int(clocks[1])) if clocks else None,
-        relative_speed=float(raw["relative_speed"]),
-        power_w=float(raw["power_w"]),
+        power_limit_w=None if power_limit_w is None else float(_scalar(power_limit_w)),
+        sm_clocks_mhz=sm_clocks_mhz,
+        relative_speed=float(_scalar(raw["relative_speed"])),
+        power_w=float(_scalar(raw["power_w"])),
     )
 
 
@@ -71,7 +85,7 @@ class ProfileCache:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
 
     @staticmethod
-    def key(gpu_model: str, fingerprint: str, knob: str, candidates: list[float | tuple[int, int]],
+    def key(gpu_model: str, fingerprint: str, knob: str, candidates: Sequence[float | tuple[int, int]],
             world_size: int = 1) -> JSONObject:
         """The identity of a profile."""
         return {"format": _FORMAT, "gpu_model": gpu_model, "fingerprint": fingerprint, "knob": knob,

@@ -11,11 +11,15 @@ unit of work and in running time, the figures advisory mode reports.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from greentrain.device.base import GPU
 from greentrain.errors import GreentrainError
 from greentrain.policies.base import OperatingPoint
+
+if TYPE_CHECKING:
+    from greentrain.profiler.cache import ProfileCache
+    from greentrain.profiler.collective import Collective
 
 __all__ = ["AdvisoryPoints", "advisory_points", "estimated_effect", "REFERENCE_WORKLOAD"]
 
@@ -31,8 +35,8 @@ class AdvisoryPoints:
         self.points, self.source, self.note = points, source, note
 
 
-def advisory_points(gpus: Sequence[GPU], *, fingerprint: str = "", cache: Any = None,
-                    collective: Any = None) -> AdvisoryPoints:
+def advisory_points(gpus: Sequence[GPU], *, fingerprint: str = "", cache: ProfileCache | None = None,
+                    collective: Collective | None = None) -> AdvisoryPoints:
     """Cached measured points for this GPU model and workload, else the shipped profile's estimate."""
     from greentrain.profiler.collective import default_collective
     from greentrain.profiler.profiler import power_limit_grid
@@ -74,11 +78,11 @@ def _from_builtin(gpu_model: str, grid: list[float], n_gpus: int) -> tuple[Opera
 
 
 def _nearest(points: Sequence[OperatingPoint], power_limit_w: float) -> OperatingPoint | None:
-    limited = [p for p in points if p.power_limit_w is not None]
-    return min(limited, key=lambda p: abs(float(p.power_limit_w) - power_limit_w)) if limited else None
+    limited = [(p, p.power_limit_w) for p in points if p.power_limit_w is not None]
+    return min(limited, key=lambda pair: abs(pair[1] - power_limit_w))[0] if limited else None
 
 
-def estimated_effect(points: Sequence[OperatingPoint], advised_w: float, current_w: float | None) -> dict[str, Any] | None:
+def estimated_effect(points: Sequence[OperatingPoint], advised_w: float, current_w: float | None) -> dict[str, float | None] | None:
     """Relative change in energy per unit of work and in running time from ``current_w`` to ``advised_w``.
 
     None without points or a current limit. ``current_w`` None compares against the fastest point.
