@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
@@ -16,8 +17,19 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 th{background:#f4f4f4}img{max-width:100%;display:block;margin:1em 0}.note{color:#666;font-size:.9em}"""
 
 
-def _fmt_time(t: datetime | None) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else "-"
+def _fmt_time(t: object) -> str:
+    """A parsed time (``RunData``'s own, or an action's ``t``); '-' for none."""
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(t, datetime) else "-"
+
+
+def _float(value: object) -> float:
+    """A logged number as float; TypeError for a value that is none, as ``float()`` itself."""
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise TypeError(f"float() argument must be a string or a real number, not {type(value).__name__!r}")
+
+
+_VERDICTS: dict[object, str] = {True: "met", False: "MISSED", None: "not finished"}
 
 
 def _clock_label(summary: JSONObject) -> str:
@@ -34,8 +46,8 @@ def _parse(value: object) -> datetime | None:
 
 def summary_rows(run: RunData) -> list[tuple[str, str]]:
     """(label, value) pairs: the logged summary where present, else totals from the steps."""
-    energy_j = float(run.summary.get("energy_j", sum(s.energy_j for s in run.steps)))
-    emissions_g = run.summary.get("emissions_g")
+    energy_j = _float(run.summary.get("energy_j", sum(s.energy_j for s in run.steps)))
+    emissions_g: object = run.summary.get("emissions_g")
     if emissions_g is None:
         emissions_g = sum(run.step_emissions_g(s) or 0.0 for s in run.steps)
     cf = counterfactual_run_now(run)
@@ -46,7 +58,7 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
         label = {" (simulated)": "Elapsed (simulated calendar)", " (wall clock)": "Wall time"}.get(clock, "Elapsed")
         rows.append((label, format_duration_s((run.end - run.start).total_seconds())))
     unknown = run.summary.get("emissions_unknown")
-    emissions = f"unknown ({unknown})" if unknown else format_mass_g(float(emissions_g))
+    emissions = f"unknown ({unknown})" if unknown else format_mass_g(_float(emissions_g))
     rows += [("Steps", str(len(run.steps))), ("Energy", format_energy_j(energy_j)), ("Emissions", emissions)]
     interpolated = sum(1 for s in run.steps if s.source == "interpolated")
     if interpolated:
@@ -56,13 +68,13 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
         rows.append(("Run-now counterfactual (same steps, no pauses)", format_mass_g(cf[-1][1])))
     if run.summary.get("emissions_avoided_g") is not None:
         rows.append(("Avoided, net (engine, vs run-now at default settings; waiting and resumes count against it)",
-                     format_mass_g(float(run.summary["emissions_avoided_g"]))))
+                     format_mass_g(_float(run.summary["emissions_avoided_g"]))))
     if run.summary.get("waiting_energy_j"):
         rows.append(("Drawn while paused or waiting (held devices)",
-                     format_energy_j(float(run.summary["waiting_energy_j"]))))
+                     format_energy_j(_float(run.summary["waiting_energy_j"]))))
     if run.summary.get("deadline"):
         met = run.summary.get("deadline_met")
-        verdict = {True: "met", False: "MISSED", None: "not finished"}.get(met, "not finished")
+        verdict = _VERDICTS.get(met, "not finished")
         rows.append((f"Deadline{clock}", f"{_fmt_time(_parse(run.summary['deadline']))}: {verdict}"))
     if run.zone:
         rows.append(("Grid zone", str(run.zone)))
@@ -87,7 +99,7 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def html_table(headers: list[str], rows: list[list[object]]) -> str:
+def html_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A table of escaped cells."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)

@@ -47,9 +47,10 @@ class RunData:
     forecast: list[tuple[datetime, float]] = field(default_factory=list)
     """Points of the first ``forecast`` event (what the policy saw at the start)."""
     states: list[tuple[datetime, str]] = field(default_factory=list)
-    actions: list[JSONObject] = field(default_factory=list)
-    advice: list[JSONObject] = field(default_factory=list)
-    """Advisory mode: each decision advised, not applied, with its estimated effect."""
+    actions: list[dict[str, object]] = field(default_factory=list)
+    """Each ``action`` event's fields, its ``t`` parsed to a datetime."""
+    advice: list[dict[str, object]] = field(default_factory=list)
+    """Advisory mode: each decision advised, not applied, with its estimated effect (``t`` a datetime)."""
     replicas: list[tuple[datetime, str, int]] = field(default_factory=list)
     """Carbon scaling: (t, 'planned' or 'actual', count) from ``replicas`` events; empty for a fixed-size job."""
     summary: JSONObject = field(default_factory=dict)
@@ -114,10 +115,13 @@ def _add(run: RunData, event: JSONObject, t: datetime, where: str) -> None:
         value = _number(event, "intensity_g_per_kwh", where)
         if value is not None:
             run.intensity.append((t, value, str(event.get("kind", "actual"))))
-            run.zone = run.zone or event.get("zone")
+            zone = event.get("zone")
+            if zone is not None and not isinstance(zone, str):
+                raise ConfigError(f"{where}: 'zone' must be a string, got {zone!r}")
+            run.zone = run.zone or zone
     elif kind == "forecast" and not run.forecast:
         try:
-            points = forecast_points(event)  # start/interval_s/values, or [start, value] pairs
+            points = forecast_points(dict(event))  # start/interval_s/values, or [start, value] pairs
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: 'start' and 'interval_s' must be an ISO-8601 time and seconds") from None
         for i, point in enumerate(points):
