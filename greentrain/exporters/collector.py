@@ -15,7 +15,7 @@ import logging
 import math
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 if TYPE_CHECKING:
     from greentrain.jobstats import JobStats
@@ -42,7 +42,7 @@ def _text(value: object) -> str:
     return str(getattr(value, "value", value))
 
 
-def _ok(value: object) -> bool:
+def _ok(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -35,9 +35,13 @@ __all__ = [
     "FLEET_GPUS",
     "FLEET_JOBS",
     "FLEET_METRICS",
+    "FLEET_MIGRATIONS",
+    "FLEET_PARTITION_GPUS",
+    "FLEET_PARTITION_INTENSITY",
     "FLEET_PLAN_SECONDS",
     "FLEET_PLANNED_REMAINING",
     "FLEET_SLURM_ERRORS",
+    "FLEET_ZONE_EMISSIONS",
     "GPU_ENERGY",
     "GPU_POWER",
     "GPU_POWER_LIMIT",
@@ -208,9 +212,26 @@ FLEET_SLURM_ERRORS = _m("greentrain_fleet_slurm_errors_total", "counter", (),
 FLEET_PLAN_SECONDS = _m("greentrain_fleet_plan_seconds", "gauge", (),
                         "CPU time of the latest fleet plan, seconds.", "first")
 
+# Per partition (each on its grid zone): bounded by the partitions the controller manages (``--partition``).
+FLEET_PARTITION_GPUS = _m("greentrain_fleet_partition_gpus", "gauge", ("partition", "zone", "state"),
+                          "GPUs of one managed partition: planned (the current plan runs managed jobs on them "
+                          "now), running (managed jobs running there now), capacity (on nodes that are up).",
+                          "first")
+FLEET_PARTITION_INTENSITY = _m("greentrain_fleet_partition_carbon_intensity_grams_per_kwh", "gauge",
+                               ("partition", "zone"),
+                               "Grid carbon intensity of the current hour on the partition's zone, as the plan "
+                               "used it, gCO2eq/kWh.", "first")
+FLEET_MIGRATIONS = _m("greentrain_fleet_migrations_total", "counter", ("from_partition", "to_partition"),
+                      "Started managed jobs seen on another partition than in the previous round (their "
+                      "checkpoint moved).", "first")
+FLEET_ZONE_EMISSIONS = _m("greentrain_fleet_zone_emissions_grams_total", "counter", ("zone",),
+                          "Emissions of the managed jobs that ran on the zone's partitions, estimated (GPUs x power "
+                          "per GPU x the zone's intensity), grams CO2eq; summed over zones, the fleet's "
+                          "kind=actual emissions.", "first")
+
 FLEET_METRICS: tuple[MetricSpec, ...] = (
     FLEET_GPUS, FLEET_JOBS, FLEET_EMISSIONS, FLEET_PLANNED_REMAINING, FLEET_DEADLINES_AT_RISK, FLEET_SLURM_ERRORS,
-    FLEET_PLAN_SECONDS,
+    FLEET_PLAN_SECONDS, FLEET_PARTITION_GPUS, FLEET_PARTITION_INTENSITY, FLEET_MIGRATIONS, FLEET_ZONE_EMISSIONS,
 )
 
 METRICS: tuple[MetricSpec, ...] = (

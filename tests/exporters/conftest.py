@@ -31,7 +31,8 @@ from gt_promstack import (
 from greentrain.clock import ReplayClock
 from greentrain.errors import DeviceLostError
 from greentrain.exporters import MetricsServer
-from greentrain.fleet.metrics import FleetCollector, FleetSnapshot, FleetStats
+from greentrain.fleet import FleetPlan, JobPlan
+from greentrain.fleet.metrics import FleetCollector, FleetSnapshot, FleetStats, JobPlace, PartitionFigures
 from greentrain.jobstats import JobState, JobStats
 from greentrain.monitor import Monitor
 from greentrain.testing import FakeCPUDomain, FakeGPU
@@ -69,6 +70,23 @@ def _trainer(stop: threading.Event, stats: list[JobStats]) -> None:
             stats[0].update(power_cap_refused_total=stats[0].power_cap_refused_total + 1)
 
 
+_FLEET_PLAN = FleetPlan(now_h=0.0, planned_emissions_g=0.0, method="rolling", solve_s=0.4, jobs={
+    j: JobPlan(job_id=j, option=0, next_start_h=0.0, finish_h=9.0, planned_emissions_g=0.0)
+    for j in ("hopper", "steady")})
+
+
+def _fleet_partitions(fleet: FleetStats, rounds: int) -> PartitionFigures:
+    """Two partitions on two zones; a started job hops between them every 4 rounds (a migration each time)."""
+    hopper = "gpu-fr" if rounds // 4 % 2 else "gpu-gb"
+    jobs = [JobPlace(job_id="hopper", partition=hopper, gpus=8, power_kw=5.6, running=True, started=True),
+            JobPlace(job_id="steady", partition="gpu-gb", gpus=16, power_kw=11.2, running=rounds % 3 > 0,
+                     started=True)]
+    return fleet.meter.round(rounds / 7200, zones={"gpu-gb": "GB", "gpu-fr": "FR"},
+                             capacity={"gpu-gb": 32, "gpu-fr": 32}, jobs=jobs,
+                             intensity_g_per_kwh={"gpu-gb": 180.0 + rounds % 5, "gpu-fr": 55.0},
+                             plan=_FLEET_PLAN)
+
+
 def _fleet_rounds(stop: threading.Event, fleet: FleetStats) -> None:
     """Publish a fleet controller's snapshot twice a second, as its rounds would (compressed)."""
     rounds = 0
@@ -78,7 +96,8 @@ def _fleet_rounds(stop: threading.Event, fleet: FleetStats) -> None:
                                     jobs={"running": 6, "pausing": rounds % 2, "paused": 3, "waiting": 11},
                                     emitted_g={"actual": 35.0 * rounds, "planned": 33.0 * rounds},
                                     planned_remaining_g=90_000.0 - 30.0 * rounds, deadlines_at_risk=rounds % 3,
-                                    slurm_errors=rounds // 20, plan_cpu_s=0.4))
+                                    slurm_errors=rounds // 20, plan_cpu_s=0.4,
+                                    partitions=_fleet_partitions(fleet, rounds)))
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +150,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, carbon_trace: Callable[[str]
         prometheus = Prometheus(tmp, _scrape_configs(job_server.port, node_server.port, dcgm.port, pushgateway.port,
                                                      fleet_server.port))
         prometheus.wait_for("count(up == 1) == 5", timeout_s=30)
-        yield Stack(prometheus, pushgateway, job_server, node_server, stats0, stats1, gpus, signals, clock)
+        yield Stack(prometheus, pushgateway, job_server, node_server, stats0, stats1, gpus, signals, clock,
+                    fleet_server)
     finally:
         stop.set()
         trainer.join(timeout=5)

@@ -25,6 +25,7 @@ class Stack:
     gpus: list[FakeGPU]
     signals: TraceSignals
     clock: ReplayClock
+    fleet_server: MetricsServer | None = None
 
     @property
     def job_instance(self) -> str:

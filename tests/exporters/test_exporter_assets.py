@@ -80,6 +80,9 @@ def test_dashboard_model(filename: str) -> None:
     for panel in board["panels"]:
         pos = panel["gridPos"]
         assert pos["x"] + pos["w"] <= 24, panel["title"]
+        if panel["type"] == "row":  # a heading: expanded, no queries, the whole width
+            assert not panel["collapsed"] and not panel["panels"] and pos["w"] == 24 and pos["x"] == 0
+            continue
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert panel["description"]
         assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
@@ -92,6 +95,51 @@ def test_job_dashboard_has_every_required_panel() -> None:
     titles = {p["title"] for p in DASHBOARDS["greentrain-job.json"]()["panels"]}
     assert {"Power per GPU", "Energy", "Grid carbon intensity: actual vs forecast", "Emissions and avoided emissions",
             "Job state", "Power limit", "Precision", "Policy actions", "Replicas"} <= titles
+
+
+def _no_overlap(board: dict) -> None:
+    cells = set()
+    for panel in board["panels"]:
+        pos = panel["gridPos"]
+        here = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not cells & here, f"panel {panel['title']!r} overlaps another"
+        cells |= here
+
+
+def test_fleet_dashboard_has_a_partitions_row_on_the_partition_metrics() -> None:
+    board = DASHBOARDS["greentrain-fleet.json"]()
+    _no_overlap(board)
+    panels = board["panels"]
+    row = next(i for i, p in enumerate(panels) if p["type"] == "row")
+    assert panels[row]["title"] == "Partitions"
+    below = panels[row + 1:]
+    assert all(p["gridPos"]["y"] > panels[row]["gridPos"]["y"] for p in below)
+    assert {p["title"] for p in below} == {"Planned vs running GPUs by partition", "Capacity by partition",
+                                           "Migrations", "Emissions by zone", "Carbon intensity by zone"}
+    exprs = {p["title"]: [t["expr"] for t in p["targets"]] for p in below}
+    gpus = n.FLEET_PARTITION_GPUS.name
+    assert exprs["Planned vs running GPUs by partition"] == [f'max by (partition) ({gpus}{{state="planned"}})',
+                                                             f'max by (partition) ({gpus}{{state="running"}})']
+    assert exprs["Capacity by partition"] == [f'max by (partition) ({gpus}{{state="capacity"}})']
+    assert n.FLEET_MIGRATIONS.name in exprs["Migrations"][0] and "rate(" in exprs["Migrations"][0]
+    assert "sum by (zone)" in exprs["Emissions by zone"][0] and n.FLEET_ZONE_EMISSIONS.name in exprs[
+        "Emissions by zone"][0]
+    assert exprs["Carbon intensity by zone"] == [f"max by (zone) ({n.FLEET_PARTITION_INTENSITY.name})"]
+    stacked = next(p for p in below if p["title"] == "Emissions by zone")
+    assert stacked["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"] == "normal"
+    for spec in (n.FLEET_PARTITION_GPUS, n.FLEET_MIGRATIONS, n.FLEET_ZONE_EMISSIONS, n.FLEET_PARTITION_INTENSITY):
+        assert spec in n.FLEET_METRICS and {"partition", "zone", "from_partition"} & set(spec.labels)
+
+
+@needs_promtool
+def test_fleet_dashboard_queries_parse(tmp_path) -> None:
+    """promtool parses every fleet board query (the live stack also runs them against data)."""
+    rules = [{"record": f"fleet:query{i}", "expr": expr.replace("$__rate_interval", "1m").replace("$__range", "1h")}
+             for i, (_, expr) in enumerate(queries(DASHBOARDS["greentrain-fleet.json"]()))]
+    path = tmp_path / "fleet-queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "fleet", "rules": rules}]}))
+    done = _promtool("check", "rules", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_node_dashboard_joins_dcgm() -> None:
@@ -110,6 +158,9 @@ def test_docs_describe_every_panel_metric_rule_and_alert() -> None:
     doc = (REPO / "docs" / "prometheus-grafana.md").read_text()
     for filename, build in DASHBOARDS.items():
         for panel in build()["panels"]:
+            if panel["type"] == "row":
+                assert f"Row **{panel['title']}**" in doc, f"{filename}: row {panel['title']!r} is not described"
+                continue
             assert f"| {panel['title']} |" in doc, f"{filename}: panel {panel['title']!r} is not described"
     for spec in n.METRICS:
         assert f"`{spec.name}`" in doc, spec.name

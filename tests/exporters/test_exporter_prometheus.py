@@ -168,10 +168,28 @@ def test_dcgm_series_join_on_uuid(stack: Stack) -> None:
 
 
 def test_promtool_check_metrics_is_clean(stack: Stack) -> None:
-    for server in (stack.job_server, stack.node_server):
+    for server in (stack.job_server, stack.node_server, stack.fleet_server):
+        assert server is not None
         done = subprocess.run(["/usr/bin/promtool", "check", "metrics"], input=http_text(server.url),
                               capture_output=True, text=True, timeout=30)
         assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stdout + done.stderr
+
+
+def test_fleet_partition_series_through_prometheus(stack: Stack) -> None:
+    """Two partitions on two zones (tests/exporters/conftest.py): a job hops between them every 2 s."""
+    gpus = {(r["metric"]["partition"], r["metric"]["zone"], r["metric"]["state"]) for r in
+            stack.prometheus.wait_for(n.FLEET_PARTITION_GPUS.name)}
+    assert gpus == {(p, z, s) for p, z in (("gpu-gb", "GB"), ("gpu-fr", "FR")) for s in ("planned", "running",
+                                                                                        "capacity")}
+    for a, b in (("gpu-gb", "gpu-fr"), ("gpu-fr", "gpu-gb")):
+        assert stack.prometheus.wait_for(f'increase({n.FLEET_MIGRATIONS.name}{{from_partition="{a}",'
+                                         f'to_partition="{b}"}}[30s]) > 0', timeout_s=20)
+    intensity = {r["metric"]["zone"]: float(r["value"][1]) for r in
+                 stack.prometheus.wait_for(n.FLEET_PARTITION_INTENSITY.name)}
+    assert intensity["FR"] == 55.0 and 180.0 <= intensity["GB"] <= 184.0
+    zones = {r["metric"]["zone"] for r in stack.prometheus.wait_for(
+        f"rate({n.FLEET_ZONE_EMISSIONS.name}[30s]) > 0", timeout_s=20)}
+    assert zones == {"GB", "FR"}
 
 
 def test_node_endpoint_exports_devices_and_signal_but_no_job_series(stack: Stack) -> None:

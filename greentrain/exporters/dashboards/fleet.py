@@ -4,6 +4,8 @@
 as the board is written, so a typo in a field is an error here, not a panel
 that silently ignores it. The SDK leaves panel ids and grid positions to the
 caller: ``layout.Grid`` lays panels out in rows of 24 units, in call order.
+The "Partitions" row shows a fleet spread over partitions on several grid
+zones: where the plan puts GPUs, where jobs run, moves, emissions by zone.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def fleet_dashboard() -> Json:
     """Build the fleet dashboard JSON."""
     board = (Dashboard("greentrain / fleet").uid("greentrain-fleet").tags(["greentrain"]).timezone("utc")
              .description("The fleet controller: GPUs in use against capacity, jobs by state, planned against "
-                          "actual emissions, deadlines at risk.")
+                          "actual emissions, deadlines at risk; per partition: planned and running GPUs, migrations, "
+                          "emissions and intensity by zone.")
              .refresh("30s").time("now-24h", "now").editable()
              .with_variable(DatasourceVariable("datasource").label("Data source").type("prometheus")))
     grid = Grid(board)
@@ -84,4 +87,31 @@ def fleet_dashboard() -> Json:
                    "short"), 8, 6)
     grid.add(_stat("Plan CPU time", "CPU time of the latest plan.", Query(f"max({n.FLEET_PLAN_SECONDS.name})"),
                    "s"), 8, 6)
+    _partitions(grid)
     return json.loads(json.dumps(board.build(), cls=JSONEncoder))
+
+
+def _partitions(grid: Grid) -> None:
+    """The "Partitions" row: per partition and per zone (one of each on a single-partition fleet)."""
+    gpus, moves = n.FLEET_PARTITION_GPUS.name, n.FLEET_MIGRATIONS.name
+    grid.row("Partitions")
+    grid.add(_series("Planned vs running GPUs by partition", "GPUs the current plan runs managed jobs on now, "
+                     "against the GPUs managed jobs run on, per partition.",
+                     [Query(f'max by (partition) ({gpus}{{state="planned"}})', "{{partition}} planned"),
+                      Query(f'max by (partition) ({gpus}{{state="running"}})', "{{partition}} running")],
+                     "short", step_after=True), 12, 8)
+    grid.add(_series("Capacity by partition", "GPUs of each managed partition on nodes that are up.",
+                     [Query(f'max by (partition) ({gpus}{{state="capacity"}})', "{{partition}}")], "short",
+                     step_after=True), 12, 8)
+    grid.add(_series("Migrations", "Started jobs moved from one partition to another (their checkpoint with "
+                     "them), per hour.",
+                     [Query(f"sum by (from_partition, to_partition) (rate({moves}[{_RATE}])) * 3600",
+                            "{{from_partition}} to {{to_partition}}")], "suffix: /h"), 8, 8)
+    grid.add(_series("Emissions by zone", "Estimated gCO2eq per hour of the managed jobs, by the grid zone of the "
+                     "partition they ran on.",
+                     [Query(f"sum by (zone) (rate({n.FLEET_ZONE_EMISSIONS.name}[{_RATE}])) * 3600", "{{zone}}")],
+                     "suffix: g/h", stack=True), 8, 8)
+    grid.add(_series("Carbon intensity by zone", "The current hour's grid intensity on each partition's zone, as "
+                     "the plan used it, gCO2eq/kWh.",
+                     [Query(f"max by (zone) ({n.FLEET_PARTITION_INTENSITY.name})", "{{zone}}")], "suffix: g/kWh",
+                     step_after=True), 8, 8)

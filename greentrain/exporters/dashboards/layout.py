@@ -2,8 +2,9 @@
 
 Grafana's grid is 24 units wide. ``Grid`` numbers panels from 1 and places them
 left to right in call order, starting a new row when the next panel would not
-fit, so a board reads top to bottom as its code does. Every board (job, node,
-fleet) lays itself out through this one class.
+fit, so a board reads top to bottom as its code does; ``row`` starts a titled
+row (Grafana's row panel, expanded) across the whole width. Every board (job,
+node, fleet) lays itself out through this one class.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from greentrain.extras import require
 
 require("grafana_foundation_sdk", "the dashboard generator")
 from grafana_foundation_sdk.builders import bargauge, stat, statetimeline, timeseries
-from grafana_foundation_sdk.builders.dashboard import Dashboard
+from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
 from grafana_foundation_sdk.models.dashboard import GridPos
 
 __all__ = ["GRID_WIDTH", "Grid", "Panel"]
@@ -42,3 +43,9 @@ class Grid:
             self.x, self.y, self.row_h = 0, self.y + self.row_h, 0
         self.board.with_panel(panel.id(self.next_id).grid_pos(GridPos(h=h, w=w, x=self.x, y=self.y)))
         self.next_id, self.x, self.row_h = self.next_id + 1, self.x + w, max(self.row_h, h)
+
+    def row(self, title: str) -> None:
+        """Start a row titled ``title`` below everything placed so far; the next panels go under it."""
+        y = self.y + self.row_h
+        self.board.with_row(Row(title).id(self.next_id).grid_pos(GridPos(h=1, w=GRID_WIDTH, x=0, y=y)))
+        self.next_id, self.x, self.y, self.row_h = self.next_id + 1, 0, y + 1, 0

@@ -3,7 +3,8 @@
 For docs and quick checks: each panel's queries run as Prometheus range
 queries (variables substituted) and are drawn with matplotlib where Grafana
 would put them on its 24-column grid. Time series become lines, stats a big
-number, bar gauges bars of the last value, state timelines coloured spans.
+number, bar gauges bars of the last value, state timelines coloured spans,
+rows their title.
 
     python -m greentrain.exporters.dashboards.preview http://127.0.0.1:9090 out/ --var job=llm-7b --minutes 30
 """
@@ -114,6 +115,10 @@ def render_preview(board: dict[str, Any], query: RangeQuery, out_png: Path, *, v
     for panel in panels:
         pos = panel["gridPos"]
         ax = fig.add_subplot(grid[pos["y"]:pos["y"] + pos["h"], pos["x"]:pos["x"] + pos["w"]])
+        if panel["type"] == "row":  # a heading across the board, no queries of its own
+            ax.axis("off")
+            ax.text(0.0, 0.5, panel["title"], fontsize=10, fontweight="bold", va="center", transform=ax.transAxes)
+            continue
         data = [(_legend(t.get("legendFormat", ""), labels), points)
                 for t in panel["targets"] for labels, points in query(substitute(t["expr"], variables, range_s, step_s))
                 if points]
