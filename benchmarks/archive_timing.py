@@ -45,7 +45,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 
 from greentrain.policies import load_policy
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.signals.archive import ForecastArchive
 from greentrain.signals.archived import ArchiveForecaster
 from greentrain.signals.base import IntensityPoint, Kind

@@ -46,7 +46,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from greentrain.policies import Policy, load_policy
 from greentrain.policies.forecast_optimal import ForecastOptimalConfig, ForecastOptimalPolicy
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim.noise import parse_rate_noise

@@ -57,8 +57,8 @@ import numpy as np
 from greentrain.jobstats import JobState
 from greentrain.policies import load_policy
 from greentrain.policies.base import Action
-from greentrain.policies import planner
-from greentrain.policies.planner import Mode
+from greentrain.policies import slot_planner
+from greentrain.policies.slot_planner import Mode
 from greentrain.policies.window import pause_decision
 from greentrain.signals.base import IntensityPoint, Kind
 from greentrain.signals.forecast import Forecaster
@@ -228,18 +228,18 @@ class ScenarioPolicy:
     def _first_saving_g(self, snapshot, now) -> float:
         """The planner's saving of pausing over running in the first slot (signed), via its own choice."""
         seen: list[float] = []
-        choose = planner._choose
+        choose = slot_planner._choice_costs
 
-        def spy(tables, slots, t, *rest):
-            out = choose(tables, slots, t, *rest)
+        def spy(problem, tables, slots, t, *rest):
+            costs = choose(problem, tables, slots, t, *rest)
             if t == 0 and not seen:
-                seen.append(out[2])
-            return out
-        planner._choose = spy
+                seen.append(min(costs[:-1]) - costs[-1])  # best run minus the pause
+            return costs
+        slot_planner._choice_costs = spy
         try:
             self.inner.decide(snapshot, now)
         finally:
-            planner._choose = choose
+            slot_planner._choice_costs = choose
         return seen[0] if seen else float("nan")
 
     def decide(self, snapshot, now):

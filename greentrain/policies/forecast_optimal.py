@@ -28,7 +28,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.calibrate import calibrated
 from greentrain.policies.configured import ConfiguredPolicy
-from greentrain.policies.planner import J_PER_KWH, Mode, Plan, plan_schedule
+from greentrain.policies.slot_planner import J_PER_KWH, Mode, Plan, plan_schedule
 from greentrain.policies.window import (
     capacity_s,
     fastest,

@@ -23,9 +23,8 @@ from typing import Protocol
 
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
-from greentrain.policies.planner import Mode, Slot
+from greentrain.policies.slot_planner import FRESH, PAUSED, Mode, Plan, Slot, plan_scaling, running_state
 from greentrain.units import J_PER_KWH
-from greentrain.policies.scaling_planner import FRESH, PAUSED, ScalingPlan, plan_scaling, running_state
 from greentrain.policies.window import horizon_end, intensity_slots, pause_decision, run_decision, safety_margin_s
 
 __all__ = ["MarginsLike", "replica_options", "decide_scaling"]
@@ -83,7 +82,7 @@ def decide_scaling(config: MarginsLike, name: str, snapshot: Snapshot, now: date
     if end is not None and end <= now:
         return _run(top, now, work_s, f"{name}: deadline reached; running flat out at {top.replicas} replicas",
                     to_the_end=True)
-    if work_s <= 0 or not slots:
+    if work_s <= 0 or not slots or end is None:  # no slots without an end
         keep = next((m for m in options if m.replicas == (current or reference)), top)
         return _run(keep, now, work_s, f"{name}: nothing to plan (no work or no carbon signal)")
     state = _state(snapshot, options, current)
@@ -111,7 +110,7 @@ def _flat_out(options: list[Mode], state: int, left_s: float, overhead_s: float)
     return options[best], work(best)
 
 
-def _commit(config: MarginsLike, name: str, snapshot: Snapshot, now: datetime, plan: ScalingPlan,
+def _commit(config: MarginsLike, name: str, snapshot: Snapshot, now: datetime, plan: Plan,
             options: list[Mode], current: int, state: int) -> Decision:
     """The plan's first choice, unless keeping the current count (or running, when paused) is within the margin."""
     slot = plan.slots[0]

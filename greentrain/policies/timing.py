@@ -18,7 +18,7 @@ from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
-from greentrain.policies.planner import J_PER_KWH
+from greentrain.policies.slot_planner import J_PER_KWH
 from greentrain.policies.window import (
     capacity_after_pause_s,
     capacity_s,

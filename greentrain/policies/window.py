@@ -15,7 +15,7 @@ from greentrain.clock import ensure_aware_utc
 from greentrain.hours import floor_hour as _hour
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
-from greentrain.policies.planner import J_PER_KWH, Mode, Slot, StartState
+from greentrain.policies.slot_planner import J_PER_KWH, Mode, Slot, StartState
 
 __all__ = [
     "capacity_after_pause_s",

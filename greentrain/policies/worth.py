@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.calibrate import calibrated
-from greentrain.policies.planner import J_PER_KWH
+from greentrain.policies.slot_planner import J_PER_KWH
 
 __all__ = ["DEFAULT_MIN_SAVING_FRAC", "constant_signal", "expected_job_g", "keep_latest_start", "win_probability",
            "worth_waiting"]

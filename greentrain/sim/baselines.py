@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from greentrain.policies.planner import Slot, StartState, plan_schedule
-from greentrain.policies.scaling_planner import FRESH, plan_scaling
+from greentrain.policies.slot_planner import FRESH, Slot, StartState, plan_scaling, plan_schedule
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.noise import RateProfile

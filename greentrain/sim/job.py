@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from greentrain.device.profiles import GPUProfile
 from greentrain.errors import ConfigError
 from greentrain.policies.base import OperatingPoint
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.policies.scaling_profile import ScalingProfile
 
 __all__ = ["SimJob", "profile_modes"]
@@ -36,6 +36,9 @@ class SimJob:
     """Ways to run; ``modes[0]`` is full speed (speed 1.0)."""
     resume_overhead_s: float = 300.0
     """Time at full power without progress each time the job resumes after a pause."""
+    migration_overhead_s: float = 900.0
+    """Time at full power without progress when a paused job resumes in another zone (checkpoint transfer and
+    restart: replaces the resume overhead there); only several ``--trace ZONE=FILE`` use it."""
     profiled: bool = False
     """Give the policy the modes as measured operating points (power dimension)."""
     waiting_power_w: float = 0.0
@@ -58,6 +61,9 @@ class SimJob:
             raise ConfigError(
                 f"--resume-overhead-min: must be in [0, 60) minutes, got {self.resume_overhead_s / 60:g}"
             )
+        if not 0 <= self.migration_overhead_s < 3600:
+            raise ConfigError(f"--migration-overhead-min: must be in [0, 60) minutes, got "
+                              f"{self.migration_overhead_s / 60:g}")
         if not (isinstance(self.waiting_power_w, int | float) and 0 <= self.waiting_power_w < float("inf")):
             raise ConfigError(f"--idle-power-kw: must be a number >= 0, got {self.waiting_power_w / 1000:g}")
         if not self.modes or any(m.speed <= 0 or m.power_w <= 0 for m in self.modes):
@@ -91,6 +97,11 @@ class SimJob:
             return ()
         high = max(self.scaling.replica_counts) if self.max_replicas is None else self.max_replicas
         return tuple(self.replica_mode(r) for r in self.scaling.replica_counts if self.min_replicas <= r <= high)
+
+    def overhead_s(self, zone: str | None, held_in: str | None) -> float:
+        """The time without progress of resuming in ``zone`` when the checkpoint is ``held_in`` (None: same)."""
+        moves = zone is not None and held_in is not None and zone != held_in
+        return self.migration_overhead_s if moves else self.resume_overhead_s
 
     @property
     def full(self) -> Mode:

@@ -32,7 +32,7 @@ from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Policy, Snapshot
-from greentrain.policies.planner import StartState
+from greentrain.policies.slot_planner import Mode, StartState
 from greentrain.policies.rate import RateEstimator
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, keep_latest_start, worth_waiting
 from greentrain.signals.base import IntensityPoint
@@ -187,17 +187,19 @@ def _probe(estimator: RateEstimator, rates: RateProfile | None, offset: timedelt
     estimator.add(1.0 / rate)
 
 
-def _latest_start(job: SimJob, ledger: Ledger, deadline: datetime, estimator: RateEstimator) -> datetime:
-    """The latest (re)start that finishes the rest by ``deadline`` at the pessimistic rate (a resume first)."""
+def _latest_start(job: SimJob, ledger: Ledger, deadline: datetime, estimator: RateEstimator,
+                  overhead_s: float | None = None) -> datetime:
+    """The latest (re)start that finishes the rest by ``deadline`` at the pessimistic rate (a resume first, or
+    ``overhead_s``: a migration's)."""
     need_s = ledger.remaining_s * (estimator.spread_room_s() or 1.0) / job.full.speed
     if ledger.state != StartState.FRESH:
-        need_s += job.resume_overhead_s
+        need_s += job.resume_overhead_s if overhead_s is None else overhead_s
     return deadline - timedelta(seconds=need_s)
 
 
 def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: datetime,
-              forecaster: ForecasterLike, mode, started_at: datetime | None, estimator: RateEstimator,
-              skill: ForecastSkill) -> Snapshot:
+              forecaster: ForecasterLike, mode: Mode, started_at: datetime | None, estimator: RateEstimator,
+              skill: ForecastSkill, overhead_s: float | None = None) -> Snapshot:
     now = trace.points[t].start
     hours_left = math.ceil((deadline - now).total_seconds() / 3600.0 - 1e-9) - 1
     forecast = forecaster.forecast(trace.points[: t + 1], now, max(1, hours_left))
@@ -210,7 +212,7 @@ def _snapshot(trace: TraceIndex, t: int, job: SimJob, ledger: Ledger, deadline: 
         carbon_now=trace.points[t],
         forecast=tuple(forecast),
         deadline=deadline,
-        resume_overhead_s=job.resume_overhead_s,
+        resume_overhead_s=job.resume_overhead_s if overhead_s is None else overhead_s,
         state=_STATES[ledger.state],
         started_at=started_at,
         operating_points=job.operating_points,

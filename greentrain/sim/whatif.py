@@ -24,7 +24,7 @@ from greentrain.codecarbon import CodeCarbonRun, SkippedRow, zone_for
 from greentrain.device.profiles import BUILTIN_GPUS, GPUProfile, load_gpu_profile
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Policy
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.policies.timing import RunNowPolicy
 from greentrain.signals.base import IntensityPoint
 from greentrain.sim.job import SimJob, profile_modes
@@ -135,8 +135,8 @@ def _curve(profile: GPUProfile, workload: str | None) -> tuple[list[tuple[float,
         return [(m.power_limit_w or 0.0, m.speed, m.power_w / modes[0].power_w) for m in modes], \
             f"profile {profile.gpu}, {workload}"
     curves = [profile_modes(profile, w) for w in profile.workloads()]
-    limits = sorted(set.intersection(*({m.power_limit_w for m in c} for c in curves)), reverse=True)
-    by_limit = [{m.power_limit_w: (m.speed / c[0].speed, m.power_w / c[0].power_w) for m in c} for c in curves]
+    limits = sorted(set.intersection(*({m.power_limit_w or 0.0 for m in c} for c in curves)), reverse=True)
+    by_limit = [{m.power_limit_w or 0.0: (m.speed / c[0].speed, m.power_w / c[0].power_w) for m in c} for c in curves]
     points = [(w, statistics.median(b[w][0] for b in by_limit), statistics.median(b[w][1] for b in by_limit))
               for w in limits]
     return points, f"profile {profile.gpu} (median of {len(curves)} workloads)"

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from greentrain.policies.planner import J_PER_KWH, StartState
+from greentrain.policies.slot_planner import J_PER_KWH, StartState
 from greentrain.signals.base import IntensityPoint, Kind
 
 T0 = datetime(2022, 3, 1, tzinfo=UTC)

@@ -13,7 +13,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies import OperatingPoint, Snapshot, load_policy
 from greentrain.policies.base import Action
 from greentrain.policies.forecast_optimal import ForecastOptimalConfig, ForecastOptimalPolicy
-from greentrain.policies.planner import Mode, Slot, plan_schedule
+from greentrain.policies.slot_planner import Mode, Slot, plan_schedule
 from tests.policies.helpers import HOUR, T0, brute_force, points
 from greentrain.signals.base import Kind
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from greentrain.device.profiles import ProfilePoint
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.sim import SimJob, TraceIndex, best_window, oracle, run_now
 from tests.policies.helpers import HOUR, T0, points
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from greentrain.policies import CarbonAwarePolicy
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.signals.archived import ArchiveForecaster
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.issued import IssuedForecasts

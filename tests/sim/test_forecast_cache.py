@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from greentrain.policies import ForecastOptimalPolicy
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, simulate

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from greentrain.policies import load_policy
 from greentrain.policies.forecast_optimal import ForecastOptimalConfig, ForecastOptimalPolicy
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.sim import SimJob, TraceIndex, simulate
 from tests.policies.helpers import (
     T0,

@@ -15,7 +15,7 @@ from greentrain.policies import (
     ForecastOptimalPolicy,
     Policy,
 )
-from greentrain.policies.planner import Mode
+from greentrain.policies.slot_planner import Mode
 from greentrain.signals.forecast import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, oracle, simulate, simulate_run

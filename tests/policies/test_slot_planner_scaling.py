@@ -8,8 +8,8 @@ import pytest
 
 from greentrain.jobstats import JobState
 from greentrain.policies import Snapshot, load_policy
-from greentrain.policies.planner import Mode, Slot
-from greentrain.policies.scaling_planner import FRESH, PAUSED, plan_scaling, running_state
+from greentrain.policies.slot_planner import Mode, Slot
+from greentrain.policies.slot_planner import FRESH, PAUSED, plan_scaling, running_state
 from greentrain.policies.scaling_profile import parse_scaling_profile
 from greentrain.sim import SimJob, TraceIndex, run_now, scaling_oracle, timing_only
 from tests.policies.helpers import HOUR, T0, points

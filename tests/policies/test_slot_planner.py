@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from greentrain.policies.planner import Mode, Slot, StartState, plan_schedule
+from greentrain.policies.slot_planner import Mode, Slot, StartState, plan_schedule
 from tests.policies.helpers import HOUR, T0, brute_force
 
 pytestmark = pytest.mark.timeout(60)
