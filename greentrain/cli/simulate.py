@@ -13,6 +13,7 @@ import click
 from greentrain.cli.archiveflags import archive_flags, archive_forecaster, archive_line, archive_summary
 from greentrain.cli.common import history_notes
 from greentrain.cli.jobflags import job_flags, job_options, take_settings
+from greentrain.cli.simulate_zones import TraceSpec, check_cover, load_zone_traces, parse_trace_specs, zones_output
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError, DeadlineError
 from greentrain.policies import Policy, RunNowPolicy, load_policy
@@ -123,8 +124,12 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 
 
 @click.command("simulate")
-@click.option("--trace", "trace_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Electricity Maps hourly CSV export.")
+@click.option("--trace", "trace_specs", required=True, multiple=True, metavar="FILE|ZONE=FILE",
+              help="Electricity Maps hourly CSV export. Repeat as ZONE=FILE for a job that may run in several "
+                   "zones (the first is its home): it may start in another and move at its pauses.")
+@click.option("--migration-overhead-min", type=float, default=15.0, show_default=True,
+              help="With several zones: minutes at full power without progress when a paused job resumes in "
+                   "another zone (checkpoint transfer and restart), in place of --resume-overhead-min.")
 @click.option("--column", type=click.Choice(["direct", "lca"]), default="direct", show_default=True)
 @click.option("--start", "start_text", help="One start time, ISO-8601 with timezone.")
 @click.option("--starts", "starts_text", help="Many starts: FROM,TO,EVERY_HOURS.")
@@ -160,10 +165,19 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
 @job_flags("simulate")
 @archive_flags
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
-def simulate(trace_path: Path, column: str, start_text: str | None, starts_text: str | None,
-             policy_spec: str, forecaster: str, rate_noise: str, as_json: bool,
+def simulate(trace_specs: tuple[str, ...], column: str, start_text: str | None, starts_text: str | None,
+             policy_spec: str, forecaster: str, rate_noise: str, as_json: bool, migration_overhead_min: float,
              **opts: Any) -> None:
-    """Replay a carbon trace through a policy; compare with run-now, best-window and the oracle."""
+    """Replay a carbon trace through a policy; compare with run-now, best-window and the oracle.
+
+    With several --trace ZONE=FILE: one job that may run in any of the zones, moving at its pauses when the
+    move pays for its overhead; compared with stay-home and greenest-at-start."""
+    specs, problems = parse_trace_specs(trace_specs)
+    if problems or len(trace_specs) > 1:
+        _simulate_zones(specs, problems, column, start_text, starts_text, policy_spec, forecaster, rate_noise,
+                        as_json, migration_overhead_min, opts)
+        return
+    trace_path = specs[0].path
     waits = job_options(take_settings(opts, "simulate"))  # the engine's own settings, checked as the engine does
     if (start_text is None) == (starts_text is None):
         raise ConfigError("give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS")
@@ -190,7 +204,7 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
     summary.update(trace=str(trace_path), column=column, forecaster=forecaster, work_hours=opts["work_hours"],
                    deadline_hours=opts["deadline_hours"], resume_overhead_min=opts["resume_overhead_min"],
                    idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec,
-                   estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving, notes=notes)
+                   estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving, notes=list(notes))
     if job.scaling is not None:
         summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
     summary["forecast"] = forecast_summary(results, _forecast_kind(forecaster, archived, opts["forecast_blend"]))
@@ -201,6 +215,40 @@ def simulate(trace_path: Path, column: str, start_text: str | None, starts_text:
         click.echo(json.dumps({"runs": runs, "summary": summary}))
     else:
         _print_table(results, summary)
+
+
+def _simulate_zones(specs: list[TraceSpec], problems: list[str], column: str, start_text: str | None,
+                    starts_text: str | None, policy_spec: str, forecaster: str, rate_noise: str, as_json: bool,
+                    migration_overhead_min: float, opts: dict[str, Any]) -> None:
+    """One job across the zones of several ``--trace ZONE=FILE`` (``cli/simulate_zones.py``)."""
+    from greentrain.sim.zones import simulate_zones
+
+    waits = job_options(take_settings(opts, "simulate"))
+    if opts["scaling_profile"] is not None:
+        problems.append("--scaling-profile: one zone only (not with several --trace ZONE=FILE)")
+    if opts.get("archive_path") is not None:
+        problems.append("--forecast-archive: one zone only (not with several --trace ZONE=FILE)")
+    traces = load_zone_traces(specs, column, problems)
+    if (start_text is None) == (starts_text is None):
+        raise ConfigError("\n".join([*problems, "give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS"]))
+    starts = [parse_time(start_text, "--start")] if start_text is not None else parse_starts(starts_text or "")
+    if opts["deadline_hours"] <= 0:
+        problems.append(f"--deadline-hours: must be > 0 (a deadline in the past), got {opts['deadline_hours']:g}")
+    check_cover(traces, starts, timedelta(hours=max(opts["deadline_hours"], opts["work_hours"])), problems)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    noise = parse_rate_noise(rate_noise)
+    job = replace(_build_job(opts), migration_overhead_s=migration_overhead_min * 60.0)
+    policy, policy_name = _choose_policy(policy_spec, opts["deadline_policy"], job)
+    forecasters = {zone: make_forecaster(forecaster, trace.points) for zone, trace in traces.items()}
+    results = simulate_zones(traces, starts, job, policy, forecasters, noise=noise,
+                             estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving)
+    extra: dict[str, Any] = {
+        "traces": {zone: trace.name for zone, trace in traces.items()}, "column": column,
+        "forecaster": forecaster, "work_hours": opts["work_hours"], "deadline_hours": opts["deadline_hours"],
+        "resume_overhead_min": opts["resume_overhead_min"], "migration_overhead_min": migration_overhead_min,
+        "idle_power_kw": round(job.waiting_power_w / 1000.0, 9), "rate_noise": noise.spec}
+    zones_output(results, policy_name, list(traces), extra, as_json)
 
 
 def _forecast_kind(forecaster: str, archived: Any, blend: str) -> str:

@@ -80,8 +80,8 @@ def load_forecast_archive(path: Path, zone: str, provider: str | None = None) ->
         malformed = archive.malformed_rows(chosen.provider, zone)
         if malformed:
             skipped["rows with non-integer times or a non-numeric value"] = malformed
-        rows = archive.forecast_rows(chosen.provider, zone)
-    return _clean(path, *rows, chosen.provider, zone, skipped)
+        issued_s, target_s, value_g_per_kwh = archive.forecast_rows(chosen.provider, zone)
+    return _clean(path, issued_s, target_s, value_g_per_kwh, chosen.provider, zone, skipped)
 
 
 def make_archive_forecaster(loaded: LoadedArchive, own: OwnForecaster, *, blend: str = "skill",

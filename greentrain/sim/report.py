@@ -15,7 +15,7 @@ from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.noise import NO_NOISE, RateNoise
 from greentrain.sim.replay import ForecasterLike, TraceIndex, simulate_run
-from greentrain.userfile import JSONObject
+from greentrain.userfile import JSONObject, JSONValue
 
 __all__ = ["RunResult", "forecast_summary", "iso", "run_to_json", "simulate", "summarize"]
 
@@ -81,7 +81,7 @@ def _totals(ledger: Ledger) -> JSONObject:
 
 def run_to_json(result: RunResult, *, power: bool = False) -> JSONObject:
     """One entry of ``runs`` (``power_limit_w`` per interval when ``power``; ``replicas`` for an elastic job)."""
-    schedule = []
+    schedule: list[JSONValue] = []
     for interval in result.policy.schedule:
         item: JSONObject = {"start": iso(interval.start), "end": iso(interval.end)}
         if power:
@@ -89,14 +89,15 @@ def run_to_json(result: RunResult, *, power: bool = False) -> JSONObject:
         if interval.replicas is not None:
             item["replicas"] = interval.replicas
         schedule.append(item)
+    oracle: JSONObject = {**_totals(result.oracle), "resumes": result.oracle.resumes}
     baselines_json: JSONObject = {
         "run_now": _totals(result.run_now),
         "best_window": {**_totals(result.best_window), "start": iso(result.best_window_start)},
-        "oracle": {**_totals(result.oracle), "resumes": result.oracle.resumes},
+        "oracle": oracle,
     }
     if result.timing_only is not None:
-        baselines_json["oracle"]["rescales"] = result.oracle.rescales
-        baselines_json["oracle"]["schedule"] = [
+        oracle["rescales"] = result.oracle.rescales
+        oracle["schedule"] = [
             {"start": iso(i.start), "end": iso(i.end), "replicas": i.replicas} for i in result.oracle.schedule]
         baselines_json["timing_only"] = {**_totals(result.timing_only), "resumes": result.timing_only.resumes}
     scaling = {"rescales": result.policy.rescales} if result.timing_only is not None else {}

@@ -121,8 +121,8 @@ def write_report(files: list[WhatIfFile], summary: JSONObject, deadline: str, ou
     """Write ``out_dir/index.html`` and its figures; ``deadline`` says how deadlines were set."""
     out = Path(out_dir)
     labelled = [(_label(f, item.run.row), item) for f in files for item in f.runs]
-    skipped = [[_label(f, s.row), s.reason] for f in files for s in f.skipped]
-    notes = [[Path(f.path).name, n] for f in files for n in f.notes]
+    skipped: list[list[object]] = [[_label(f, s.row), s.reason] for f in files for s in f.skipped]
+    notes: list[list[object]] = [[Path(f.path).name, n] for f in files for n in f.notes]
     try:
         out.mkdir(parents=True, exist_ok=True)
         images = _draw(labelled[:MAX_PLOTTED_RUNS], out) if labelled else []
