@@ -74,15 +74,12 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
     for section, values in _parse_set(sets).items():
         if section not in SECTIONS:
             raise ConfigError(f"--set: unknown section {section!r}; valid: {', '.join(SECTIONS)}")
-        table = data.setdefault(section, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"{origin}: [{section}] must be a table")
-        table.update(values)
+        _table(data, section, origin).update(values)
         sources.update({f"{section}.{key}": f"--set {section}.{key}" for key in values})
     for flag, value in flags.items():
         if value is not None:
             section, key = FLAG_KEYS.get(flag, ("greentrain", flag))  # not a training flag: a job setting
-            data.setdefault(section, {})[key] = value
+            _table(data, section, origin)[key] = value
             sources[f"{section}.{key}"] = flag_of(flag) if section == "greentrain" else "--" + flag.replace("_", "-")
 
     def where(key: str) -> str:
@@ -96,6 +93,15 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
         g = data.get("greentrain")
         more = outside_problems(g.get("policy"), g.get("provider"), g.get("zone"), where) if isinstance(g, dict) else []
         raise ConfigError("\n".join([str(e), *more])) from None
+
+
+def _table(data: dict[str, Any], section: str, origin: str) -> dict[str, Any]:
+    """The file's ``[section]`` table, made when absent; a key that is not a table is the file's error (a
+    command-line value for that section cannot go in it)."""
+    table = data.setdefault(section, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{origin}: {section}: must be a table [{section}]")  # as config_from_dict says it
+    return table
 
 
 def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:

@@ -13,6 +13,7 @@ ranks only write their samples there.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
@@ -162,6 +163,9 @@ class MetricsServer:
         except OSError as e:
             self._started = False
             # Named both ways: the setting reaches here from a flag (run, demo) or a keyword (Session).
+            if isinstance(e, socket.gaierror) or e.errno == errno.EADDRNOTAVAIL:  # the address, not the port
+                raise ConfigError(f"--metrics-addr / metrics_addr {self.addr!r}: not an address of this machine "
+                                  f"({e.strerror}); give one of its IP addresses, e.g. 127.0.0.1") from None
             raise ConfigError(f"--metrics-port / metrics_port {self.port}: cannot bind {self.addr}:{self.port} "
                               f"({e.strerror}); choose another port, or 0 for any free one") from None
         self.port = self._server.server_port

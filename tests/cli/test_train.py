@@ -108,6 +108,19 @@ def test_bad_input_is_one_line_exit_2(args: list[str], message: str, capsys) -> 
     assert message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag", [["--steps", "1"], ["--set", "train.steps=1"], []])
+def test_a_section_that_is_not_a_table_is_one_line_whatever_else_is_given(flag: list[str], tmp_path, capsys) -> None:
+    """A runtime config with ``train = 5``: one line naming the file and key, exit 2, also when a command-line
+    value belongs in that section (it once ended in a TypeError)."""
+    config = tmp_path / "run.toml"
+    config.write_text("train = 5\n")
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--config", str(config), *flag])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"greentrain: error: {config}: train: must be a table [train]"
+
+
 def test_help_lists_the_documented_flags(capsys) -> None:
     try:
         main(["train", "--help"])

@@ -59,6 +59,12 @@ def test_port_in_use_is_a_clear_error() -> None:
             MetricsServer(job="j", port=port).start()
 
 
+@pytest.mark.parametrize("addr", ["not-an-address", "192.0.2.55"])  # no such name; TEST-NET-1, on no machine
+def test_an_address_that_cannot_be_bound_is_blamed_on_the_address_not_the_port(addr: str) -> None:
+    with pytest.raises(ConfigError, match=f"--metrics-addr / metrics_addr '{addr}': not an address of this machine"):
+        MetricsServer(job="j", addr=addr, port=0, allow_public=True).start()
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [({"port": 70000}, "--metrics-port"), ({"port": -1}, "--metrics-port"),
                                                ({"job": " "}, "job")])
 def test_bad_arguments(kwargs: dict, match: str) -> None:
