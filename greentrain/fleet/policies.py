@@ -36,6 +36,7 @@ from greentrain.fleet.model import PlannerConfig
 from greentrain.fleet.places import View, view_at
 from greentrain.fleet.planner import plan_fleet
 from greentrain.fleet.simulate import Cluster, RunState
+from greentrain.windows import cleanest_start
 
 __all__ = ["DEFAULT_HEDGE", "RunNowFIFO", "PerJobWindow", "CarbonAware", "GreenestNow", "best_start_h"]
 
@@ -87,20 +88,12 @@ def best_start_h(values: np.ndarray, now_h: float, run_h: float, deadline_h: flo
     Candidates are now and every whole hour up to the latest start (intensity is constant
     within an hour); ties go to the earliest start.
     """
-    latest = deadline_h - run_h
-    if latest <= now_h + _EPS_H:
+    if deadline_h - run_h <= now_h + _EPS_H:
         return now_h
-    starts = [now_h] + list(np.arange(math.floor(now_h) + 1.0, latest + _EPS_H))
     base = math.floor(now_h + _EPS_H)
-    ends = np.arange(values.size + 1, dtype=float) + base
-    cumulative = np.concatenate([[0.0], np.cumsum(values)])
-
-    def integral(t: float) -> float:  # ∫ intensity from the start of hour `base` to t
-        i = min(int(t - base), values.size - 1)
-        return float(cumulative[i] + (t - ends[i]) * values[i])
-
-    scores = [integral(s + run_h) - integral(s) for s in starts]
-    return float(starts[int(np.argmin(np.round(scores, 9)))])
+    edges = [now_h, *np.arange(base + 1.0, min(deadline_h, base + values.size) - _EPS_H)]
+    edges.append(min(deadline_h, base + values.size))
+    return cleanest_start(edges, values[:len(edges) - 1], run_h)
 
 
 class PerJobWindow:

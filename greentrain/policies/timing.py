@@ -19,6 +19,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
 from greentrain.policies.slot_planner import J_PER_KWH
+from greentrain.windows import cleanest_start
 from greentrain.policies.window import (
     capacity_after_pause_s,
     capacity_s,
@@ -167,11 +168,5 @@ class BestWindowPolicy(ConfiguredPolicy):
 
 def _best_start(slots: list, now: datetime, length_s: float) -> datetime:
     """Slot start (or now) whose window of ``length_s`` has the least integrated intensity."""
-    edges = np.array([(s.start - now).total_seconds() for s in slots] + [(slots[-1].end - now).total_seconds()])
-    values = np.array([s.intensity_g_per_kwh for s in slots])
-    cumulative = np.concatenate([[0.0], np.cumsum(values * np.diff(edges))])
-    starts = edges[:-1][edges[:-1] + length_s <= edges[-1] + 1e-6]
-    costs = np.interp(starts + length_s, edges, cumulative) - np.interp(starts, edges, cumulative)
-    # Earliest among (near-)equal windows: later starts only add risk.
-    best = int(np.flatnonzero(costs <= costs.min() * (1 + 1e-9) + 1e-12)[0])
-    return now + timedelta(seconds=float(starts[best]))
+    edges = [(s.start - now).total_seconds() for s in slots] + [(slots[-1].end - now).total_seconds()]
+    return now + timedelta(seconds=cleanest_start(edges, [s.intensity_g_per_kwh for s in slots], length_s))
