@@ -27,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
-from greentrain.integrations.driver import PAUSED_EXIT_CODE, CallbackKeywords, StepDriver, callback_job
+from greentrain.integrations.driver import PAUSED_EXIT_CODE, CallbackKeywords, StepDriver, callback_job, saved_prior
 from greentrain.job.options import PolicySpec
 
 if TYPE_CHECKING:
@@ -46,12 +46,16 @@ class GreenAccelerate:
     ``greentrain.job.JobOptions`` and the parts ``clock``, ``devices``, ``actuators``, ``monitor``).
     With ``precision=``, run the forward pass in ``with green.autocast():`` and pass ``loss=`` to ``step``.
 
-    ``after_pause``: 'wait' (``end`` waits, returns True: run the loop again) or 'exit'
-    (``end`` exits with status 75 for a scheduler to relaunch).
+    ``checkpoint_dir`` (required): where the pause checkpoint goes. ``after_pause``: 'wait' (``end`` waits,
+    returns True: run the loop again) or 'exit' (``end`` exits with status 75 for a scheduler to relaunch).
     """
 
-    def __init__(self, accelerator: Accelerator, policy: PolicySpec | None = None, *, checkpoint_dir: str | Path,
-                 after_pause: str = "wait", **keywords: Unpack[CallbackKeywords]) -> None:
+    def __init__(self, accelerator: Accelerator, policy: PolicySpec | None = None, /, *, after_pause: str = "wait",
+                 **keywords: Unpack[CallbackKeywords]) -> None:
+        # A setting too (CallbackKeywords has it), but this driver's own: where Accelerate saves the pause.
+        checkpoint_dir = keywords.pop("checkpoint_dir", None)
+        if checkpoint_dir is None:
+            raise TypeError("GreenAccelerate() missing 1 required keyword-only argument: 'checkpoint_dir'")
         if after_pause not in ("wait", "exit"):
             from greentrain.errors import ConfigError
 
@@ -132,15 +136,15 @@ class GreenAccelerate:
         return {"next_step": self.next_step, "engine": asdict(state) if state is not None else None}
 
     def load_state_dict(self, state_dict: dict[str, object]) -> None:
-        from greentrain.job.state import EngineState
-
-        self.next_step = int(state_dict.get("next_step", 0))
-        engine = state_dict.get("engine")
-        self._prior = EngineState(**engine) if engine else None
+        next_step = state_dict.get("next_step", 0)
+        self.next_step = next_step if isinstance(next_step, int) else 0
+        self._prior = saved_prior(state_dict.get("engine"))
 
 
 def _scalar(loss: Loss) -> Loss:
+    from torch import Tensor
+
     try:
-        return float(loss.detach()) if hasattr(loss, "detach") else loss
+        return float(loss.detach()) if isinstance(loss, Tensor) else loss
     except (TypeError, ValueError, RuntimeError):
         return None

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import typing
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeAlias, TypedDict, Unpack
+from typing import TYPE_CHECKING, Literal, TypeAlias, Unpack, cast
 
-from greentrain.clock import SystemClock
+from greentrain.clock import Clock, SystemClock
+from greentrain.device.discovery import DeviceSet
+from greentrain.engine.collaborators import Actuators, EnergyMonitor
 from greentrain.errors import ConfigError
 from greentrain.integrations.slurm import PAUSED_EXIT_CODE, write_resume_time
-from greentrain.fields import hints
 from greentrain.job.build import JobParts
 from greentrain.job.options import JobOptions, JobSettings, PolicySpec, unknown_settings
 from greentrain.jobstats import JobStats
@@ -34,44 +34,69 @@ from greentrain.policies.base import Action, Decision
 if TYPE_CHECKING:
     from types import FrameType
 
+    from torch.nn import Module
+
     from greentrain.engine import Engine
     from greentrain.engine.collaborators import Loss
     from greentrain.job.build import Job
     from greentrain.job.state import EngineState
+else:
+    Module = object  # CallbackKeywords' hints resolve at run time without importing torch
 
 SignalHandler: TypeAlias = "Callable[[int, FrameType | None], object] | int | None"
 """What ``signal.signal`` hands back: a function, SIG_DFL/SIG_IGN, or None (set outside Python)."""
 
-__all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "CallbackKeywords", "callback_job"]
+__all__ = ["StepDriver", "PAUSED_EXIT_CODE", "DriverStatus", "CallbackKeywords", "callback_job", "saved_prior"]
 
 log = logging.getLogger("greentrain.integrations")
 
-def _keywords() -> type:
-    """Every setting (``JobSettings``) and every part (``JobParts``'s fields) as one ``TypedDict``."""
-    fields = {**typing.get_type_hints(JobSettings), **{name: hint for name, hint in hints(JobParts).items()}}
-    return TypedDict("CallbackKeywords", fields, total=False)  # type: ignore[misc]
+
+class CallbackKeywords(JobSettings, total=False):
+    """A framework callback's keywords: every setting (``JobSettings``) and every part (``JobParts``'s fields).
+    Written out for the type checker; a test holds it to both."""
+
+    clock: Clock | None
+    devices: DeviceSet | Literal[False] | None
+    actuators: Actuators | None
+    monitor: EnergyMonitor | None
+    model: Module | None
+    rate_probe: Callable[[], float | None] | None
 
 
-CallbackKeywords = _keywords()
-"""A framework callback's keywords: the ``JobOptions`` fields and the ``JobParts``."""
 PART_NAMES = tuple(f.name for f in dataclasses.fields(JobParts))
 """Callback keywords that are objects (``JobParts``), not settings (``JobOptions``)."""
 
 
-def callback_job(policy: PolicySpec | None = None, **keywords: Unpack[CallbackKeywords]) -> tuple[JobOptions, JobParts]:
-    """A callback's keywords split into ``JobOptions`` and ``JobParts`` (``pause_mode`` defaults to checkpoint)."""
-    settings = {k: v for k, v in keywords.items() if k not in PART_NAMES}
+def callback_job(policy: PolicySpec | None = None, /,
+                 **keywords: Unpack[CallbackKeywords]) -> tuple[JobOptions, JobParts]:
+    """A callback's keywords split into ``JobOptions`` and ``JobParts`` (``pause_mode`` defaults to checkpoint).
+
+    ``policy`` comes first or as a keyword (``CallbackKeywords`` has it), not both.
+    """
+    if policy is not None and "policy" in keywords:
+        raise TypeError("got multiple values for argument 'policy'")
+    # What is left without the parts is JobSettings (CallbackKeywords is JobSettings and the parts).
+    settings = cast(JobSettings, {k: v for k, v in keywords.items() if k not in PART_NAMES})
     for name, why in unknown_settings(settings):
         raise ConfigError(f"{name}: not an option of greentrain's callbacks ({why})")
     if policy is not None:
         settings["policy"] = policy
     settings.setdefault("pause_mode", "checkpoint")
-    parts = JobParts(**{k: v for k, v in keywords.items() if k in PART_NAMES})  # type: ignore[arg-type]
-    options = JobOptions(**settings)  # type: ignore[arg-type]
+    parts = JobParts(clock=keywords.get("clock"), devices=keywords.get("devices"),
+                     actuators=keywords.get("actuators"), monitor=keywords.get("monitor"),
+                     model=keywords.get("model"), rate_probe=keywords.get("rate_probe"))
+    options = JobOptions(**settings)
     problems = options.callback_problems()
     if problems:
         raise ConfigError("\n".join(f"{name}: {why}" for name, why in problems))
     return options, parts
+
+
+def saved_prior(saved: object) -> EngineState | None:
+    """The ``EngineState`` a callback's ``state_dict`` saved under 'engine' (None when it saved none)."""
+    from greentrain.job.state import EngineState
+
+    return EngineState(**saved) if isinstance(saved, dict) and saved else None
 
 
 class StepDriver:
@@ -107,23 +132,24 @@ class StepDriver:
 
         ``prior`` is the ``EngineState`` saved with the checkpoint being resumed (deadline, totals).
         """
-        if self.engine is None:
+        job = self.job
+        if job is None:
             try:
-                self._build(steps_total, steps_done, prior)
+                job = self._build(steps_total, steps_done, prior)
             except BaseException:
                 self.close()  # stop whatever was already started (monitor, metrics server)
                 raise
             self._install_signal_handlers()
         else:  # same process, training again after a checkpoint pause
-            self.engine.continue_at(steps_done)
+            job.engine.continue_at(steps_done)
         self.paused = self.stopped_by_signal = False
         self.resume_at = None
-        decision = self.job.begin(self.pause_mode) if self.job is not None else self.engine.begin()
+        decision = job.begin(self.pause_mode)
         if decision.action is not Action.RUN:
-            self.engine.wait_until(decision.until, decision.reason or "delayed start")
+            job.engine.wait_until(decision.until, decision.reason or "delayed start")
         return decision
 
-    def _build(self, steps_total: int | None, steps_done: int, prior: EngineState | None) -> None:
+    def _build(self, steps_total: int | None, steps_done: int, prior: EngineState | None) -> Job:
         from greentrain.engine.broadcast import auto_broadcast
         from greentrain.job.build import build_job
         from greentrain.policies.loader import load_policy
@@ -136,6 +162,7 @@ class StepDriver:
                              steps_done=steps_done)
         self.engine = self.job.engine
         self._hardware_started = False
+        return self.job
 
     # ---- precision -----------------------------------------------------------------------------
 
@@ -167,26 +194,28 @@ class StepDriver:
     def step_begin(self, *, autocast: bool = False) -> None:
         """Mark the start of an optimizer step; ``autocast``: run it at the current precision until
         ``step_end`` (framework callbacks, whose training step greentrain does not wrap)."""
-        engine = self.engine
-        if engine is None:
+        job = self.job
+        if job is None:
             return
+        engine = job.engine
         engine.step_begin()
         if self._hardware_started:
-            self.job.hardware.step_begin(engine)
+            job.hardware.step_begin(engine)
         else:  # notes, advisory points, the profiler's first bracket
             self._hardware_started = True
-            self.job.hardware.start(engine)
+            job.hardware.start(engine)
         if autocast:
             self._enter_autocast()
 
     def step_end(self, tokens: int = 0, loss: Loss = None) -> bool:
         """Close the step; True means 'checkpoint pause: save and stop the trainer now'."""
-        engine = self.engine
-        if engine is None:
+        job = self.job
+        if job is None:
             return False
+        engine = job.engine
         self._exit_autocast()
         decision = engine.step_end(tokens=tokens, loss=loss)
-        self.job.hardware.step_end(engine, loss)  # the profiler's sweep, the precision trial
+        job.hardware.step_end(engine, loss)  # the profiler's sweep, the precision trial
         if self._stop_requested or decision.action is Action.STOP:  # a signal, or a spent budget: no resume
             self.budget_spent = decision.action is Action.STOP
             return self._stop_for_signal()

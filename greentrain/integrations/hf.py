@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from greentrain.extras import require
 
 require("transformers", "greentrain.integrations.hf")
+from torch import Tensor
+from torch.nn import Module
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from greentrain.job.state import STATE_FILE_NAME
@@ -44,8 +46,6 @@ from greentrain.job.options import PolicySpec
 
 if TYPE_CHECKING:
     import torch
-    from torch import Tensor
-    from torch.nn import Module
     from torch.utils.hooks import RemovableHandle
     from transformers.trainer_utils import TrainOutput
 
@@ -67,7 +67,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
     the current precision's autocast and the model's forward loss feeds the trial's loss guard.
     """
 
-    def __init__(self, policy: PolicySpec | None = None, **keywords: Unpack[CallbackKeywords]) -> None:
+    def __init__(self, policy: PolicySpec | None = None, /, **keywords: Unpack[CallbackKeywords]) -> None:
         self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.pauses = 0
@@ -88,15 +88,16 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs: object) -> None:
-        prior = _load_prior(Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE,
-                            self.options.job) if state.global_step else None
+        prior = _load_prior(_checkpoint(args, state) / STATE_FILE, self.options.job) if state.global_step else None
         self.driver.open(steps_total=state.max_steps or None, steps_done=state.global_step, prior=prior)
         self._tokens_seen = state.num_input_tokens_seen or 0
         model = kwargs.get("model")
-        if self.options.precision is not None and self._loss_hook is None and model is not None:
+        if not isinstance(model, Module):  # the Trainer passes its (torch) model
+            return
+        if self.options.precision is not None and self._loss_hook is None:
             # The Trainer hands callbacks no loss; the precision trial's loss guard needs each step's.
             self._loss_hook = model.register_forward_hook(self._record_loss)
-        if model is not None and self._token_hook is None and hasattr(model, "register_forward_pre_hook"):
+        if self._token_hook is None:
             # The Trainer counts tokens only with include_num_input_tokens_seen; the run log needs them anyway.
             self._token_hook = model.register_forward_pre_hook(self._count_tokens, with_kwargs=True)
 
@@ -129,7 +130,7 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
             return
         from greentrain.job.state import save_state
 
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder = _checkpoint(args, state)
         if folder.is_dir():
             save_state(snapshot, folder / STATE_FILE)
 
@@ -142,9 +143,8 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         if not module.training:
             return  # an evaluation forward is not training work
         ids = kwargs.get("input_ids", args[0] if args else None)
-        numel = getattr(ids, "numel", None)
-        if callable(numel):
-            self._tokens_counted += int(numel())
+        if isinstance(ids, Tensor):
+            self._tokens_counted += int(ids.numel())
 
     def _record_loss(self, module: Module, inputs: object, output: object) -> None:
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
@@ -169,6 +169,13 @@ class GreenTrainCallback(DriverStatus, TrainerCallback):
         """Close and exit with status 75 so a scheduler (Slurm template, K8s) relaunches the job later."""
         self.close()
         sys.exit(PAUSED_EXIT_CODE)
+
+
+def _checkpoint(args: TrainingArguments, state: TrainerState) -> Path:
+    """The folder the Trainer saves this step's checkpoint in."""
+    if args.output_dir is None:  # TrainingArguments fills in a default; only a hand-made one has none
+        raise ValueError("TrainingArguments.output_dir is None; give the Trainer an output_dir")
+    return Path(args.output_dir) / f"checkpoint-{state.global_step}"
 
 
 def _mean(losses: list[Tensor]) -> float | None:
@@ -196,8 +203,16 @@ def _load_prior(path: Path, job: str) -> EngineState | None:
     return load_state(path, job) if path.exists() else None
 
 
+class TrainKeywords(TypedDict, total=False):
+    """``Trainer.train``'s keywords besides ``resume_from_checkpoint``."""
+
+    trial: object
+    """An optuna ``Trial`` or a dict of hyperparameters (a search's)."""
+    ignore_keys_for_eval: list[str] | None
+
+
 def train(trainer: Trainer, *, resume_from_checkpoint: str | bool | None = None,
-          **kwargs: object) -> TrainOutput:
+          **kwargs: Unpack[TrainKeywords]) -> TrainOutput:
     """``trainer.train()`` that waits out checkpoint pauses and resumes from the saved checkpoint."""
     callback = next((c for c in trainer.callback_handler.callbacks if isinstance(c, GreenTrainCallback)), None)
     if callback is None:

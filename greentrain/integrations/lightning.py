@@ -29,12 +29,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from greentrain.extras import require
 
 require("lightning", "greentrain.integrations.lightning")
 from lightning.pytorch.callbacks import Callback
+from torch import Tensor
 
 from greentrain.integrations.driver import (
     PAUSED_EXIT_CODE,
@@ -42,13 +43,13 @@ from greentrain.integrations.driver import (
     DriverStatus,
     StepDriver,
     callback_job,
+    saved_prior,
 )
 from greentrain.job.options import PolicySpec
 
 if TYPE_CHECKING:
-    from lightning.pytorch import LightningModule, Trainer
-    from lightning.pytorch.utilities.types import STEP_OUTPUT
-    from torch import Tensor
+    from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+    from lightning.pytorch.utilities.types import EVAL_DATALOADERS, STEP_OUTPUT, TRAIN_DATALOADERS
     from torch.utils.data import DataLoader
 
     from greentrain.job.state import EngineState
@@ -62,11 +63,12 @@ class GreenTrainCallback(DriverStatus, Callback):
     """Drives greentrain's engine from Lightning's batch boundaries.
 
     Arguments: the fields of ``greentrain.job.JobOptions`` (as ``Session``, ``power`` and ``precision``
-    included) and the parts ``clock``, ``devices``, ``actuators``, ``monitor``.
+    included) and the parts ``clock``, ``devices``, ``actuators``, ``monitor``; ``checkpoint_dir`` is where
+    the pause checkpoint goes (default: the trainer's root dir).
     """
 
-    def __init__(self, policy: PolicySpec | None = None, *, checkpoint_dir: str | Path | None = None,
-                 **keywords: Unpack[CallbackKeywords]) -> None:
+    def __init__(self, policy: PolicySpec | None = None, /, **keywords: Unpack[CallbackKeywords]) -> None:
+        checkpoint_dir = keywords.pop("checkpoint_dir", None)  # this callback's own, not the job's
         self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -116,11 +118,9 @@ class GreenTrainCallback(DriverStatus, Callback):
 
     def load_state_dict(self, state_dict: dict[str, object]) -> None:
         """Restore the job's deadline and totals from a checkpoint (before ``on_train_start``)."""
-        from greentrain.job.state import EngineState
-
-        self.pauses = int(state_dict.get("pauses", 0))
-        engine = state_dict.get("engine")
-        self._prior = EngineState(**engine) if engine else None
+        pauses = state_dict.get("pauses", 0)
+        self.pauses = pauses if isinstance(pauses, int) else 0
+        self._prior = saved_prior(state_dict.get("engine"))
 
     # ---- after a pause ----------------------------------------------------------------------
 
@@ -173,26 +173,40 @@ class ResumableLoader:
         self._skip = int(state_dict.get("batches_served", 0))
 
 
-def _loss(outputs: STEP_OUTPUT) -> Tensor | None:
-    if isinstance(outputs, dict):
-        outputs = outputs.get("loss")
+def _loss(outputs: STEP_OUTPUT) -> float | None:
+    loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+    if not isinstance(loss, Tensor):
+        return None
     try:
-        return float(outputs.detach()) if outputs is not None else None
-    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return float(loss.detach())
+    except (TypeError, ValueError, RuntimeError):
         return None
 
 
-def fit(trainer: Trainer, model: LightningModule, *args: object, ckpt_path: str | Path | None = None,
-        **kwargs: object) -> None:
+class FitKeywords(TypedDict, total=False):
+    """``Trainer.fit``'s keywords besides its data and ``ckpt_path`` (lightning 2.5 added ``weights_only``)."""
+
+    weights_only: bool | None
+
+
+def fit(trainer: Trainer, model: LightningModule, train_dataloaders: TRAIN_DATALOADERS | LightningDataModule = None,
+        val_dataloaders: EVAL_DATALOADERS = None, datamodule: LightningDataModule | None = None, *,
+        ckpt_path: str | Path | None = None, **kwargs: Unpack[FitKeywords]) -> None:
     """``trainer.fit()`` that waits out checkpoint pauses and resumes from the pause checkpoint."""
-    green = next((c for c in trainer.callbacks if isinstance(c, GreenTrainCallback)), None)
+
+    def run(ckpt: str | Path | None) -> None:
+        trainer.fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path=ckpt, **kwargs)
+
+    # Lightning's callback connector sets Trainer.callbacks in __init__; the class does not declare it.
+    callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
+    green = next((c for c in callbacks if isinstance(c, GreenTrainCallback)), None)
     if green is None:
-        trainer.fit(model, *args, ckpt_path=ckpt_path, **kwargs)
+        run(ckpt_path)
         return
     try:
-        trainer.fit(model, *args, ckpt_path=ckpt_path, **kwargs)
+        run(ckpt_path)
         while green.paused and green.wait_for_resume():
             trainer.should_stop = False
-            trainer.fit(model, *args, ckpt_path=green.pause_checkpoint, **kwargs)
+            run(green.pause_checkpoint)
     finally:
         green.close()

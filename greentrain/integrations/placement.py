@@ -14,6 +14,7 @@ pure: no clock, no files, no Slurm.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -135,13 +136,15 @@ def best_window(
             f"less than the {duration_s / 3600:.2f} h estimate; move the deadline or shorten the estimate"
         )
     best: Window | None = None
+    best_mean_g_per_kwh = math.inf
     for start in _candidates(points, now, latest, duration):
         window = window_mean(points, start, start + duration)
-        if window.mean_intensity_g_per_kwh is None or window.coverage < _MIN_COVERAGE:
+        mean_g_per_kwh = window.mean_intensity_g_per_kwh
+        if mean_g_per_kwh is None or window.coverage < _MIN_COVERAGE:
             continue
         # Strictly lower only, so the earliest of equal windows is kept.
-        if best is None or window.mean_intensity_g_per_kwh < best.mean_intensity_g_per_kwh - 1e-9:
-            best = window
+        if best is None or mean_g_per_kwh < best_mean_g_per_kwh - 1e-9:
+            best, best_mean_g_per_kwh = window, mean_g_per_kwh
     return best if best is not None else window_mean(points, now, now + duration)
 
 
