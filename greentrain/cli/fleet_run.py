@@ -3,6 +3,11 @@
 Rounds run on an APScheduler interval (one at a time; a late round is run
 once, not caught up). SIGINT/SIGTERM stop it between rounds; the journal is
 saved after every round, so a restart carries on.
+
+Each ``--partition`` names a managed partition and its grid zone
+(``NAME=ZONE``), optionally the GPUs the plan may use there and the recorded
+trace of its zone (``NAME=ZONE:GPUS[:TRACE]``, as ``fleet simulate`` takes
+them): with partitions on several zones, the plan moves jobs to the cleaner one.
 """
 
 from __future__ import annotations
@@ -25,35 +30,63 @@ Jobs opt in with a tag in their comment, submitted held:
 \b
 Needs a Slurm cluster (run it where scontrol and scancel reach slurmctld):
   greentrain fleet run --partition gpu=GB --state-dir /var/lib/greentrain/fleet   [needs cluster]
+\b
+Partitions on two grids; jobs tagged places=north,south move to the cleaner one:
+  greentrain fleet run --partition north=NO:64 --partition south=DE:64   [needs cluster]
 """
 
 
-def _partitions(specs: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _partitions(specs: tuple[str, ...]) -> tuple[dict[str, str], dict[str, int], dict[str, Path]]:
+    """(partition -> zone, partition -> GPUs cap, zone -> trace) from ``--partition``; every problem at once."""
+    from greentrain.cli.fleet_partitions import parse_partition_spec
+
+    zones: dict[str, str] = {}
+    caps: dict[str, int] = {}
+    traces: dict[str, Path] = {}
+    problems: list[str] = []
     for spec in specs:
-        name, sep, zone = spec.partition("=")
-        if not sep or not name.strip() or not zone.strip():
-            raise ConfigError(f"--partition: {spec!r} is not PARTITION=ZONE (e.g. gpu=GB)")
-        out[name.strip()] = zone.strip()
-    return out
+        name, sep, rest = spec.partition("=")
+        if sep and ":" not in rest:
+            if not name.strip() or not rest.strip():
+                problems.append(f"--partition {spec!r}: expected NAME=ZONE or NAME=ZONE:GPUS[:TRACE] (e.g. gpu=GB)")
+                continue
+            parsed_name, zone = name.strip(), rest.strip()
+        else:
+            parsed = parse_partition_spec(spec)
+            if isinstance(parsed, str):
+                problems.append(parsed)
+                continue
+            parsed_name, zone = parsed.name, parsed.zone
+            caps[parsed_name] = parsed.gpus
+            if parsed.trace is not None and traces.setdefault(zone, parsed.trace) != parsed.trace:
+                problems.append(f"--partition {parsed_name}: zone {zone} already has the trace {traces[zone]}")
+        if parsed_name in zones:
+            problems.append(f"--partition {spec!r}: partition {parsed_name!r} is given twice")
+        zones[parsed_name] = zone
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return zones, caps, traces
 
 
-def _intensity(provider: str | None, traces: tuple[str, ...], replay_start: str | None):
+def _intensity(provider: str | None, traces: tuple[str, ...], replay_start: str | None,
+               zone_traces: dict[str, Path]):
     from greentrain.cli.common import parse_deadline
     from greentrain.clock import SystemClock
     from greentrain.integrations.fleet_forecast import ProviderIntensity, ReplayIntensity
 
-    if traces:
+    if traces or zone_traces:
         if replay_start is None:
-            raise ConfigError("--replay-start: needed with --replay-trace (the trace time the controller's "
-                              "first round stands for)")
-        return ReplayIntensity(traces, replay_start=parse_deadline(replay_start, datetime.now(UTC), "--replay-start"))
+            raise ConfigError("--replay-start: needed with --replay-trace or a TRACE in --partition (the trace time "
+                              "the controller's first round stands for)")
+        start = parse_deadline(replay_start, datetime.now(UTC), "--replay-start")
+        return ReplayIntensity(traces, replay_start=start, by_zone={z: p for z, p in zone_traces.items()})
     return ProviderIntensity(provider or "electricitymaps", clock=SystemClock())
 
 
 @click.command("run", epilog=_EPILOG)
-@click.option("--partition", "partition_specs", multiple=True, required=True, metavar="PARTITION=ZONE",
-              help="A partition to manage and its grid zone; repeat for several.")
+@click.option("--partition", "partition_specs", multiple=True, required=True, metavar="NAME=ZONE[:GPUS[:TRACE]]",
+              help="A partition to manage, its grid zone, optionally the GPUs the plan may use there and its "
+                   "zone's recorded trace (replayed as --replay-trace is); repeat for several.")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("greentrain-fleet"),
               show_default=True, help="Where the journal (fleet-journal.json) lives.")
 @click.option("--interval-s", type=click.FloatRange(min=1.0), default=300.0, show_default=True,
@@ -62,6 +95,9 @@ def _intensity(provider: str | None, traces: tuple[str, ...], replay_start: str 
               help="Draw of one running GPU with its host share, kW (for the plan and the estimates).")
 @click.option("--resume-overhead-min", type=click.FloatRange(min=0.0), default=5.0, show_default=True,
               help="Minutes a resumed job runs before it makes progress again (in plan time).")
+@click.option("--migration-overhead-min", type=click.FloatRange(min=0.0), default=None,
+              help="Minutes a started job runs without progress after a move to another partition "
+                   "(checkpoint transfer; default: as a resume).")
 @click.option("--provider", help="Carbon signal provider spec (default: electricitymaps).")
 @click.option("--replay-trace", "traces", multiple=True, type=click.Path(dir_okay=False),
               help="Plan on a recorded Electricity Maps CSV instead of a live forecast (repeat per zone).")
@@ -72,21 +108,25 @@ def _intensity(provider: str | None, traces: tuple[str, ...], replay_start: str 
 @click.option("--once", is_flag=True, help="Run one round and exit.")
 @click.option("--dry-run", is_flag=True, help="Plan and print the actions; change nothing in Slurm.")
 def run(partition_specs: tuple[str, ...], state_dir: Path, interval_s: float, power_kw_per_gpu: float,
-        resume_overhead_min: float, provider: str | None, traces: tuple[str, ...], replay_start: str | None,
+        resume_overhead_min: float, migration_overhead_min: float | None, provider: str | None, traces: tuple[str, ...], replay_start: str | None,
         seconds_per_hour: float, metrics_port: int | None, once: bool, dry_run: bool) -> None:
-    """Plan every fleet job of a Slurm cluster each interval and act on it: start, delay, pause, resume."""
+    """Plan every fleet job of a Slurm cluster each interval and act on it: start, delay, pause, resume, move."""
     from greentrain.fleet import PlannerConfig
     from greentrain.fleet.metrics import FleetCollector, FleetStats
     from greentrain.integrations.fleet_controller import ControllerConfig, FleetController
     from greentrain.integrations.fleet_journal import FleetJournal
     from greentrain.integrations.slurm import SlurmClient
 
-    config = ControllerConfig(partitions=_partitions(partition_specs), power_kw_per_gpu=power_kw_per_gpu,
+    zones, caps, zone_traces = _partitions(partition_specs)
+    config = ControllerConfig(partitions=zones, capacity_gpus=caps, power_kw_per_gpu=power_kw_per_gpu,
                               resume_overhead_h=resume_overhead_min / 60.0,
+                              migration_overhead_h=None if migration_overhead_min is None
+                              else migration_overhead_min / 60.0,
                               planner=PlannerConfig(), dry_run=dry_run)
+    intensity = _intensity(provider, traces, replay_start, zone_traces)
     journal = FleetJournal.open(state_dir / "fleet-journal.json", now=datetime.now(UTC), hour_s=seconds_per_hour)
     stats = FleetStats()
-    controller = FleetController(SlurmClient(), journal, _intensity(provider, traces, replay_start), config, stats)
+    controller = FleetController(SlurmClient(), journal, intensity, config, stats)
     server = _metrics_server(metrics_port, FleetCollector(stats))
     try:
         if once:

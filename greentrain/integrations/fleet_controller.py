@@ -7,12 +7,15 @@ One round (``FleetController.round``):
 2. book the work each job has done (Slurm's start times and restart counts,
    plus the journal), and build the planner's view of each job;
 3. plan (``greentrain.fleet.plan_fleet``) on each partition's capacity and
-   zone, with the forecast known now;
-4. act: a pending job the plan runs now gets ``StartTime=now`` (and is
-   released if held); a pending job the plan starts later gets that
-   ``StartTime``; a running job the plan pauses gets USR1 through
+   zone, with the forecast known now: where as well as when, each job on its
+   places (``fleet_moves``);
+4. act: a pending job the plan runs now on another partition is moved there
+   (``scontrol update JobId=N Partition=P``), gets ``StartTime=now`` and is
+   released if held; a pending job the plan starts later waits, with that
+   ``StartTime``, in the partition whose zone is cleanest over its planned
+   hours; a running job the plan pauses or runs elsewhere gets USR1 through
    ``scancel --batch --signal=USR1`` (checkpoint, exit 75, the batch template
-   requeues it), and once requeued, its planned resume as ``StartTime``.
+   requeues it), and once requeued, its planned place and resume.
 
 Slurm keeps the jobs' state and the journal the rest, so a restarted
 controller carries on. It never cancels a job. A Slurm command that fails
@@ -28,11 +31,14 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 from greentrain.errors import ActuationError, ConfigError
-from greentrain.fleet import FleetPlan, JobStatus, Partition, PlannerConfig, RunOption, plan_fleet
-from greentrain.fleet.metrics import JOB_STATES, FleetSnapshot, FleetStats
+from greentrain.fleet import FleetPlan, JobStatus, Partition, PlannerConfig, plan_fleet
+from greentrain.fleet.metrics import JOB_STATES, FleetSnapshot, FleetStats, JobPlace, PartitionFigures
 from greentrain.integrations.fleet_forecast import PlanIntensity
-from greentrain.integrations.fleet_journal import JobEntry, FleetJournal
+from greentrain.integrations.fleet_journal import FleetJournal, JobEntry
+from greentrain.integrations.fleet_moves import book_move, likely_place, place_options, settle_move
 from greentrain.integrations.fleet_tag import FleetTag, job_gpus, partition_gpus
 from greentrain.integrations.slurm import SlurmClient, parse_slurm_time
 
@@ -50,6 +56,10 @@ class ControllerConfig:
 
     partitions: dict[str, str]
     """Managed partition -> its grid zone."""
+    capacity_gpus: dict[str, int] = field(default_factory=dict)
+    """GPUs the plan may use per partition, at most (a partition not named: all its GPUs that are up)."""
+    migration_overhead_h: float | None = None
+    """Plan hours a started job runs without progress after moving to another partition; None: a resume's."""
     power_kw_per_gpu: float = 0.7
     resume_overhead_h: float = 5.0 / 60.0
     """Plan hours a resumed job runs before it makes progress again."""
@@ -99,6 +109,13 @@ class FleetController:
         self.stats = stats if stats is not None else FleetStats()
         self._rates: tuple[datetime, float, float] | None = None  # (when, actual g/h, planned g/h)
         self._now_g_per_kwh: dict[str, float] = {}  # partition -> intensity of the current hour
+        self._statuses: dict[str, JobStatus] = {}  # this round's planner view of each job
+        self._values: tuple[int, dict[str, np.ndarray]] = (0, {})  # (first plan hour, zone -> g/kWh per hour)
+
+    @property
+    def migrations(self) -> int:
+        """Moves of jobs between partitions Slurm has made since the journal began (kept across restarts)."""
+        return self.journal.migrations
 
     def round(self, now: datetime) -> RoundReport:
         """Observe, plan, act; the journal is saved at the end whatever happened."""
@@ -111,11 +128,12 @@ class FleetController:
             self._publish(report, None, {}, {})
             self.journal.save()
             return report
-        capacity = {p: g for p, g in partition_gpus(nodes).items() if p in self.config.partitions}
+        caps = self.config.capacity_gpus
+        capacity = {p: min(g, caps.get(p, g)) for p, g in partition_gpus(nodes).items() if p in self.config.partitions}
         managed, unmanaged_gpus = self._read(records, report)
         self.journal.forget_except({m.job_id for m in managed})
         for job in managed:
-            self._book(job, now)
+            self._book(job, now, report)
         plan = self._plan(managed, capacity, unmanaged_gpus, now, report)
         if plan is not None:
             for job in managed:
@@ -154,9 +172,12 @@ class FleetController:
                 held="Held" in record.get("Reason", "")))
         return managed, unmanaged
 
-    def _book(self, job: FleetManagedJob, now: datetime) -> None:
-        """Book an ended run's work; note the start of a new one."""
+    def _book(self, job: FleetManagedJob, now: datetime, report: RoundReport) -> None:
+        """Book a move Slurm made, an ended run's work; note the start of a new one."""
         entry = self.journal.entry(job.job_id)
+        settled = settle_move(entry, self.journal, job.partition, now)
+        if settled is not None:
+            report.notes.append(f"job {job.job_id}: {settled}")
         if job.state in _ACTIVE and job.started is not None:
             if entry.run_start != job.started.isoformat():
                 if entry.run_start is not None:
@@ -184,36 +205,43 @@ class FleetController:
         overhead_h = self.config.resume_overhead_h if entry.resumes > 0 else 0.0
         return max(0.0, ran_h - overhead_h), max(0.0, overhead_h - ran_h)
 
-    def _status(self, job: FleetManagedJob, now: datetime) -> JobStatus | None:
+    def _status(self, job: FleetManagedJob, capacity: dict[str, int], now: datetime) -> JobStatus | None:
         entry = self.journal.entry(job.job_id)
-        if job.state in _STOPPING or entry.pausing_since is not None:
-            return None  # on its way out: holds its GPUs, not planned
         done_now_h, overhead_left_h = self._progress_h(job, entry, now)
         remaining_h = job.tag.estimate_h - entry.done_h - done_now_h
         running = job.state in _ACTIVE
         overran = remaining_h <= 0.0
         # A job past its estimate is left to finish; plan it one more slot.
         remaining_h = max(remaining_h, 1.0 if overran else 1e-3)
-        option = RunOption(job.gpus, 1.0, job.gpus * self.config.power_kw_per_gpu)
-        return JobStatus(job_id=job.job_id, options=(option,), remaining_h=remaining_h,
+        options = place_options(job.partition, job.gpus, job.gpus * self.config.power_kw_per_gpu, job.tag.places,
+                                capacity, running=running)
+        if not options:
+            return None
+        return JobStatus(job_id=job.job_id, options=options, remaining_h=remaining_h,
                          deadline_h=self.journal.hours(job.tag.deadline), partition=job.partition,
                          running=0 if running else None, started=running or entry.done_h > 0 or job.restarts > 0,
                          overhead_left_h=overhead_left_h if running else 0.0,
-                         can_pause=running and job.requeue and not overran)
+                         can_pause=running and job.requeue and not overran,
+                         migration_overhead_h=self.config.migration_overhead_h)
 
     def _plan(self, managed: list[FleetManagedJob], capacity: dict[str, int], unmanaged: dict[str, int], now: datetime,
               report: RoundReport) -> FleetPlan | None:
         now_h = self.journal.hours(now)
         statuses, busy = [], dict(unmanaged)
+        self._statuses = {}
         for job in managed:
-            status = self._status(job, now)
+            entry = self.journal.entry(job.job_id)
+            if job.state in _STOPPING or entry.pausing_since is not None:
+                busy[job.partition] = busy.get(job.partition, 0) + job.gpus  # on its way out: holds its GPUs
+                continue
+            status = self._status(job, capacity, now)
             if status is None:
-                busy[job.partition] = busy.get(job.partition, 0) + job.gpus
-            elif job.gpus > capacity.get(job.partition, 0):
-                report.notes.append(f"job {job.job_id}: {job.gpus} GPUs, partition {job.partition} has "
-                                    f"{capacity.get(job.partition, 0)} up; not planned")
+                places = ", ".join(f"{p} has {capacity.get(p, 0)}" for p in job.tag.places or capacity)
+                report.notes.append(f"job {job.job_id}: {job.gpus} GPUs, more than any of its places holds "
+                                    f"({places or 'no partition up'}); not planned")
             else:
                 statuses.append(status)
+                self._statuses[job.job_id] = status
         parts = {p: Partition(p, g, self.config.partitions[p]) for p, g in capacity.items() if g > 0}
         if not statuses:
             return None
@@ -222,6 +250,7 @@ class FleetController:
             horizon = max(2, math.ceil(max(s.deadline_h for s in statuses)) - first + 1)
             values = {zone: self.intensity(zone, first, horizon, time_of=self.journal.time)
                       for zone in {p.zone for p in parts.values()}}
+            self._values = (first, values)
             self._now_g_per_kwh = {name: float(values[p.zone][0]) for name, p in parts.items() if values[p.zone].size}
             free = {p: max(0, g - busy.get(p, 0)) for p, g in capacity.items()}
             plan = plan_fleet(statuses, now_h=now_h, partitions=parts, intensity=values,
@@ -239,22 +268,47 @@ class FleetController:
         if entry.pausing_since is not None:
             self._watch_pause(job, entry, now, report)
             return
-        planned = plan.jobs.get(job.job_id)
-        if planned is None or job.state in _STOPPING:
+        planned, status = plan.jobs.get(job.job_id), self._statuses.get(job.job_id)
+        if planned is None or status is None or job.state in _STOPPING:
             return
         if planned.late:
             note = "cannot meet its deadline even alone" if planned.infeasible_alone else "planned past its deadline"
             report.notes.append(f"job {job.job_id}: {note}; it runs as soon as capacity allows")
         if job.state == "PENDING":
             start = now if planned.option is not None else self.journal.time(planned.next_start_h or plan.now_h)
-            self._start_at(job, entry, max(start, now), now, report)
-        elif planned.option is None and job.state in _ACTIVE:
-            self._pause(job, entry, now, report)
+            if planned.option is not None:
+                target = status.part(planned.option)
+            else:
+                first, values = self._values
+                target = likely_place(status, planned, self.config.partitions, values, first)
+            moved = target != job.partition
+            if moved and not self._move(job, entry, target, now, report):
+                return
+            self._start_at(job, entry, max(start, now), now, report, force=moved)
+        elif job.state in _ACTIVE:
+            where = status.part(planned.option) if planned.option is not None else None
+            if where != job.partition:
+                self._pause(job, entry, now, report, f"to move to {where}" if where is not None else "")
+
+    def _move(self, job: FleetManagedJob, entry: JobEntry, target: str, now: datetime, report: RoundReport) -> bool:
+        """Move a pending job to ``target``; the journal has the move before Slurm is asked (see fleet_moves)."""
+        if not self.config.dry_run:
+            entry.moving_to = target
+            self.journal.save()
+        if not self._command(f"job {job.job_id}: move {job.partition} -> {target}", entry, now, report,
+                             self.client.set_partition, job.job_id, target):
+            entry.moving_to = None
+            return False
+        if not self.config.dry_run:
+            book_move(entry, self.journal, target, now)
+        return True
 
     def _start_at(self, job: FleetManagedJob, entry: JobEntry, start: datetime, now: datetime,
-                  report: RoundReport) -> None:
-        """Make a pending job eligible at ``start`` (StartTime first, then release a hold)."""
-        moved = job.eligible is None or abs((job.eligible - start).total_seconds()) >= self.config.start_tolerance_s
+                  report: RoundReport, *, force: bool = False) -> None:
+        """Make a pending job eligible at ``start`` (StartTime first, then release a hold); ``force``: set a
+        later StartTime even where Slurm's looks right (the job was just moved to another partition)."""
+        moved = force or job.eligible is None or \
+            abs((job.eligible - start).total_seconds()) >= self.config.start_tolerance_s
         if moved and (start > now or (job.eligible is not None and job.eligible > now)):
             if not self._command(f"job {job.job_id}: StartTime={start.isoformat(timespec='seconds')}", entry, now,
                                  report, self.client.set_start, job.job_id, start):
@@ -262,8 +316,10 @@ class FleetController:
         if job.held:
             self._command(f"job {job.job_id}: release", entry, now, report, self.client.release, job.job_id)
 
-    def _pause(self, job: FleetManagedJob, entry: JobEntry, now: datetime, report: RoundReport) -> None:
-        if self._command(f"job {job.job_id}: pause (USR1: checkpoint and requeue)", entry, now, report,
+    def _pause(self, job: FleetManagedJob, entry: JobEntry, now: datetime, report: RoundReport,
+               why: str = "") -> None:
+        if self._command(f"job {job.job_id}: pause (USR1: checkpoint and requeue{' ' + why if why else ''})",
+                         entry, now, report,
                          self.client.signal_batch, job.job_id, "USR1") and not self.config.dry_run:
             entry.pausing_since = now.isoformat()
 
@@ -319,4 +375,18 @@ class FleetController:
             emitted_g=dict(self.journal.emitted_g),
             planned_remaining_g=plan.planned_emissions_g if plan is not None else None,
             deadlines_at_risk=sum(p.late for p in plan.jobs.values()) if plan is not None else 0,
-            slurm_errors=self.journal.slurm_errors, plan_cpu_s=plan.solve_s if plan is not None else None))
+            slurm_errors=self.journal.slurm_errors, plan_cpu_s=plan.solve_s if plan is not None else None,
+            partitions=self._figures(report, plan, capacity, managed)))
+
+    def _figures(self, report: RoundReport, plan: FleetPlan | None, capacity: dict[str, int],
+                 managed: list[FleetManagedJob] | None) -> PartitionFigures:
+        """Per-partition figures (``FleetStats.meter``); the last ones again when Slurm could not be read."""
+        if managed is None:
+            return self.stats.snapshot().partitions
+        jobs = [JobPlace(job_id=j.job_id, partition=j.partition, gpus=j.gpus,
+                         power_kw=j.gpus * self.config.power_kw_per_gpu, running=j.state in _ACTIVE + _STOPPING,
+                         started=j.state in _ACTIVE + _STOPPING or j.restarts > 0
+                         or self.journal.entry(j.job_id).done_h > 0) for j in managed]
+        return self.stats.meter.round(self.journal.hours(report.now), zones=self.config.partitions, capacity=capacity,
+                                      intensity_g_per_kwh=self._now_g_per_kwh, jobs=jobs, plan=plan,
+                                      statuses=self._statuses.values())

@@ -16,7 +16,7 @@ The controller plans in hours counted from its journal's origin (an hour is
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -43,15 +43,19 @@ class PlanIntensity(Protocol):
 class ReplayIntensity:
     """Hourly traces by zone; plan hour ``h`` is the trace's hour ``replay_start + h``."""
 
-    def __init__(self, paths: Sequence[str | Path], *, replay_start: datetime) -> None:
-        if not paths:
+    def __init__(self, paths: Sequence[str | Path], *, replay_start: datetime,
+                 by_zone: Mapping[str, str | Path] | None = None) -> None:
+        """``paths``: traces keyed by the zone they record; ``by_zone``: traces for the zone named (a
+        ``--partition NAME=ZONE:GPUS:TRACE``), whatever zone their file records."""
+        if not paths and not by_zone:
             raise ConfigError("--replay-trace: give at least one CSV file")
         self.notes: list[str] = []
         self._by_zone: dict[str, np.ndarray] = {}
         start = ensure_aware_utc(replay_start, "--replay-start")
-        for path in paths:
+        named = [(path, zone) for zone, path in (by_zone or {}).items()]
+        for path, given in [*named, *((path, None) for path in paths)]:
             points = load_trace(path)
-            zone = points[0].zone
+            zone = given or points[0].zone
             if zone in self._by_zone:
                 raise ConfigError(f"--replay-trace: {path}: a second trace for zone {zone!r}")
             hourly = [p.intensity_g_per_kwh for p in points if p.start >= start]

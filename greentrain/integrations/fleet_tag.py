@@ -5,7 +5,9 @@ A job opts in with a tag in its comment::
     sbatch --hold --requeue --comment="greentrain-fleet(deadline=2026-11-27T06:00:00Z;estimate_h=4)" job.sbatch
 
 ``deadline`` is when it must be done (UTC) and ``estimate_h`` its running
-time in hours. Submitting it held (``--hold``) keeps it from starting before
+time in hours. ``places=clean,dirty`` (optional) names the partitions it may
+run on; without it, every partition the controller manages; the partition it
+is submitted to alone pins it there. Submitting it held (``--hold``) keeps it from starting before
 the controller's first plan; the controller turns the hold into a planned
 start. ``--requeue`` lets the controller pause it through the batch
 template's checkpoint-and-requeue path; a job Slurm cannot requeue is only
@@ -37,10 +39,13 @@ class FleetTag:
 
     deadline: datetime
     estimate_h: float
+    places: tuple[str, ...] = ()
+    """Partitions it may run on; empty: every managed partition."""
 
     def render(self) -> str:
         deadline = self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"greentrain-fleet(deadline={deadline};estimate_h={self.estimate_h:g})"
+        places = f";places={','.join(self.places)}" if self.places else ""
+        return f"greentrain-fleet(deadline={deadline};estimate_h={self.estimate_h:g}{places})"
 
     @classmethod
     def find(cls, comment: str | None, job_id: str) -> FleetTag | None:
@@ -59,7 +64,10 @@ class FleetTag:
             deadline = deadline.replace(tzinfo=UTC)
         if not 0 < estimate_h < float("inf"):
             raise ConfigError(f"job {job_id}: fleet tag estimate_h must be > 0, got {fields['estimate_h']}")
-        return cls(deadline=deadline.astimezone(UTC), estimate_h=estimate_h)
+        places = tuple(dict.fromkeys(p.strip() for p in fields.get("places", "").split(",") if p.strip()))
+        if "places" in fields and not places:
+            raise ConfigError(f"job {job_id}: fleet tag places= names no partition (e.g. places=clean,dirty)")
+        return cls(deadline=deadline.astimezone(UTC), estimate_h=estimate_h, places=places)
 
 
 def _gres_gpus(text: str) -> int | None:

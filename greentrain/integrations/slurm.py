@@ -229,6 +229,13 @@ class SlurmClient:
         _check_job_id(job_id)
         self._run([self._scontrol, "update", f"JobId={job_id}", f"StartTime={format_slurm_time(start)}"])
 
+    def set_partition(self, job_id: str, partition: str) -> None:
+        """Move a pending job to another partition (``scontrol update JobId=.. Partition=..``)."""
+        _check_job_id(job_id)
+        if not re.fullmatch(r"[\w.-]+", partition):
+            raise ConfigError(f"partition: {partition!r} is not a Slurm partition name")
+        self._run([self._scontrol, "update", f"JobId={job_id}", f"Partition={partition}"])
+
     def jobs(self) -> list[dict[str, str]]:
         """Fields of every job slurmctld knows (``scontrol -o show job``); [] when there are none."""
         out = self._run([self._scontrol, "-o", "show", "job"])

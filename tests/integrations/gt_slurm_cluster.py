@@ -6,7 +6,10 @@ tools at it (``SLURM_CONF``); the fast scheduler intervals make jobs start
 within seconds. The default is one node, ``gtnode``, in partitions ``uk`` and
 ``de``; ``SlurmCluster(root, nodes=16, gpus_per_node=1)`` starts sixteen
 slurmd on this host (each its own port, spool and log), with GPUs as a
-count-only generic resource, in one partition ``gpu``.
+count-only generic resource, in one partition ``gpu``;
+``partitions=("clean", "dirty")`` splits the nodes among partitions of those
+names instead, in order (the first gets the remainder), so a fleet test has
+partitions on two grid zones with their own GPUs to move jobs between.
 """
 
 from __future__ import annotations
@@ -91,10 +94,14 @@ def slurm_missing() -> str | None:
 class SlurmCluster:
     """munged + slurmctld + slurmd under ``root`` (a temp dir)."""
 
-    def __init__(self, root: Path, *, nodes: int = 1, gpus_per_node: int = 0) -> None:
+    def __init__(self, root: Path, *, nodes: int = 1, gpus_per_node: int = 0,
+                 partitions: tuple[str, ...] = ("gpu",)) -> None:
         self.root = root
         self.nodes = ["gtnode"] if nodes == 1 and not gpus_per_node else [f"gt{i:02d}" for i in range(nodes)]
         self.gpus_per_node = gpus_per_node
+        if not partitions or len(partitions) > len(self.nodes):
+            raise ValueError(f"partitions {partitions}: one to {len(self.nodes)} (a node each at least)")
+        self.partitions = partitions
         self._procs: list[subprocess.Popen] = []
         self.conf = root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf), "TZ": "UTC"}
@@ -136,8 +143,19 @@ class SlurmCluster:
             conf += "GresTypes=gpu\n"
             # Count-only GPUs (no device files): the same on every node, so no NodeName= is needed.
             (self.root / "gres.conf").write_text("Name=gpu File=/dev/null\n" * self.gpus_per_node)
-        lines.append(f"PartitionName=gpu Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP")
+        for name, members in self.partition_nodes().items():
+            default = " Default=YES" if name == self.partitions[0] else ""
+            lines.append(f"PartitionName={name} Nodes={','.join(members)}{default} MaxTime=INFINITE State=UP")
         return conf + "\n".join(lines) + "\n"
+
+    def partition_nodes(self) -> dict[str, list[str]]:
+        """Partition -> its nodes: the nodes split in order, the first partition taking the remainder."""
+        each, extra = divmod(len(self.nodes), len(self.partitions))
+        out, at = {}, 0
+        for k, name in enumerate(self.partitions):
+            count = each + (extra if k == 0 else 0)
+            out[name], at = self.nodes[at : at + count], at + count
+        return out
 
     def _spawn(self, argv: list[str], name: str) -> None:
         out = (self.root / "log" / f"{name}.out").open("wb")
