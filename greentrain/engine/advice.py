@@ -36,13 +36,15 @@ def advise(engine: EngineCore, decision: Decision) -> None:
         return
     changes: dict[str, object] = {}
     if "power_limit_w" in advice:
-        advice["estimate"] = _power_estimate(engine, advice)
-        estimate = advice["estimate"] or {}
+        estimate = advice["estimate"] = _power_estimate(engine, advice)
+        estimate = estimate or {}
         changes.update(advised_power_limit_w=advice["power_limit_w"],
                        advised_energy_change=estimate.get("energy_change"),
                        advised_time_change=estimate.get("time_change"))
     if "sm_clocks_mhz" in advice:
-        changes["advised_sm_clock_mhz"] = advice["sm_clocks_mhz"][1]
+        low_high = advice["sm_clocks_mhz"]  # [low, high] MHz
+        assert isinstance(low_high, (list, tuple)), low_high
+        changes["advised_sm_clock_mhz"] = low_high[1]
     if "precision" in advice:
         advice["precision_estimate"] = PRECISION_NOT_ESTIMATED
         changes["advised_precision"] = advice["precision"]
@@ -55,7 +57,9 @@ def advise(engine: EngineCore, decision: Decision) -> None:
 def _power_estimate(engine: EngineCore, advice: dict[str, object]) -> dict[str, object] | None:
     from greentrain.profiler.estimate import estimated_effect
 
-    effect = estimated_effect(engine.operating_points, advice["power_limit_w"], advice.get("current_power_limit_w"))
+    advised_w, current_w = advice["power_limit_w"], advice.get("current_power_limit_w")
+    assert isinstance(advised_w, (int, float)) and (current_w is None or isinstance(current_w, (int, float)))
+    effect = estimated_effect(engine.operating_points, advised_w, current_w)
     if effect is None:
         return None
     source = getattr(engine.io.actuators, "points_source", None) or "measured"

@@ -9,40 +9,55 @@ never waited on twice, so a hung provider costs one budget, not one per step.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Final, Generic, Literal, TypeAlias, TypeVar, cast
 
-__all__ = ["BackgroundFetch", "FetchOutcome", "PENDING"]
+__all__ = ["BackgroundFetch", "Fetched", "FetchFailed", "FetchOutcome", "PENDING"]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
-class FetchOutcome(Generic[T]):
-    """A finished call: its value, or the exception it raised."""
+class Fetched(Generic[T_co]):
+    """A call that returned: its value."""
 
-    value: T | None = None
-    error: BaseException | None = None
+    value: T_co
 
 
-PENDING: FetchOutcome[object] = FetchOutcome()
+@dataclass(frozen=True, slots=True)
+class FetchFailed:
+    """A call that raised: the exception."""
+
+    error: BaseException
+
+
+class _Pending(enum.Enum):
+    PENDING = "pending"
+
+
+PENDING: Final = _Pending.PENDING
 """The call is still running (compare with ``is``)."""
+
+FetchOutcome: TypeAlias = "Fetched[T] | FetchFailed | Literal[_Pending.PENDING]"
+"""What a poll hands back: the value, the exception, or ``PENDING``."""
 
 
 class _Job:
     def __init__(self, fn: Callable[[], object], name: str) -> None:
         self.done = threading.Event()
-        self.outcome: FetchOutcome[object] | None = None
+        self.outcome: Fetched[object] | FetchFailed | None = None
         self._fn = fn
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _run(self) -> None:
         try:
-            self.outcome = FetchOutcome(value=self._fn())
+            self.outcome = Fetched(self._fn())
         except BaseException as e:  # noqa: BLE001 - handed to the caller, who decides
-            self.outcome = FetchOutcome(error=e)
+            self.outcome = FetchFailed(e)
         finally:
             self.done.set()
 
@@ -62,13 +77,13 @@ class BackgroundFetch:
         with self._lock:
             return key in self._jobs
 
-    def poll(self, key: str, fn: Callable[[], object] | None = None, budget_s: float = 0.0) -> FetchOutcome[object]:
+    def poll(self, key: str, fn: Callable[[], T] | None = None, budget_s: float = 0.0) -> FetchOutcome[T]:
         """The finished outcome for ``key`` if there is one; else start ``fn`` (when given and none is
         running) and wait up to ``budget_s`` for it. ``PENDING`` when no outcome is ready."""
         with self._lock:
             job = self._jobs.get(key)
             fresh = job is None
-            if fresh:
+            if job is None:
                 if fn is None:
                     return PENDING
                 job = self._jobs[key] = _Job(fn, f"{self._name}-{key}")
@@ -82,4 +97,5 @@ class BackgroundFetch:
             if self._jobs.get(key) is job:
                 del self._jobs[key]
         assert job.outcome is not None
-        return job.outcome
+        # a key is only ever started with one kind of call, so its outcome holds that call's T
+        return cast("Fetched[T] | FetchFailed", job.outcome)

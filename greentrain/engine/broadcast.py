@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
@@ -42,7 +42,7 @@ class LocalBroadcast(Broadcast):
     """One process: the value is returned as is."""
 
     def share(self, value: T | None) -> T:
-        return value  # type: ignore[return-value]  # one process: rank 0's own value
+        return cast(T, value)  # one process: it is rank 0, whose value is the T
 
 
 class TorchBroadcast(Broadcast):
@@ -69,7 +69,7 @@ class TorchBroadcast(Broadcast):
     def share(self, value: T | None) -> T:
         box = [value if self._is_src else None]
         self._dist.broadcast_object_list(box, src=self._src, group=self._group)
-        return box[0]
+        return cast(T, box[0])  # rank 0's value, now on every rank
 
 
 def auto_broadcast(dist_group: ProcessGroup | None = None) -> Broadcast:

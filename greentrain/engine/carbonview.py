@@ -19,17 +19,20 @@ import math
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from greentrain.signals.base import IntensityPoint, ProviderStatus
 
 if TYPE_CHECKING:
     from greentrain.engine.collaborators import CarbonSignal
     from greentrain.engine.ledger import CarbonLedger
-from greentrain.engine.background import PENDING, BackgroundFetch, FetchOutcome
+from greentrain.engine.collaborators import KeepsHistory, OfflineFallback
+from greentrain.engine.background import PENDING, BackgroundFetch, Fetched, FetchFailed, FetchOutcome
 from greentrain.engine.signallog import SignalLog
 
 __all__ = ["CarbonView", "FETCH_BUDGET_S"]
+
+T = TypeVar("T")
 
 FETCH_BUDGET_S = 0.5
 """Longest a step boundary waits for a carbon fetch before going on with the last value or the fallback."""
@@ -103,7 +106,7 @@ class CarbonView:
         outcome = self._fetch("latest", self.signals.latest, now)
         if outcome is PENDING:
             return self._fallback_latest(now, ledger)
-        if outcome.error is not None:  # SignalError or a provider bug: degrade, never raise into training
+        if isinstance(outcome, FetchFailed):  # SignalError or a provider bug: degrade, never raise into training
             e = outcome.error
             self.failure = f"{type(e).__name__}: {e}"
             self._on_note(f"carbon signal unavailable ({type(e).__name__}: {e}); using last value or running now")
@@ -120,15 +123,16 @@ class CarbonView:
 
     def forecast(self, now: datetime, ledger: CarbonLedger | None = None) -> tuple[IntensityPoint, ...]:
         """Future points in time order (possibly empty); refreshed at most every ``forecast_refresh_s``."""
-        if self.signals is None:
+        signals = self.signals
+        if signals is None:
             return ()
         if self._fresh(self._forecast_at, now, self.forecast_refresh_s):
             return tuple(p for p in self._forecast if p.end > now)
         hours = max(1, math.ceil(self.horizon_h))  # SignalChain takes whole hours
-        outcome = self._fetch("forecast", lambda: self.signals.forecast(horizon_h=hours), now)
+        outcome = self._fetch("forecast", lambda: signals.forecast(horizon_h=hours), now)
         if outcome is PENDING:  # keep planning on the forecast in hand; collected at a later step
             return tuple(p for p in self._forecast if p.end > now)
-        if outcome.error is not None:
+        if isinstance(outcome, FetchFailed):
             e = outcome.error
             self._on_note(f"carbon forecast unavailable ({type(e).__name__}: {e}); planning without it")
             self._forecast_at = now
@@ -144,17 +148,19 @@ class CarbonView:
     def backfill(self, start: datetime, end: datetime, ledger: CarbonLedger) -> int:
         """Load actual points of [start, end) into ``ledger`` where the source keeps history (a relaunch
         needs them to price the run-now counterfactual of hours before it started); the count loaded."""
-        history = getattr(self.signals, "history", None)
-        if history is None or start >= end:
+        signals = self.signals
+        if not isinstance(signals, KeepsHistory) or start >= end:
             return 0
-        outcome = self._fetch("history", lambda: list(history(start, end)))
+        outcome = self._fetch("history", lambda: list(signals.history(start, end)))
         if outcome is PENDING:  # loaded into the ledger by a later step when it arrives
             self._backfill_ledger = ledger
             return 0
         return self._apply_backfill(outcome, ledger)
 
-    def _apply_backfill(self, outcome: FetchOutcome[object], ledger: CarbonLedger) -> int:
-        if outcome.error is not None:  # optional: without history the counterfactual uses the nearest value
+    def _apply_backfill(self, outcome: FetchOutcome[list[IntensityPoint]], ledger: CarbonLedger) -> int:
+        if outcome is PENDING:
+            return 0
+        if isinstance(outcome, FetchFailed):  # optional: without history the counterfactual uses the nearest value
             e = outcome.error
             self._on_note(f"carbon history unavailable ({type(e).__name__}: {e}); "
                           "emissions avoided before this relaunch are estimated from later values")
@@ -165,20 +171,20 @@ class CarbonView:
     def _collect_backfill(self) -> None:
         if self._backfill_ledger is None or self.fetcher is None:
             return
-        outcome = self.fetcher.poll("history")
+        outcome: FetchOutcome[list[IntensityPoint]] = self.fetcher.poll("history")
         if outcome is not PENDING:
             ledger, self._backfill_ledger = self._backfill_ledger, None
             self._apply_backfill(outcome, ledger)
 
-    def _fetch(self, key: str, call: Callable[[], object], now: datetime | None = None) -> FetchOutcome[object]:
+    def _fetch(self, key: str, call: Callable[[], T], now: datetime | None = None) -> FetchOutcome[T]:
         """``call()`` directly for an offline source; else on the background thread within the budget.
 
         Calls made at the same ``now`` (one step boundary: latest, then forecast) share one budget."""
         if self.fetcher is None:
             try:
-                return FetchOutcome(value=call())
+                return Fetched(call())
             except Exception as e:  # noqa: BLE001 - handed back as an outcome
-                return FetchOutcome(error=e)
+                return FetchFailed(e)
         if now is None or now != self._budget_at:
             self._budget_at, self._budget_left_s = now, self.fetch_budget_s
         fresh = not self.fetcher.busy(key)
@@ -195,8 +201,7 @@ class CarbonView:
         self.stale = True
         if self._latest is not None:
             return self._latest
-        fallback = getattr(self.signals, "offline_latest", None)
-        point = fallback() if callable(fallback) else None
+        point = self.signals.offline_latest() if isinstance(self.signals, OfflineFallback) else None
         if point is not None:
             self._latest = point  # in use until the live answer arrives; _latest_at stays unset: poll again
             if ledger is not None:

@@ -3,9 +3,10 @@ absent one, and the bundle an engine is given.
 
 The engine calls nothing else on them, so anything with these methods will
 do: the real ``SignalChain``, ``Monitor`` and ``ActuatorSet``, the advisory
-actuators, the simulator's replayed signal, a test double. Optional extras
-(``held_power_w``, ``at_step_boundary``, ``unrestored_count``...) are read with
-``getattr`` where they are used and are not part of the contract.
+actuators, the simulator's replayed signal, a test double. Optional extras of a
+carbon source (``history``, ``offline_latest``) are their own small protocols,
+tested with ``isinstance`` where they are used; others (``held_power_w``,
+``at_step_boundary``...) are read with ``getattr`` and are not part of the contract.
 
 An absent monitor or run log is an object that does nothing (``NoMonitor``,
 ``greentrain.events.NoEventLog``), as Zeus stands a null object where a device
@@ -14,7 +15,9 @@ is missing, so no caller branches on ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from greentrain.clock import Clock, SystemClock
@@ -28,7 +31,9 @@ from greentrain.signals.base import IntensityPoint, ProviderStatus
 if TYPE_CHECKING:
     from torch import Tensor
 
-__all__ = ["CarbonSignal", "EnergyMonitor", "Actuators", "NoMonitor", "Collaborators", "Loss"]
+    from greentrain.actuators.actuator_set import PrecisionTarget
+
+__all__ = ["CarbonSignal", "KeepsHistory", "OfflineFallback", "EnergyMonitor", "Closable", "HoldsPrecision", "Actuators", "NoMonitor", "Collaborators", "Loss"]
 
 Loss: TypeAlias = "Tensor | float | None"
 """A step's training loss as the loop hands it over: a tensor (read off the device only when logged), a
@@ -49,6 +54,24 @@ class CarbonSignal(Protocol):
 
     def status(self) -> ProviderStatus | None:
         """Which provider answered and how stale it is."""
+        ...
+
+
+@runtime_checkable
+class KeepsHistory(Protocol):
+    """A carbon source that keeps past actual values (a relaunch prices the hours before it with them)."""
+
+    def history(self, start: datetime, end: datetime) -> Iterable[IntensityPoint]:
+        """Actual points of [start, end)."""
+        ...
+
+
+@runtime_checkable
+class OfflineFallback(Protocol):
+    """A carbon source with a value that needs no network (a static or CSV provider behind a live one)."""
+
+    def offline_latest(self) -> IntensityPoint | None:
+        """The current intensity from the offline providers alone; None: there is none."""
         ...
 
 
@@ -84,6 +107,23 @@ class Actuators(Protocol):
     def restore_all(self) -> list[str]:
         """Put every changed setting back; the failures (also logged)."""
         ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """Actuators (or a source) with resources to give back: restore, release locks, remove exit hooks."""
+
+    def close(self) -> None:
+        """Give everything back."""
+        ...
+
+
+@runtime_checkable
+class HoldsPrecision(Protocol):
+    """Actuators that switch precision through a controller they hold (``ActuatorSet``)."""
+
+    precision: PrecisionTarget | None
+    """The controller a decision's precision is requested from (None: none yet)."""
 
 
 class NoMonitor:

@@ -62,11 +62,16 @@ class EngineCore(Protocol):
     progress: Progress
     deadline: DeadlineGuard
     pause_cost: PauseCost
-    budget: JobBudget
     operating_points: tuple[OperatingPoint, ...]
     scaling: Scaling | None
     notes: list[str]
     logged_until: datetime | None
+
+    @property
+    def budget(self) -> JobBudget:
+        """Read-only here, so the engine's concrete ``budget.Budget`` satisfies it (a mutable protocol
+        attribute would have to be exactly ``JobBudget``)."""
+        ...
 
     @property
     def is_leader(self) -> bool: ...

@@ -176,7 +176,7 @@ class Waiter:
                 target = self.target
                 payload = (target, stopped or target is None or clock.now() >= target, stopped)
             target, done, interrupted = broadcast.share(payload)
-            if done:
+            if done or target is None:  # the leader says done whenever it has no target
                 return bool(interrupted)
             if engine.is_leader:  # the announced time has come and the job waits on: one line with the new time
                 self.notice.check(clock.now(), self.planned_resume(), engine.last_decision().reason)
@@ -392,7 +392,7 @@ class _Countdown:
         return self
 
     def update(self) -> None:
-        if self._progress is None:
+        if self._progress is None or self._task is None:
             return
         clock = self.waiter.engine.clock
         target = self.waiter.target or clock.now()
