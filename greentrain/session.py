@@ -123,11 +123,8 @@ class Session:
 
         for name, why in unknown_settings(settings, "session"):
             raise TypeError(f"Session(): {name}: {why}")
-        given: dict[str, object] = dict(settings)
-        if policy is not None:
-            given["policy"] = policy
-        given["actuation"] = resolve_actuation(settings.get("actuation"))
-        self.options = JobOptions(**given)  # type: ignore[arg-type]
+        settings["actuation"] = resolve_actuation(settings.get("actuation"))  # this call's own dict
+        self.options = JobOptions(**settings) if policy is None else JobOptions(policy=policy, **settings)
         """This job's settings (validated; ``greentrain.job.options``)."""
         self.clock = clock or SystemClock()
         self.parts = JobParts(clock=self.clock, devices=devices, actuators=actuators, monitor=monitor, model=model,

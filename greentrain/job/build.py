@@ -225,10 +225,11 @@ def _open_resources(options: JobOptions, parts: JobParts, clock: Clock, broadcas
     """Run log, monitor, carbon signal (rank 0) and metrics endpoint; each one's closer kept in ``closers``."""
     event_log: EventLog = EventLog(options.jsonl) if options.jsonl else NoEventLog()
     closers.append(event_log.close)
-    monitor, devices = parts.monitor, parts.devices
+    given = parts.devices if parts.devices is not False else NoDevices()  # as __post_init__ left it
+    monitor, devices = parts.monitor, given
     if monitor is None:
-        monitor, found = build_monitor(parts.devices, event_log, clock)
-        devices = parts.devices if parts.devices is not None else found
+        monitor, found = build_monitor(given, event_log, clock)
+        devices = given if given is not None else found
         closers.insert(0, getattr(monitor, "stop"))
     signals = build_signals(options.zone, options.provider, clock) if broadcast.is_leader else None
     if isinstance(options.provider, str | None) and callable(getattr(signals, "close", None)):

@@ -61,6 +61,7 @@ class JobCheckpoint:
         if self._optimizer is None and not any(hasattr(o, "param_groups") for o in self._user_state.objects.values()):
             if broadcast.is_leader:
                 log.warning(NO_OPTIMIZER_WARNING)
+        assert self._dir is not None  # __init__ refuses model= without checkpoint_dir=
         self._default = ModelCheckpoint(self._dir, self._model, self._optimizer, rank=broadcast.rank,
                                         barrier=barrier_for(broadcast), user_state=self._user_state)
 

@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from greentrain.clock import Clock, ReplayClock, SystemClock
 from greentrain.device.base import GPU
 from greentrain.engine import Engine
-from greentrain.engine.collaborators import Actuators, EnergyMonitor
+from greentrain.engine.collaborators import Actuators, Closable, EnergyMonitor, HoldsPrecision
 from greentrain.job.options import PowerSwitch
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class JobHardware:
         for note in self.notes:
             engine.note(note)
         if self.advisory_points is not None:
-            self._publish_advisory(engine)
+            self._publish_advisory(engine, self.advisory_points)
         self._before_step(engine)
 
     def step_end(self, engine: Engine, loss: Loss) -> None:
@@ -104,7 +104,7 @@ class JobHardware:
 
     def close(self) -> None:
         """Restore every knob, release the device locks, remove exit hooks (only what was built here)."""
-        if self.owns_actuators and self.actuators is not None:
+        if self.owns_actuators and isinstance(self.actuators, Closable):  # built here: an ActuatorSet or advisory
             self.actuators.close()
 
     # -- internals ---------------------------------------------------------------------------------
@@ -115,39 +115,42 @@ class JobHardware:
     def _before_step(self, engine: Engine) -> None:
         self._drive_profiler(engine, "before_step")  # a cached profile is done before any step
 
-    def _drive_profiler(self, engine: Engine, method: str) -> None:
-        if self.profiler is None or self._points_sent:
+    def _drive_profiler(self, engine: Engine, method: Literal["before_step", "after_step"]) -> None:
+        profiler = self.profiler
+        if profiler is None or self._points_sent:
             return
         try:
-            getattr(self.profiler, method)()
+            (profiler.before_step if method == "before_step" else profiler.after_step)()
         except Exception as e:  # a profiler fault must not stop training: give up profiling, once
             self._points_sent = True
             engine.note(f"power control off: profiler.{method} failed ({type(e).__name__}: {e}); "
                          "the job goes on timing-only at current settings")
             return
-        self._publish(engine)
+        self._publish(engine, profiler)
 
-    def _publish_advisory(self, engine: Engine) -> None:
-        found = self.advisory_points
+    def _publish_advisory(self, engine: Engine, found: AdvisoryPoints) -> None:
+        from greentrain.actuators.advisory import AdvisoryActuators
+
         if not found.points:
             engine.note(f"advisory mode: no operating points ({found.note}); power-limit advice needs them")
             return
-        self.actuators.points_source = found.source
+        if isinstance(self.actuators, AdvisoryActuators):  # always, where advisory points were found
+            self.actuators.points_source = found.source
         engine.event("operating_points", source=found.source, note=found.note,
                       points=[{"power_limit_w": p.power_limit_w, "relative_speed": p.relative_speed,
                                "power_w": p.power_w} for p in found.points])
         engine.set_operating_points(found.points)
 
-    def _publish(self, engine: Engine) -> None:
-        if not self.profiler.done:
+    def _publish(self, engine: Engine, profiler: OperatingPointProfiler) -> None:
+        if not profiler.done:
             return
         self._points_sent = True
-        points = self.profiler.result()
+        points = profiler.result()
         if not points:
-            reason = self.profiler.aborted_reason or "no points measured"
+            reason = profiler.aborted_reason or "no points measured"
             engine.note(f"power control off: {reason}; the job goes on timing-only at current settings")
             return
-        source = "cache" if self.profiler.from_cache else "measured"
+        source = "cache" if profiler.from_cache else "measured"
         engine.event("operating_points", source=source,
                       points=[{"power_limit_w": p.power_limit_w, "sm_clocks_mhz": p.sm_clocks_mhz,
                                "relative_speed": p.relative_speed, "power_w": p.power_w} for p in points])
@@ -187,7 +190,7 @@ def build_hardware(
         hw.actuators = ActuatorSet(controllable if wanted else [], state_dir=state_dir, job=job,
                                    precision=hw.precision, install_hooks=wanted)
         hw.owns_actuators = True
-    elif hw.precision is not None and getattr(hw.actuators, "precision", False) is None:
+    elif hw.precision is not None and isinstance(hw.actuators, HoldsPrecision) and hw.actuators.precision is None:
         hw.actuators.precision = hw.precision  # policy Decision.precision reaches the controller
     if wanted:
         hw.profiler = _build_profiler(hw, controllable, profile_cache_dir, clock, model, monitor)
@@ -253,11 +256,12 @@ def _build_profiler(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, clock
 
     energy_fn: Callable[[], float] | None = None
     if not all(g.capabilities.energy_counter for g in gpus):
-        if not getattr(monitor, "measures", True) or not callable(getattr(monitor, "total_energy_j", None)):
+        if monitor is None or not getattr(monitor, "measures", True) or not callable(monitor.total_energy_j):
             hw.notes.append("power control off: no GPU energy counter and no monitor to integrate power; "
                             "the job goes on timing-only")
             return None
-        energy_fn = monitor.total_energy_j  # integrated power: coarser, still comparable across limits
+        # integrated power: coarser, still comparable across limits; a monitor that measures has a total
+        energy_fn = cast("Callable[[], float]", monitor.total_energy_j)
     cache = None if cache_dir is False else ProfileCache(cache_dir)
     return OperatingPointProfiler(gpus, hw.actuators, fingerprint=workload_fingerprint(model),
                                   cache=cache, time_fn=_time_fn(clock), energy_fn=energy_fn)

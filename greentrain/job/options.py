@@ -5,7 +5,8 @@ default, docstring and check. Every front end is generated from the fields,
 as torchtitan generates its command line from its config dataclasses:
 
 - ``Session``'s keywords (``SessionSettings``) and the framework callbacks'
-  (``JobSettings``), typed ``**settings``;
+  (``JobSettings``), typed ``**settings`` (written out for the type checker,
+  held to the fields by a test);
 - the flags of ``greentrain run``, ``greentrain train`` and ``greentrain demo``
   (``greentrain.cli.jobflags``: the flag's name, type, choices, default and
   help come from the field);
@@ -27,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, TypeGuard
 
 from greentrain.clock import parse_deadline
 from greentrain.engine.collaborators import CarbonSignal
@@ -247,7 +248,7 @@ def option_problems(values: Mapping[str, object]) -> list[tuple[str, str]]:
     return sorted(problems.items(), key=lambda item: order.index(item[0]))
 
 
-def _number(value: object, *, low_ok: bool) -> bool:
+def _number(value: object, *, low_ok: bool) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and (
         value >= 0 if low_ok else value > 0)
 
@@ -263,10 +264,11 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     for name in ("max_emissions_g", "max_energy_j"):
         if o[name] is not None and not _number(o[name], low_ok=False):
             yield name, f"must be a number > 0, got {o[name]!r}"
-    if not (_number(o["min_wait_saving"], low_ok=True) and o["min_wait_saving"] <= 1):
-        yield "min_wait_saving", f"must be a fraction in [0, 1], got {o['min_wait_saving']!r}"
-    if not (_number(o["estimate_error"], low_ok=True) and o["estimate_error"] <= 10):
-        yield "estimate_error", f"must be a fraction in [0, 10], got {o['estimate_error']!r}"
+    saving, error = o["min_wait_saving"], o["estimate_error"]
+    if not (_number(saving, low_ok=True) and saving <= 1):
+        yield "min_wait_saving", f"must be a fraction in [0, 1], got {saving!r}"
+    if not (_number(error, low_ok=True) and error <= 10):
+        yield "estimate_error", f"must be a fraction in [0, 10], got {error!r}"
     if not _number(o["decide_interval_s"], low_ok=False):
         yield "decide_interval_s", f"must be > 0, got {o['decide_interval_s']}"
     if o["step_time_s"] is not None and not _number(o["step_time_s"], low_ok=False):
@@ -313,12 +315,49 @@ def _deadline_problem(value: object) -> str | None:
     return None
 
 
-def _typed_dict(name: str, front_end: FrontEnd | None) -> type:
-    """A ``TypedDict`` of the settings ``front_end`` takes, for a typed ``**settings``."""
-    return TypedDict(name, {s.name: s.hint for s in settings_for(front_end)}, total=False)  # type: ignore[misc]
+class SessionSettings(TypedDict, total=False):
+    """The settings ``Session`` takes as keywords: the ``JobOptions`` fields offered to "session" (but
+    ``policy``, its first parameter), each with the field's type. Written out so that a type checker sees it;
+    a test holds it to the fields."""
+
+    zone: str | None
+    provider: ProviderSpec | None
+    deadline: datetime | str | None
+    deadline_policy: DeadlinePolicy | None
+    steps_total: int | None
+    step_time_s: float | None
+    decide_interval_s: float
+    min_wait_saving: float
+    estimate_error: float
+    pause_mode: PauseMode | None
+    relaunch: Relaunch
+    checkpoint_dir: str | Path | None
+    state_path: str | Path | None
+    waiting_power_w: float | None
+    max_emissions_g: float | None
+    max_energy_j: float | None
+    max_replicas: int | None
+    min_replicas: int
+    power: PowerSwitch
+    precision: Sequence[str] | None
+    profile_cache_dir: str | Path | Literal[False] | None
+    state_dir: str | Path | None
+    actuation: Actuation | None
+    job: str
+    jsonl: str | Path | None
+    codecarbon_csv: str | Path | None
+    metrics_port: int | None
+    metrics_addr: str
+    metrics_allow_public: bool
+    progress: bool
+    quiet: bool
 
 
-JobSettings = _typed_dict("JobSettings", None)
-"""Every setting as a keyword: what the framework callbacks take besides their ``JobParts``."""
-SessionSettings = _typed_dict("SessionSettings", "session")
-"""The settings ``Session`` takes as keywords."""
+class JobSettings(SessionSettings, total=False):
+    """Every setting as a keyword: what the framework callbacks take besides their ``JobParts`` (a test holds
+    it to the ``JobOptions`` fields)."""
+
+    policy: PolicySpec
+    stop_signals: tuple[int, ...]
+    scaling_profile: str | Path | None
+    scaling_profile_steps: int

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import cast
 
 from greentrain.errors import ConfigError
+from greentrain.job.options import PauseMode
 from greentrain.job.state import STATE_FILE_NAME
 from greentrain.policies.settings import PolicySettings
 
@@ -15,12 +17,12 @@ __all__ = ["STATE_ENV", "resolve_pause_mode", "default_state_path", "fresh_exec_
 STATE_ENV = "GREENTRAIN_STATE_FILE"
 
 
-def resolve_pause_mode(requested: str | None, settings: PolicySettings, has_checkpoint: bool) -> str:
+def resolve_pause_mode(requested: PauseMode | None, settings: PolicySettings, has_checkpoint: bool) -> PauseMode:
     """The pause mode: as requested, else the policy's setting where this job can honour it (both were
     checked where they were given: ``JobOptions``, the policy file)."""
     mode = requested
     if mode is None:
-        mode = settings.pause_mode
+        mode = cast(PauseMode, settings.pause_mode)  # one of PAUSE_MODES: PolicySettings checks it
         if mode == "checkpoint" and not has_checkpoint:
             mode = "suspend"
     if mode == "checkpoint" and not has_checkpoint:

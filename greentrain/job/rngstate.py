@@ -19,12 +19,12 @@ import random
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-__all__ = ["RNGState"]
+__all__ = ["RNGState", "RNGStateDict"]
 
 
 def _numpy() -> ModuleType | None:
@@ -33,6 +33,15 @@ def _numpy() -> ModuleType | None:
     except ImportError:
         return None
     return numpy
+
+
+class RNGStateDict(TypedDict, total=False):
+    """``RNGState.to_dict``'s form in a checkpoint file (older files lack numpy and CUDA)."""
+
+    python: tuple[object, ...] | None
+    numpy: tuple[object, ...] | dict[str, object] | None
+    torch: Tensor | None
+    cuda: list[Tensor]
 
 
 @dataclass(slots=True)
@@ -87,28 +96,30 @@ class RNGState:
             return False
         if (self.numpy is None) != (other.numpy is None):
             return False
-        if self.numpy is not None and not _numpy_states_equal(self.numpy, other.numpy):
+        if self.numpy is not None and other.numpy is not None and not _numpy_states_equal(self.numpy, other.numpy):
             return False
         if (self.torch_cpu is None) != (other.torch_cpu is None) or len(self.torch_cuda) != len(other.torch_cuda):
             return False
         pairs = list(zip(self.torch_cuda, other.torch_cuda))
-        if self.torch_cpu is not None:
+        if self.torch_cpu is not None and other.torch_cpu is not None:
             pairs.append((self.torch_cpu, other.torch_cpu))
         return all(bool((a == b).all()) and a.shape == b.shape for a, b in pairs)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> RNGStateDict:
         """A picklable form for a checkpoint file (``torch.save``)."""
         return {"python": self.python, "numpy": self.numpy, "torch": self.torch_cpu, "cuda": self.torch_cuda}
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> RNGState:
+    def from_dict(cls, data: RNGStateDict) -> RNGState:
         """Inverse of ``to_dict``; checkpoints written before numpy/CUDA were saved load too."""
         return cls(python=data.get("python"), numpy=data.get("numpy"), torch_cpu=data.get("torch"),
                    torch_cuda=list(data.get("cuda") or []))
 
 
-def _numpy_states_equal(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+def _numpy_states_equal(a: tuple[object, ...] | dict[str, object], b: tuple[object, ...] | dict[str, object]) -> bool:
     np = _numpy()
+    if np is None:  # a numpy state is only ever captured with numpy installed
+        return a == b
     if len(a) != len(b):
         return False
     return all(np.array_equal(x, y) if hasattr(x, "shape") else x == y for x, y in zip(a, b))

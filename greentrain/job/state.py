@@ -17,7 +17,7 @@ import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from greentrain.errors import ConfigError
 from greentrain.userfile import load_json
@@ -101,8 +101,9 @@ def load_state(path: str | Path, job: str) -> EngineState | None:
         raise ConfigError(f"{path}: state file is not a JSON object; delete it to start the job afresh")
     if payload.pop("version", None) != _VERSION:
         raise ConfigError(f"state file {path}: unknown version; delete it to start the job afresh")
+    fields: dict[str, Any] = payload  # the file's values as written: a wrong name is caught here, not a type
     try:
-        state = EngineState(**payload)
+        state = EngineState(**fields)
     except TypeError as e:
         raise ConfigError(f"state file {path}: {e}; delete it to start the job afresh") from None
     if state.job != job or state.finished:

@@ -23,6 +23,7 @@ from greentrain.integrations.driver import PART_NAMES, CallbackKeywords, StepDri
 from greentrain.job.build import JobParts
 from greentrain.job.options import (
     JobOptions,
+    JobSettings,
     SessionSettings,
     choices_of,
     option_problems,
@@ -71,10 +72,13 @@ def test_session_takes_the_settings_as_typed_keywords_and_the_parts_by_name() ->
     params = inspect.signature(Session).parameters
     assert set(params) == {"policy", "settings", "save", "load", "optimizer", "state", "dist"} | PARTS
     assert params["settings"].kind is inspect.Parameter.VAR_KEYWORD
-    assert set(typing.get_type_hints(SessionSettings)) == {s.name for s in settings_for("session")}
+    # policy: Session's first parameter, the rest its keywords, each with its JobOptions field's type
+    assert typing.get_type_hints(SessionSettings) == {s.name: s.hint for s in settings_for("session")
+                                                      if s.name != "policy"}
     # stop_signals: the callbacks'; a scaling profile: `run`'s and `train`'s (a Session is given its scaler)
-    assert set(typing.get_type_hints(SessionSettings)) == set(OPTIONS) - {"stop_signals", "scaling_profile",
-                                                                           "scaling_profile_steps"}
+    assert set(typing.get_type_hints(SessionSettings)) == set(OPTIONS) - {"policy", "stop_signals",
+                                                                           "scaling_profile", "scaling_profile_steps"}
+    assert typing.get_type_hints(JobSettings) == {s.name: s.hint for s in settings_for()}  # the callbacks: all
     session = Session("run-now", zone="GB", max_energy_j=5.0, devices=False)
     assert (session.options.policy, session.options.zone, session.options.max_energy_j) == ("run-now", "GB", 5.0)
     with pytest.raises(TypeError, match="max_energy: unknown setting .*did you mean 'max_energy_j'"):
