@@ -181,7 +181,7 @@ class ActuatorSet:
         self.restore_all()
         return True
 
-    def _for_each_gpu(self, action: str, value: float | tuple[int, int] | None) -> bool:
+    def _for_each_gpu(self, action: str, value: float | tuple[int, int]) -> bool:
         changed = False
         for gpu in self.gpus:
             route = self._routes[gpu.uuid]
@@ -202,13 +202,13 @@ class ActuatorSet:
         return changed
 
     @staticmethod
-    def _change(target: KnobController | _Unjournaled, action: str, value: float | tuple[int, int] | None) -> bool:
-        if action == "power_limit":
-            return target.set_power_limit_w(float(value))
-        low, high = value
-        return target.lock_sm_clocks_mhz(low, high)
+    def _change(target: KnobController | _Unjournaled, action: str, value: float | tuple[int, int]) -> bool:
+        if isinstance(value, tuple):  # action 'sm_clocks': (low, high) MHz
+            low, high = value
+            return target.lock_sm_clocks_mhz(low, high)
+        return target.set_power_limit_w(float(value))  # action 'power_limit'
 
-    def _on_privilege_error(self, action: str, gpu: GPU, value: float | tuple[int, int] | None,
+    def _on_privilege_error(self, action: str, gpu: GPU, value: float | tuple[int, int],
                             error: PrivilegeError) -> bool:
         if self.daemon_socket is None:
             self._routes[gpu.uuid] = _Route.UNPRIVILEGED

@@ -111,6 +111,8 @@ class AdvisoryActuators:
         self.refused_total: Counter[str] = Counter()  # advice is never refused for privilege: stays empty
         self.advice: dict[str, object] = {}
         self.history: list[dict[str, object]] = []
+        self.points_source: str | None = None
+        """Where the operating points behind power advice came from (``AdvisoryPoints.source``); None: measured."""
         self._lock = threading.Lock()
 
     # -- the ActuatorSet surface the engine and profiler use ------------------------------------------
@@ -176,10 +178,10 @@ class AdvisoryActuators:
         problems: list[str] = []
         for gpu in self.gpus:
             try:
-                if knob == "power_limit":
-                    validate_power_limit(gpu, float(value))
-                else:
+                if isinstance(value, tuple):  # sm_clocks: (low, high) MHz
                     validate_sm_clocks(gpu, int(value[0]), int(value[1]))
+                else:
+                    validate_power_limit(gpu, float(value))
             except (GreentrainError, OSError) as e:
                 problems.append(str(e))
         return {f"invalid_{knob}": "; ".join(problems)} if problems else {}

@@ -15,6 +15,7 @@ value with its entry, and restoring again finishes the job
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from greentrain.actuators.advisory import refuse_in_advisory_mode
@@ -77,9 +78,9 @@ class KnobController:
         self._change(Knob.SM_CLOCKS, new, lambda: self.gpu.lock_sm_clocks_mhz(low, high))
         return True
 
-    def _change(self, knob: str, newly_journaled: bool, change: object) -> None:
+    def _change(self, knob: str, newly_journaled: bool, change: Callable[[], object]) -> None:
         try:
-            change()  # type: ignore[operator]
+            change()
         except DeviceLostError:
             raise  # unknown whether it took effect: keep the entry so a later start restores
         except (DeviceError, ConfigError):
@@ -99,6 +100,7 @@ class KnobController:
                 continue
             try:
                 if name == Knob.POWER_LIMIT:
+                    assert entry.previous is not None  # a power limit is journaled with the limit it replaced
                     self.gpu.set_power_limit_w(float(entry.previous))
                 elif name == Knob.SM_CLOCKS:
                     self.gpu.reset_sm_clocks()
