@@ -13,12 +13,16 @@ import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from greentrain.clock import Clock, ensure_aware_utc
 from greentrain.errors import ConfigError, SignalError
 from greentrain.integrations.placement import shift_points
 from greentrain.signals.base import IntensityPoint
 from greentrain.signals.trace import load_trace
+
+if TYPE_CHECKING:
+    from greentrain.signals import SignalChain
 
 __all__ = ["ForecastSource", "TraceForecasts", "ProviderForecasts"]
 
@@ -71,10 +75,10 @@ class ProviderForecasts:
             raise ConfigError("--provider: live providers are not available here; use --replay-trace") from None
         self._spec, self._clock, self._horizon_h = spec, clock, horizon_h
         self._make, self._chain_type = make_provider, SignalChain
-        self._chains: dict[str, object] = {}
+        self._chains: dict[str, SignalChain] = {}
         self.notes: list[str] = []
 
-    def _chain(self, zone: str):  # type: ignore[no-untyped-def]
+    def _chain(self, zone: str) -> SignalChain:
         if zone not in self._chains:
             provider = self._make(self._spec, clock=self._clock)
             self._chains[zone] = self._chain_type([provider], zone=zone, clock=self._clock)
@@ -97,4 +101,4 @@ class ProviderForecasts:
     def close(self) -> None:
         """Release the providers' connections."""
         for chain in self._chains.values():
-            chain.close()  # type: ignore[attr-defined]
+            chain.close()
