@@ -155,14 +155,16 @@ def _optional_str(raw: Mapping[str, object], key: str, where: str) -> str | None
     return value
 
 
-def _limits(raw: Mapping[str, object], where: str) -> GPULimits:
+def _limits(raw: Mapping[str, object], where: str, allow_clock_lock_default: bool = True) -> GPULimits:
+    """One limits table; a GPU's own table that leaves ``allow_clock_lock`` out keeps the [limits] value
+    (``allow_clock_lock_default``): an override never turns clock locking back on by saying nothing."""
     known = set(GPULimits.__dataclass_fields__)
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
     min_w, max_w, min_mhz = (_optional_positive(raw, key, where)
                              for key in ("min_power_limit_w", "max_power_limit_w", "min_sm_clock_mhz"))
-    allow_clock_lock = raw.get("allow_clock_lock", True)
+    allow_clock_lock = raw.get("allow_clock_lock", allow_clock_lock_default)
     if not isinstance(allow_clock_lock, bool):
         raise ConfigError(f"{where}.allow_clock_lock: must be true or false")
     limits = GPULimits(min_power_limit_w=min_w, max_power_limit_w=max_w, allow_clock_lock=allow_clock_lock,
@@ -248,8 +250,8 @@ def parse_config(raw: Mapping[str, object], where: str = "daemon config") -> Dae
             gpu_access[str(user)] = tuple(allowed)
     gpus: dict[str, object] = check(lambda: _table(raw, "gpu", where), {})
     limits = check(lambda: _limits(_table(raw, "limits", where), f"{where}: [limits]"), GPULimits())
-    gpu_limits = {k: check(lambda: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]"), GPULimits())
-                  for k in gpus}
+    gpu_limits = {k: check(lambda: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]", limits.allow_clock_lock),
+                           GPULimits()) for k in gpus}
     node_policy = (check(lambda: _node_policy(_table(raw, "node_policy", where), f"{where}: [node_policy]"), None)
                    if "node_policy" in raw else None)
     if errors:

@@ -73,6 +73,16 @@ dirty_power_limit_w = 200
     assert config.node_policy is not None and config.node_policy.dirty_power_limit_w == 200
 
 
+def test_a_gpu_table_that_says_nothing_of_clock_locking_keeps_the_limits_setting(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.toml"
+    path.write_text('[daemon]\nsocket = "/tmp/gt.sock"\n[limits]\nallow_clock_lock = false\n'
+                    '[gpu."0"]\nmax_power_limit_w = 250\n[gpu."1"]\nallow_clock_lock = true\n')
+    config = load_config(path)
+    assert config.limits_for("GPU-x", 0).allow_clock_lock is False  # was True: the override re-enabled it
+    assert config.limits_for("GPU-y", 1).allow_clock_lock is True  # said explicitly
+    assert config.limits_for("GPU-z", 2).allow_clock_lock is False
+
+
 @pytest.mark.parametrize(
     ("raw", "needle"),
     [
