@@ -182,13 +182,14 @@ def table(results: list[dict]) -> str:
     names = [(k, label) for k, label in POLICIES if all(f"{k}_g" in r for r in results)]
     head = "| zones | week | jobs (pinned) | " + " | ".join(f"{label} kg (late, moves)" for _, label in names)
     head += " | bound kg | " + " | ".join(f"{label} / bound saving" for k, label in names if k != "fifo")
-    head += " | plan CPU s per plan |"
+    head += " | capacity or places broken | plan CPU s per plan |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
         cells = [r["zones"], r["week"], f"{r['jobs']} ({r['pinned']})"]
         cells += [f"{r[k + '_g'] / 1e3:.1f} ({r[k + '_late']}, {r[k + '_migrations']})" for k, _ in names]
         cells.append(f"{r['bound_g'] / 1e3:.1f}{'*' if r['bound_relaxed'] else ''}")
         cells += [f"{r[k + '_ratio']:.2f}" for k, _ in names if k != "fifo"]
+        cells.append(str(sum(1 for k, _ in names if r[f"{k}_exceeded"] or not r[f"{k}_places_kept"])))
         cells.append(f"{r['plan_plan_cpu_s'] / max(1, r['plan_plans']):.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     for k, label in names:

@@ -88,7 +88,7 @@ def _solve(jobs: Sequence[FleetJob], hour_of, actual: Mapping[str, np.ndarray], 
     solution = model.solve(time_limit_s=600.0)
     if not solution.ok:
         return None
-    x = solution.x
-    assert x is not None
-    emissions = sum(float(emit @ x[cols]) for cols, emit in costs)
+    values = solution.x
+    assert values is not None
+    emissions = sum(float(emit @ values[cols]) for cols, emit in costs)
     return Bound(emissions_g=emissions, deadlines_relaxed=late, solve_s=solution.solve_s)

@@ -115,13 +115,15 @@ class CapacityRows:
 
 def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, *, resume_overhead_h: float,
                   scale_g: float, capacity: dict[str, int], free_now: dict[str, int],
-                  wide_whole_slots: bool = True) -> list[JobVars]:
+                  wide_whole_slots: bool = True, restarts_ahead_h: float | None = None) -> list[JobVars]:
     """Add the rolling form to ``model``; return each job's variables.
 
     Restarts are counted on the job's running level (slot 0: 0 or 1; later: the fraction of
     the slot it runs), as in the LP relaxation of start-up costs: every rise of the level is
     a start, every start after the first costs the resume overhead. A plan that pauses a job
     now and resumes it later pays for that, and so does a fragmented plan further out.
+    ``restarts_ahead_h``: rises counted only in the later slots starting within this many hours (None: all);
+    a started job paused now still pays its one restart (``_restarts``).
     """
     caps = CapacityRows()
     out = []
@@ -166,7 +168,8 @@ def build_rolling(model: LinearModel, windows: list[JobWindow], grid: SlotGrid, 
                 caps.add(part, slots, x, opt.gpus)
         if w.start_now:
             model.row(vars_.now_cols, 1.0, lb=1.0)
-        resumes = _restarts(model, vars_, grid, slots, st)
+        counted = slots if restarts_ahead_h is None else slots[grid.edges[slots] < grid.now_h + restarts_ahead_h]
+        resumes = _restarts(model, vars_, grid, counted, st)
         work_cols.append(resumes)
         work_vals.append(np.array([-resume_overhead_h]))
         if moved is not None:
@@ -260,7 +263,8 @@ def _restarts(model: LinearModel, vars_: JobVars, grid: SlotGrid, slots: np.ndar
     """A variable that is at least the number of paid restarts of the job in the rolling form.
 
     Row 0: rise in slot 0 >= level now - level before; row i: rise in the i-th later slot >=
-    its level - the level of the slot before it. A level is run-hours / slot length.
+    its level - the level of the slot before it. A level is run-hours / slot length. ``slots``: the
+    job's later slots whose rises count (a prefix of them: the rest of its run-hours are not coupled).
     """
     count = slots.size
     rises = model.add(np.zeros(1 + count), 0.0, np.inf)  # slot 0, then each later slot
@@ -270,7 +274,7 @@ def _restarts(model: LinearModel, vars_: JobVars, grid: SlotGrid, slots: np.ndar
         cols.append(np.full(1 + min(count, 1), y))
         vals.append(np.array([-1.0, 1.0][: 1 + min(count, 1)]))
     inverse = 1.0 / grid.lengths[slots]
-    for x in vars_.run_cols:
+    for x in (c[:count] for c in vars_.run_cols):
         rows += [np.arange(1, count + 1), np.arange(2, count + 1)]
         cols += [x, x[:-1]]
         vals += [-inverse, inverse[:-1]]

@@ -107,11 +107,12 @@ def keep_deadlines(statuses: Sequence[JobStatus], chosen: Mapping[str, int], *, 
     fixed = {st.job_id for st in statuses if st.running is not None and not st.can_pause}
     deadline_h = {st.job_id: st.deadline_h for st in statuses}
     for edf in (_edf_now(statuses, free_now, keep_running=True), _edf_now(statuses, free_now, keep_running=False)):
-        trial: dict[str, int] | None = decided
+        trial = decided
         for job_id in sorted(edf.keys() - decided.keys(), key=lambda j: (deadline_h[j], j)):
-            trial = _admit(trial, job_id, edf[job_id], statuses, free_now, keep=fixed | edf.keys())
-            if trial is None:
+            admitted = _admit(trial, job_id, edf[job_id], statuses, free_now, keep=fixed | edf.keys())
+            if admitted is None:
                 break
+            trial = admitted
             if (missed := misses(trial)) < best_misses:
                 best, best_misses = trial, missed
             if missed == 0:

@@ -275,8 +275,3 @@ def load_jobs(path: str | Path, *, capacity_gpus: int | None = None, power_kw_pe
     text = read_text(path, what="jobs file", max_bytes=_JOBS_MAX_BYTES)
     return parse_jobs(text, str(path), capacity_gpus=capacity_gpus, power_kw_per_gpu=power_kw_per_gpu,
                       base_dir=path.parent, partitions=partitions)
-
-
-def sort_by_submit(jobs: Sequence[FleetJob]) -> list[FleetJob]:
-    """Jobs in submission order (file order among equal times): the FIFO order."""
-    return sorted(jobs, key=lambda j: j.submit)

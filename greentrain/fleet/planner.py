@@ -260,7 +260,8 @@ def _solve(built: tuple[list[JobWindow], SlotGrid], problem: _Problem,
     model = LinearModel()
     vars_ = build_rolling(model, windows, grid, resume_overhead_h=problem.overhead_h, scale_g=scale_g,
                           capacity=capacity, free_now=free,
-                          wide_whole_slots=config.wide_whole_slots and not problem.large)
+                          wide_whole_slots=config.wide_whole_slots and not problem.large,
+                          restarts_ahead_h=config.restarts_ahead_h if problem.stretched else None)
     if config.rounding == "milp" and not problem.large:
         return model.solve(time_limit_s=config.time_limit_s, mip_rel_gap=config.mip_rel_gap), vars_, grid, "rolling"
     wide = _wide_decisions(model, vars_, config) if config.rounding == "fix" else {}

@@ -32,7 +32,7 @@ import numpy as np
 from greentrain.errors import ConfigError
 from greentrain.fleet.feed import TraceFeed
 from greentrain.fleet.jobs import FleetJob
-from greentrain.fleet.model import PlannerConfig
+from greentrain.fleet.model import FleetPlan, PlannerConfig
 from greentrain.fleet.places import View, view_at
 from greentrain.fleet.planner import plan_fleet
 from greentrain.fleet.simulate import Cluster, RunState
@@ -93,7 +93,7 @@ def best_start_h(values: np.ndarray, now_h: float, run_h: float, deadline_h: flo
     base = math.floor(now_h + _EPS_H)
     edges = [now_h, *np.arange(base + 1.0, min(deadline_h, base + values.size) - _EPS_H)]
     edges.append(min(deadline_h, base + values.size))
-    return cleanest_start(edges, values[:len(edges) - 1], run_h)
+    return cleanest_start(edges, values[:len(edges) - 1].tolist(), run_h)
 
 
 class PerJobWindow:
@@ -147,7 +147,7 @@ class CarbonAware:
         self.plans = 0
         self.cpu_s = 0.0
         self.methods: dict[str, int] = {}
-        self.last_plan = None
+        self.last_plan: FleetPlan | None = None
 
     def decide(self, now_h: float, runs: Sequence[RunState], cluster: Cluster) -> dict[str, int]:
         if not runs:
@@ -171,8 +171,8 @@ class CarbonAware:
         self.cpu_s += time.process_time() - began
         self.methods[plan.method] = self.methods.get(plan.method, 0) + 1
         self.last_plan = plan
-        return {v.status.job_id: v.full(plan.jobs[v.status.job_id].option) for v in views
-                if plan.jobs[v.status.job_id].option is not None}
+        return {v.status.job_id: v.full(option) for v in views
+                if (option := plan.jobs[v.status.job_id].option) is not None}
 
     def _status(self, r: RunState, can_pause: bool, cluster: Cluster) -> View:
         status = r.status(can_pause=can_pause, migration_overhead_h=cluster.migration_overhead_h)

@@ -24,7 +24,7 @@ def _iso(when: datetime) -> str:
 
 def jobs_json(result: SimResult, feed: TraceFeed) -> list[JSONObject]:
     """One entry per job, in the jobs file's order."""
-    out = []
+    out: list[JSONObject] = []
     for r in result.runs:
         out.append({
             "id": r.job.id,

@@ -140,3 +140,19 @@ def test_the_jobs_file_gives_each_job_a_home_and_its_places() -> None:
     # Home b is not one of its places (and too small): it runs at its places only, in their order.
     assert [o.partition for o in jobs["away"].placed_options(capacity)] == ["c", "a"]
     assert [o.partition for o in jobs["free"].placed_options(capacity, home_only=True)] == ["a"]
+
+
+@pytest.mark.parametrize("later_g", [290.0, 100.0])
+def test_a_stretched_plan_still_pays_the_restart_of_a_job_it_pauses(later_g: float) -> None:
+    """Stretched plans price restarts only in the first hours (``restarts_ahead_h``); pausing a running
+    job now still costs its whole restart, so it pauses for a far cleaner hour only, not a slightly
+    cleaner one."""
+    partitions = {"a": Partition("a", 4, "A"), "b": Partition("b", 4, "B")}
+    options = (RunOption(4, 1.0, 4.0, partition="a"), RunOption(4, 1.0, 4.0, partition="b"))
+    running = JobStatus(job_id="r", options=options, remaining_h=3.0, deadline_h=40.0, partition="a",
+                        running=0, started=True, migration_overhead_h=1.0)
+    config = replace(ROLLING, stretch_places_above_jobs=0, restarts_ahead_h=0.0)
+    intensity = {"A": np.r_[300.0, np.full(47, later_g)], "B": np.full(48, 400.0)}
+    plan = plan_fleet([running], now_h=0.0, partitions=partitions, resume_overhead_h=0.5, config=config,
+                      intensity=intensity)
+    assert plan.jobs["r"].option == (0 if later_g == 290.0 else None)
