@@ -87,3 +87,13 @@ def test_one_zone_given_as_zone_file_is_the_one_trace_form(tmp_path, capsys):
     assert code == 0, err
     doc = json.loads(out)
     assert "schedule" in doc["runs"][0] and "oracle" in doc["runs"][0]["baselines"]
+
+
+@pytest.mark.parametrize("minutes", ["60", "-1"])
+def test_a_migration_overhead_out_of_range_is_one_line(tmp_path, capsys, minutes):
+    home = write_zone(tmp_path, "A", [100] * 12)
+    away = write_zone(tmp_path, "B", [100] * 12)
+    code, _, err = run_cli(capsys, "--trace", f"A={home}", "--trace", f"B={away}", "--start",
+                           "2022-03-01T00:00Z", "--work-hours", "2", "--deadline-hours", "5",
+                           "--migration-overhead-min", minutes)
+    assert code == 2 and err.count("\n") == 1 and "--migration-overhead-min: must be in [0, 60) minutes" in err
