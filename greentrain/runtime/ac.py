@@ -9,11 +9,15 @@ cheap element-wise ops of every block.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+if TYPE_CHECKING:
+    from greentrain.runtime.model import Transformer
 
 __all__ = ["apply_ac", "SAVE_OPS"]
 
@@ -44,7 +48,7 @@ def _op_policy_context():
     return create_selective_checkpoint_contexts(policy)
 
 
-def apply_ac(model: nn.Module, mode: str, *, every: int = 2) -> nn.Module:
+def apply_ac(model: Transformer, mode: str, *, every: int = 2) -> Transformer:
     """Wrap the blocks of ``model`` in place: mode ``none|full|selective-op|selective-layer``."""
     if mode == "none":
         return model

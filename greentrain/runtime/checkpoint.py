@@ -21,6 +21,7 @@ import re
 import shutil
 import warnings
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -125,7 +126,7 @@ def _quiet_single_process():
 class Checkpointer:
     """Save/load model parts, their optimizers and a small train state, sharded."""
 
-    def __init__(self, folder: str | Path, parts: list[nn.Module], optimizers: list[torch.optim.Optimizer], *,
+    def __init__(self, folder: str | Path, parts: Sequence[nn.Module], optimizers: list[torch.optim.Optimizer], *,
                  async_save: bool = False, keep: int = 2) -> None:
         self.folder = Path(folder)
         try:

@@ -10,19 +10,26 @@ projection and the seams between blocks.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import nn
+
+from greentrain.runtime.model import block_attention
+
+if TYPE_CHECKING:
+    from greentrain.runtime.model import Transformer
 
 __all__ = ["apply_compile", "apply_compile_whole"]
 
 
-def apply_compile(model: nn.Module, *, backend: str = "inductor") -> nn.Module:
+def apply_compile(model: Transformer, *, backend: str = "inductor") -> Transformer:
     """Compile every transformer block of ``model`` in place (no dynamic shapes).
 
     A block is one full graph unless it holds collectives with data-dependent sizes (a MoE block's
     token dispatch, the context-parallel K/V gather): those run eagerly between compiled pieces.
     """
     for block in model.layers.values():
-        whole = not getattr(block, "moe_enabled", False) and getattr(block.attention.core, "graph_safe", True)
+        whole = not getattr(block, "moe_enabled", False) and block_attention(block).core.graph_safe
         block.compile(backend=backend, fullgraph=whole, dynamic=False)
     return model
 

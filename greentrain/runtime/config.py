@@ -33,6 +33,7 @@ from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __a
     ParallelConfig,
     TrainConfig,
 )
+from greentrain.runtime.greentrain_section import GreentrainSection
 from greentrain.userfile import load_toml, parse_toml
 
 # The sections are re-exported: ``greentrain.runtime.config`` is where users find the whole configuration.
@@ -50,7 +51,7 @@ class JobConfig:
     data: DataConfig = field(default_factory=DataConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    greentrain: GreentrainConfig = field(default_factory=GreentrainConfig)
+    greentrain: GreentrainSection = field(default_factory=GreentrainConfig)
 
     def __post_init__(self) -> None:
         c = Checks("train", self.train)

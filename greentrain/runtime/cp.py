@@ -20,13 +20,21 @@ the data-parallel ones) gives the mean over the whole sequence.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention.bias import causal_lower_right
 
+from greentrain.runtime.model import block_attention
 from greentrain.runtime.moe import moe_layers
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from greentrain.runtime.model import Transformer
 
 __all__ = ["apply_cp", "ContextParallelAttention", "load_balanced_positions", "gather_sequence",
            "all_reduce_sum"]
@@ -132,12 +140,12 @@ class ContextParallelAttention:
         return torch.cat(outs, dim=2).transpose(1, 2)
 
 
-def apply_cp(model: nn.Module, cp_mesh) -> nn.Module:
+def apply_cp(model: Transformer, cp_mesh: DeviceMesh) -> Transformer:
     """Make ``model`` (a Transformer or a pipeline stage of one) context-parallel over the 1-D ``cp_mesh``."""
     group, cp, rank = cp_mesh.get_group(), cp_mesh.size(), cp_mesh.get_local_rank()
     core = ContextParallelAttention(group, cp, rank)
     for block in model.layers.values():
-        block.attention.core = core
+        block_attention(block).core = core
     for moe in moe_layers(model):
         moe.reduce_sequence = lambda stats, group=group: all_reduce_sum(stats, group)
     return model

@@ -34,7 +34,7 @@ from greentrain.errors import ConfigError
 from greentrain.policies.scaling_profile import ScalingProfile, format_scaling_profile, load_scaling_profile
 from greentrain.provenance import Source
 from greentrain.runtime.config import JobConfig
-from greentrain.userfile import load_json
+from greentrain.userfile import JSONValue, load_json
 
 __all__ = ["REQUEST_FILE", "ESTIMATE_FILE", "ReplicaState", "RuntimeScaler", "config_at", "elastic_sets",
            "load_profile_for", "micro_batch", "replicas_of", "sized_config"]
@@ -88,6 +88,13 @@ def config_at(cfg: JobConfig, replicas: int, micro: int) -> JobConfig:
     return config_from_dict(data, origin="elastic")
 
 
+def _int(value: JSONValue) -> int:
+    """``int(value)``, TypeError for null, a list or an object (as ``int()`` itself raises)."""
+    if value is None or isinstance(value, (list, dict)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return int(value)
+
+
 @dataclass(slots=True)
 class ReplicaState:
     """What the launcher and the ranks share across launches (one small JSON file, written atomically)."""
@@ -114,10 +121,14 @@ class ReplicaState:
             return None
         data = load_json(path, what="replica state")
         try:
-            micro = data.get("micro_batch")
-            return cls(replicas=int(data["replicas"]), working=data.get("working"), step=int(data.get("step", 0)),
-                       failed=[int(r) for r in data.get("failed", [])], reason=str(data.get("reason", "")),
-                       changes=int(data.get("changes", 0)), micro_batch=int(micro) if micro else None)
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            micro, working, failed = data.get("micro_batch"), data.get("working"), data.get("failed", [])
+            if not (working is None or isinstance(working, int)) or not isinstance(failed, list):
+                raise TypeError("working or failed")
+            return cls(replicas=_int(data["replicas"]), working=working, step=_int(data.get("step", 0)),
+                       failed=[_int(r) for r in failed], reason=str(data.get("reason", "")),
+                       changes=_int(data.get("changes", 0)), micro_batch=_int(micro) if micro else None)
         except (KeyError, TypeError, ValueError):
             raise ConfigError(f"{path}: replica state is damaged; delete it to restart at --nproc") from None
 

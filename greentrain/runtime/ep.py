@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
 from greentrain.runtime.moe import GroupedExperts, moe_layers
@@ -95,7 +96,7 @@ def _shard_experts(experts: GroupedExperts, ep_mesh) -> None:
         setattr(experts, name, nn.Parameter(dtensor, requires_grad=param.requires_grad))
 
 
-def apply_ep(model: nn.Module, ep_mesh) -> nn.Module:
+def apply_ep(model: nn.Module, ep_mesh: DeviceMesh) -> nn.Module:
     """Spread the routed experts of every MoE block in ``model`` over the 1-D ``ep_mesh`` (in place)."""
     from greentrain.errors import ConfigError
 

@@ -10,11 +10,18 @@ across groups; with a shard size of 1 that is plain DDP.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import Shard
-from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+from greentrain.runtime.moe import block_moe
+
+if TYPE_CHECKING:
+    from greentrain.runtime.model import Transformer
 
 __all__ = ["apply_fsdp", "DTYPES", "set_fsdp_precision", "fsdp_modules"]
 
@@ -28,7 +35,7 @@ def _mp_policy(precision: str) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
 
 
-def _expert_placement(expert_mesh) -> Callable[[nn.Parameter], Shard]:
+def _expert_placement(expert_mesh: DeviceMesh) -> Callable[[nn.Parameter], Shard]:
     """Shard expert weights on the expert dimension when it splits evenly, else on the next one."""
     size = expert_mesh.size(expert_mesh.ndim - 1)  # the shard dimension (HSDP: the second)
 
@@ -39,8 +46,8 @@ def _expert_placement(expert_mesh) -> Callable[[nn.Parameter], Shard]:
     return place
 
 
-def apply_fsdp(model: nn.Module, dp_mesh, *, precision: str = "fp32", reshard_after_forward: bool = True,
-               cpu_offload: bool = False, expert_mesh=None) -> nn.Module:
+def apply_fsdp(model: Transformer, dp_mesh: DeviceMesh, *, precision: str = "fp32", reshard_after_forward: bool = True,
+               cpu_offload: bool = False, expert_mesh: DeviceMesh | None = None) -> Transformer:
     """Shard ``model`` in place over ``dp_mesh`` (1-D: FSDP; 2-D: HSDP) and return it.
 
     With ``expert_mesh`` (expert parallelism), each MoE block's routed experts, already split over ``ep``,
@@ -48,21 +55,25 @@ def apply_fsdp(model: nn.Module, dp_mesh, *, precision: str = "fp32", reshard_af
     """
     # pin_memory needs an accelerator; on a CPU-only host pinning raises.
     offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if cpu_offload else OffloadPolicy()
-    kwargs = dict(mesh=dp_mesh, mp_policy=_mp_policy(precision), offload_policy=offload)
+    mp_policy = _mp_policy(precision)
     blocks = list(model.layers.values())
+    sharded: list[FSDPModule] = []
     for i, block in enumerate(blocks):
         # The last block's parameters are needed again first in backward: keep them.
         reshard = reshard_after_forward and i < len(blocks) - 1
         if expert_mesh is not None and getattr(block, "moe_enabled", False):
-            fully_shard(block.moe.experts, reshard_after_forward=reshard,
-                        shard_placement_fn=_expert_placement(expert_mesh), **{**kwargs, "mesh": expert_mesh})
-        fully_shard(block, reshard_after_forward=reshard, **kwargs)
-    fully_shard(model, reshard_after_forward=reshard_after_forward, **kwargs)
-    _prefetch(blocks)
+            fully_shard(block_moe(block).experts, mesh=expert_mesh, reshard_after_forward=reshard,
+                        shard_placement_fn=_expert_placement(expert_mesh), mp_policy=mp_policy,
+                        offload_policy=offload)
+        sharded.append(fully_shard(block, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=mp_policy,
+                                   offload_policy=offload))
+    fully_shard(model, mesh=dp_mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp_policy,
+                offload_policy=offload)
+    _prefetch(sharded)
     return model
 
 
-def _prefetch(blocks: list[nn.Module]) -> None:
+def _prefetch(blocks: list[FSDPModule]) -> None:
     """Issue each block's all-gather when its neighbour starts (forward: the next, backward: the previous).
 
     FSDP2's implicit prefetch issues an all-gather only once the host reaches that block; explicit
@@ -73,9 +84,7 @@ def _prefetch(blocks: list[nn.Module]) -> None:
         following.set_modules_to_backward_prefetch([current])
 
 
-def fsdp_modules(model: nn.Module) -> list[nn.Module]:
-    from torch.distributed.fsdp import FSDPModule
-
+def fsdp_modules(model: nn.Module) -> list[FSDPModule]:
     return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 

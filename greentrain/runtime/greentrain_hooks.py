@@ -26,9 +26,9 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from greentrain.job.options import settings_for
+from greentrain.job.options import SessionSettings, settings_for
 from greentrain.job.state import STATE_FILE_NAME
 from greentrain.jobstats import JobState, JobStats
 from greentrain.runtime.config import JobConfig
@@ -37,12 +37,39 @@ from greentrain.runtime.metrics import StepMetrics
 from greentrain.runtime.trainer import Trainer
 
 if TYPE_CHECKING:
-    from greentrain.engine.collaborators import Loss
+    from collections.abc import Mapping
+    from typing import Literal
+
+    from torch.distributed import ProcessGroup
+    from torch.nn import Module
+    from torch.optim import Optimizer
+
+    from greentrain.clock import Clock
+    from greentrain.device.discovery import DeviceSet
+    from greentrain.engine.broadcast import Broadcast
+    from greentrain.engine.collaborators import Actuators, EnergyMonitor, Loss
+    from greentrain.job.options import PolicySpec
     from greentrain.policies.base import Decision
     from greentrain.runtime.elastic import RuntimeScaler
     from greentrain.session import Session
 
-__all__ = ["SessionHook", "run_training", "report_router"]
+__all__ = ["SessionHook", "SessionArgs", "run_training", "report_router"]
+
+
+class SessionArgs(SessionSettings, total=False):
+    """``run_training(session_kwargs=...)``: ``Session`` keywords that replace the ``[greentrain]`` settings
+    and the runtime's parts (e.g. a test's ``clock``, or ``policy`` as an object)."""
+
+    policy: PolicySpec | None
+    model: Module | None
+    optimizer: Optimizer | None
+    state: Mapping[str, object] | None
+    dist: ProcessGroup | Broadcast | None
+    clock: Clock | None
+    devices: DeviceSet | Literal[False] | None
+    actuators: Actuators | None
+    monitor: EnergyMonitor | None
+    rate_probe: Callable[[], float | None] | None
 
 
 class SessionHook:
@@ -55,13 +82,13 @@ class SessionHook:
     @property
     def should_stop(self) -> bool:
         """A pause, a spent budget, or (carbon scaling) a new replica count: checkpoint and stop."""
-        return bool(self.session.should_stop) or getattr(self.scaler, "pending", None) is not None
+        return bool(self.session.should_stop) or (self.scaler is not None and self.scaler.pending is not None)
 
     def on_step_end(self, step: int, tokens: int, loss: Loss) -> Decision:
         return self.session.step(tokens=tokens, loss=loss)
 
 
-def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, object]) -> Session:
+def _session(cfg: JobConfig, trainer: Trainer, extra: SessionArgs) -> Session:
     """The Session of one rank: the ``[greentrain]`` settings as they are, the trainer's checkpoint and metrics."""
     from greentrain.session import Session
 
@@ -75,16 +102,16 @@ def _session(cfg: JobConfig, trainer: Trainer, extra: dict[str, object]) -> Sess
 
     has_checkpoint = trainer.checkpointer is not None
     taken = {s.name for s in settings_for("session")} | {"policy"}  # scaling_profile: the runtime's (its scaler)
-    settings: dict[str, object] = {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)
-                                   if f.name in taken}
-    settings.update(
-        steps_total=cfg.train.steps, pause_mode=settings["pause_mode"] if has_checkpoint else "suspend",
-        metrics_port=cfg.metrics.port if trainer.rank == 0 else None, metrics_addr=cfg.metrics.addr,
-        metrics_allow_public=cfg.metrics.allow_public, progress=False,
-        state_path=Path(cfg.checkpoint.dir) / STATE_FILE_NAME if has_checkpoint and cfg.checkpoint.dir else None)
-    policy = extra.pop("policy", settings.pop("policy"))
-    settings.update(extra)
-    return Session(policy, save=save if has_checkpoint else None, load=load if has_checkpoint else None, **settings)
+    # The section's fields are JobOptions fields with their types, which mypy cannot see (a built class).
+    settings = cast("SessionArgs", {f.name: getattr(cfg.greentrain, f.name) for f in dataclasses.fields(cfg.greentrain)
+                                    if f.name in taken})
+    settings.update({
+        "steps_total": cfg.train.steps, "pause_mode": settings["pause_mode"] if has_checkpoint else "suspend",
+        "metrics_port": cfg.metrics.port if trainer.rank == 0 else None, "metrics_addr": cfg.metrics.addr,
+        "metrics_allow_public": cfg.metrics.allow_public, "progress": False,
+        "state_path": Path(cfg.checkpoint.dir) / STATE_FILE_NAME if has_checkpoint and cfg.checkpoint.dir else None})
+    settings.update(extra)  # its policy, if any, replaces the section's
+    return Session(save=save if has_checkpoint else None, load=load if has_checkpoint else None, **settings)
 
 
 @contextlib.contextmanager
@@ -132,7 +159,8 @@ def report_router(stats: JobStats) -> Callable[[StepMetrics], None]:
     return on_step
 
 
-def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs: dict[str, object] | None = None,
+def run_training(cfg: JobConfig, *, on_step: Callable[[StepMetrics], None] | None = None,
+                 on_ready: Callable[[Trainer], None] | None = None, session_kwargs: SessionArgs | None = None,
                  handle_signals: bool = False) -> tuple[Trainer, list[StepMetrics]]:
     """Build the trainer for this rank and train, under the greentrain session when a policy is set.
 
@@ -145,7 +173,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     if on_ready is not None:
         on_ready(trainer)
     callbacks = [on_step] if on_step is not None else []
-    extra = dict(session_kwargs or {})
+    extra = session_kwargs.copy() if session_kwargs else SessionArgs()
     if cfg.greentrain.policy is None and "policy" not in extra:
         with _plain_metrics(trainer.cfg, trainer) as count:
             trainer.on_step = _chain([count] + callbacks)  # counters first: callbacks see this step counted
@@ -162,7 +190,7 @@ def run_training(cfg: JobConfig, *, on_step=None, on_ready=None, session_kwargs:
     with session:
         trainer.hook = SessionHook(session, scaler)
         trainer.step = max(trainer.step, session.start_step)
-        first = getattr(session.last_decision, "precision", None)  # decided before step 0
+        first = session.last_decision.precision if session.last_decision is not None else None  # before step 0
         if first and first != trainer.precision:
             trainer.set_precision(first)
         if scaler is None or scaler.pending is None:  # a new count asked before step 0: relaunch first

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +23,8 @@ from torch import nn
 from greentrain.runtime.config import ModelConfig
 from greentrain.runtime.moe import MoE
 
-__all__ = ["Transformer", "TransformerBlock", "RMSNorm", "CausalAttention", "init_weights", "canonical_name",
-           "count_params", "expert_params"]
+__all__ = ["Transformer", "TransformerBlock", "RMSNorm", "AttentionCore", "CausalAttention", "block_attention",
+           "init_weights", "canonical_name", "count_params", "expert_params"]
 
 
 class RMSNorm(nn.Module):
@@ -58,11 +59,24 @@ def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return torch.stack((out0, out1), dim=-1).flatten(-2).type_as(x)
 
 
+class AttentionCore(Protocol):
+    """How the local tokens attend: where they sit in the sequence, and the attention itself."""
+
+    graph_safe: bool
+    """Whether ``torch.compile`` can take a block holding it as one graph (no eager collectives)."""
+
+    def rope_rows(self, table: torch.Tensor, seq: int) -> torch.Tensor: ...
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_rep: int) -> torch.Tensor: ...
+
+
 class CausalAttention:
     """The attention core on one device: the whole sequence is here, positions 0..seq-1.
 
     ``apply_cp`` swaps in a context-parallel core (``cp.py``) with the same two methods.
     """
+
+    graph_safe = True
 
     def rope_rows(self, table: torch.Tensor, seq: int) -> torch.Tensor:
         """The rotary table rows of the local tokens' positions."""
@@ -88,7 +102,7 @@ class Attention(nn.Module):
         self.wk = nn.Linear(cfg.dim, cfg.kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(cfg.dim, cfg.kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(cfg.n_heads * self.head_dim, cfg.dim, bias=False)
-        self.core = CausalAttention()
+        self.core: AttentionCore = CausalAttention()
         """Where the local tokens sit in the sequence and how they attend (``apply_cp`` replaces it)."""
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
@@ -133,6 +147,15 @@ class TransformerBlock(nn.Module):
         h = x + self.attention(self.attention_norm(x), rope)
         normed = self.ffn_norm(h)
         return h + (self.moe(normed) if self.moe_enabled else self.feed_forward(normed))
+
+
+def block_attention(block: nn.Module) -> Attention:
+    """A transformer block's attention (``block`` may be wrapped for activation checkpointing, which forwards
+    the attribute)."""
+    attention = block.attention
+    if not isinstance(attention, Attention):
+        raise TypeError(f"{type(block).__name__}.attention is a {type(attention).__name__}, not an Attention")
+    return attention
 
 
 class Transformer(nn.Module):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from greentrain.runtime.config import ModelConfig
 
@@ -35,8 +36,7 @@ __all__ = ["MoE", "GroupedExperts", "Routing", "route", "balance_loss", "AuxLoss
 
 def local_weight(param: torch.Tensor) -> torch.Tensor:
     """A parameter as a plain tensor: this rank's shard of a DTensor (experts split over ``ep``)."""
-    to_local = getattr(param, "to_local", None)
-    return to_local() if to_local is not None else param
+    return param.to_local() if isinstance(param, DTensor) else param
 
 
 class _ScaleGrad(torch.autograd.Function):
@@ -172,9 +172,10 @@ class MoE(nn.Module):
         self.aux_sum = torch.zeros((), device=device)
         self.calls = 0
 
-    def _keep_within_capacity(self, expert_sorted: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    def _keep_within_capacity(self, expert_sorted: torch.Tensor, counts: torch.Tensor,
+                              capacity_factor: float) -> torch.Tensor:
         """Mask of the sorted slots an expert keeps: its first ``capacity`` tokens (in token order)."""
-        capacity = math.ceil(self.capacity_factor * expert_sorted.numel() / self.n_experts)
+        capacity = math.ceil(capacity_factor * expert_sorted.numel() / self.n_experts)
         starts = torch.cumsum(counts, 0) - counts
         rank_in_expert = torch.arange(expert_sorted.numel(), device=counts.device) - starts[expert_sorted]
         return rank_in_expert < capacity
@@ -195,7 +196,7 @@ class MoE(nn.Module):
         token_of = order // self.top_k
         gate = routing.gate.reshape(-1)[order]
         if self.capacity_factor is not None:
-            keep = self._keep_within_capacity(expert_sorted, counts)
+            keep = self._keep_within_capacity(expert_sorted, counts, self.capacity_factor)
             token_of, gate, expert_sorted = token_of[keep], gate[keep], expert_sorted[keep]
             counts = torch.bincount(expert_sorted, minlength=self.n_experts)
         routed = self.dispatch(tokens[token_of], counts, self.experts)
@@ -205,6 +206,15 @@ class MoE(nn.Module):
         if self.shared_expert is not None:
             out = out + self.shared_expert(x)
         return AuxLossGrad.apply(out, aux, self.aux_grad_scale) if torch.is_grad_enabled() else out
+
+
+def block_moe(block: nn.Module) -> MoE:
+    """The MoE layer of a transformer block with ``moe_enabled`` (``block`` may be wrapped for activation
+    checkpointing, which forwards the attribute)."""
+    moe = block.moe
+    if not isinstance(moe, MoE):
+        raise TypeError(f"{type(block).__name__}.moe is a {type(moe).__name__}, not a MoE layer")
+    return moe
 
 
 def moe_layers(module: nn.Module) -> list[MoE]:

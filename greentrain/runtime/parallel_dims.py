@@ -21,9 +21,12 @@ dimensions plus the flattened meshes the transforms need:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from greentrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = ["ParallelDims", "MESH_DIMS"]
 
@@ -43,8 +46,8 @@ class ParallelDims:
     cp: int = 1
     ep: int = 1
     world_size: int = 1
-    _mesh: Any = field(default=None, repr=False)
-    _flat: dict[str, Any] = field(default_factory=dict, repr=False)
+    _mesh: DeviceMesh | None = field(default=None, repr=False)
+    _flat: dict[str, DeviceMesh] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("dp_replicate", "tp", "pp", "cp", "ep", "world_size"):
@@ -116,7 +119,7 @@ class ParallelDims:
         return f"pp={self.pp} dp_replicate={self.dp_replicate} dp_shard={self.dp_shard}{extra} tp={self.tp}"
 
     # ---- the mesh --------------------------------------------------------
-    def build_mesh(self, device_type: str) -> Any:
+    def build_mesh(self, device_type: str) -> DeviceMesh:
         """Create the 6-D DeviceMesh and its flattened views (needs an initialised process group)."""
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -133,17 +136,17 @@ class ParallelDims:
         return mesh
 
     @property
-    def mesh(self) -> Any:
+    def mesh(self) -> DeviceMesh:
         if self._mesh is None:
             raise RuntimeError("ParallelDims.build_mesh() has not been called")
         return self._mesh
 
-    def _flat_mesh(self, name: str) -> Any:
+    def _flat_mesh(self, name: str) -> DeviceMesh:
         if name not in self._flat:
             raise RuntimeError("ParallelDims.build_mesh() has not been called")
         return self._flat[name]
 
-    def _shard_mesh(self, flat_name: str, ways: int) -> Any:
+    def _shard_mesh(self, flat_name: str, ways: int) -> DeviceMesh:
         """The FSDP2 mesh whose shard dimension is ``flat_name`` (``dp_shard`` itself when that is all of it);
         with replicas, 2-D (replicate, shard): HSDP, or DDP when the shard size is 1."""
         flat = self._flat_mesh(flat_name)
@@ -156,20 +159,20 @@ class ParallelDims:
             return DeviceMesh._concatenate([self.mesh["dp_replicate"], flat])
         return flat
 
-    def fsdp_mesh(self) -> Any:
+    def fsdp_mesh(self) -> DeviceMesh:
         """The mesh FSDP2 shards dense parameters over (``dp_shard × cp × ep``): 2-D (replicate, shard) for
         HSDP/DDP, 1-D otherwise."""
         return self._shard_mesh("fsdp", self.dp_shard * self.cp * self.ep)
 
-    def expert_fsdp_mesh(self) -> Any:
+    def expert_fsdp_mesh(self) -> DeviceMesh:
         """The mesh FSDP2 shards expert parameters over (``dp_shard × cp``; experts are split over ``ep``)."""
         return self._shard_mesh("expert_fsdp", self.dp_shard * self.cp)
 
-    def dp_mesh(self) -> Any:
+    def dp_mesh(self) -> DeviceMesh:
         """All ranks that see different sequences, flattened into one dimension (batch slicing)."""
         return self._flat_mesh("dp")
 
-    def dp_cp_mesh(self) -> Any:
+    def dp_cp_mesh(self) -> DeviceMesh:
         """All ranks that hold different tokens, flattened (loss averaging, router statistics)."""
         return self._flat_mesh("dp_cp")
 

@@ -6,7 +6,7 @@ no DTensor, no FSDP hooks, and ``compile`` takes the whole model as one graph.
 
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from greentrain.runtime.ac import apply_ac
 from greentrain.runtime.compiling import apply_compile, apply_compile_whole
@@ -18,10 +18,13 @@ from greentrain.runtime.parallel_dims import ParallelDims
 from greentrain.runtime.planner import choose_reshard_after_forward
 from greentrain.runtime.tp import apply_tp
 
+if TYPE_CHECKING:
+    from greentrain.runtime.model import Transformer
+
 __all__ = ["parallelize"]
 
 
-def parallelize(model: nn.Module, dims: ParallelDims, cfg: JobConfig) -> nn.Module:
+def parallelize(model: Transformer, dims: ParallelDims, cfg: JobConfig) -> Transformer:
     """Parallelize ``model`` (a Transformer or one pipeline stage of it) in place and return it."""
     par, train = cfg.parallel, cfg.train
     if dims.tp_enabled:

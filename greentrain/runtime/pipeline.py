@@ -13,14 +13,17 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 import torch
 from torch import nn
+from torch.distributed import ProcessGroup
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import (
     PipelineScheduleMulti,
+    PipelineScheduleSingle,
     Schedule1F1B,
     ScheduleGPipe,
     ScheduleInterleaved1F1B,
@@ -28,8 +31,15 @@ from torch.distributed.pipelining.schedules import (
 
 from greentrain.errors import ConfigError
 
-__all__ = ["TimedStage", "PipelinePlan", "split_layers", "stage_ids_for_rank", "build_stage_modules",
+if TYPE_CHECKING:
+    from greentrain.runtime.model import Transformer
+
+__all__ = ["TimedStage", "PipelinePlan", "PipelineSchedule", "split_layers", "stage_ids_for_rank", "build_stage_modules",
            "build_schedule"]
+
+
+PipelineSchedule: TypeAlias = PipelineScheduleSingle | PipelineScheduleMulti
+"""GPipe or 1F1B (one stage per rank), or interleaved 1F1B (several)."""
 
 
 class TimedStage(PipelineStage):
@@ -125,7 +135,7 @@ def plan_pipeline(n_layers: int, pp: int, pp_rank: int, schedule: str, virtual_s
     return PipelinePlan(n_stages, layers, tuple(stage_ids_for_rank(pp_rank, pp, schedule, virtual_stages)))
 
 
-def build_stage_modules(model: nn.Module, plan: PipelinePlan) -> list[nn.Module]:
+def build_stage_modules(model: Transformer, plan: PipelinePlan) -> list[Transformer]:
     """Deep-copy the (meta) model once per local stage, keeping only that stage's parts."""
     parts = []
     for stage_id in plan.local_stage_ids:
@@ -143,13 +153,15 @@ def build_stage_modules(model: nn.Module, plan: PipelinePlan) -> list[nn.Module]
     return parts
 
 
-def build_schedule(parts: list[nn.Module], plan: PipelinePlan, *, schedule: str, microbatches: int,
-                   device: torch.device, group, loss_fn: Callable) -> tuple[object, list[TimedStage]]:
+def build_schedule(parts: Sequence[nn.Module], plan: PipelinePlan, *, schedule: str, microbatches: int,
+                   device: torch.device, group: ProcessGroup,
+                   loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> tuple[PipelineSchedule, list[TimedStage]]:
     """Wrap each local part in a TimedStage and build the named schedule."""
     stages = [TimedStage(part, stage_id, plan.n_stages, device, group=group)
               for part, stage_id in zip(parts, plan.local_stage_ids)]
+    sched: PipelineSchedule
     if schedule == "interleaved":
-        sched = ScheduleInterleaved1F1B(stages, n_microbatches=microbatches, loss_fn=loss_fn, scale_grads=True)
+        sched = ScheduleInterleaved1F1B(list(stages), n_microbatches=microbatches, loss_fn=loss_fn, scale_grads=True)
     else:
         cls = ScheduleGPipe if schedule == "gpipe" else Schedule1F1B
         sched = cls(stages[0], n_microbatches=microbatches, loss_fn=loss_fn, scale_grads=True)

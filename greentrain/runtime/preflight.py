@@ -40,10 +40,11 @@ def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, p
     if probe_folders:
         from greentrain.userfile import check_writable_dir
 
-        if cfg.checkpoint.dir:
-            check("checkpoint.dir", lambda: _probe(check_writable_dir, cfg.checkpoint.dir))
-        if cfg.metrics.jsonl:
-            check("metrics.jsonl", lambda: _probe(check_writable_dir, str(Path(cfg.metrics.jsonl).parent)))
+        folder, jsonl = cfg.checkpoint.dir, cfg.metrics.jsonl
+        if folder:
+            check("checkpoint.dir", lambda: _probe(check_writable_dir, folder))
+        if jsonl:
+            check("metrics.jsonl", lambda: _probe(check_writable_dir, str(Path(jsonl).parent)))
     if cfg.metrics.port is not None:
         check("metrics.addr", lambda: _check_addr(cfg.metrics.addr, cfg.metrics.allow_public))
     lines += outside_problems(cfg.greentrain.policy, cfg.greentrain.provider, cfg.greentrain.zone, where)

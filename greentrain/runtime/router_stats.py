@@ -17,27 +17,31 @@ micro-batches).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from greentrain.runtime.moe import MoE
+from greentrain.runtime.moe import MoE, block_moe
+
+if TYPE_CHECKING:
+    from greentrain.runtime.model import Transformer
 
 __all__ = ["RouterStats", "RouterSummary", "set_aux_grad_scale"]
 
 
-def _blocks_with_moe(part: nn.Module) -> list[tuple[int, MoE]]:
+def _blocks_with_moe(part: Transformer) -> list[tuple[int, MoE]]:
     out = []
     for key, block in part.layers.items():
         if getattr(block, "moe_enabled", False):
-            out.append((int(key), block.moe))
+            out.append((int(key), block_moe(block)))
     return out
 
 
-def set_aux_grad_scale(parts: list[nn.Module], scale: float) -> None:
+def set_aux_grad_scale(parts: Sequence[Transformer], scale: float) -> None:
     """The auxiliary loss's weight in backward for every MoE block (``aux_loss_coef / grad_accum``)."""
     for part in parts:
         for _, moe in _blocks_with_moe(part):
@@ -61,7 +65,7 @@ class RouterSummary:
 class RouterStats:
     """Collects the MoE blocks of this rank's model parts; ``summarise`` packs one step's global numbers."""
 
-    def __init__(self, parts: list[nn.Module], n_layers: int, n_experts: int) -> None:
+    def __init__(self, parts: Sequence[Transformer], n_layers: int, n_experts: int) -> None:
         self.layers = [pair for part in parts for pair in _blocks_with_moe(part)]
         self.n_layers, self.n_experts = n_layers, n_experts
 

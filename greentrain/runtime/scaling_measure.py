@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from greentrain.engine.collaborators import EnergyMonitor
 from greentrain.errors import ConfigError
@@ -35,6 +36,12 @@ from greentrain.policies.scaling_profile import ScalingPoint, ScalingProfile
 from greentrain.provenance import Source
 from greentrain.runtime.config import JobConfig, config_from_dict
 from greentrain.runtime.elastic import config_at, elastic_sets, micro_batch, replicas_of
+
+
+class SourcedMonitor(EnergyMonitor, Protocol):
+    """A monitor that says where its energy figures come from (``greentrain.monitor.Monitor``)."""
+
+    def source(self) -> Source: ...
 
 __all__ = ["EnergyTrace", "measure_scaling", "profile_counts", "rank_main", "torchrun_launch"]
 
@@ -95,7 +102,7 @@ class EnergyTrace:
 
 
 def measure_scaling(cfg: JobConfig, counts: list[int], micro: int, launch: Callable[[int, Path, Path], int],
-                    monitor: EnergyMonitor, *, note: Callable[[str], None] = print) -> ScalingProfile:
+                    monitor: SourcedMonitor, *, note: Callable[[str], None] = print) -> ScalingProfile:
     """Launch ``launch(world_size, config_json, result_json)`` at each count while ``monitor`` (started) samples
     this node; the profile of every count that ran (a count whose launch fails is reported and skipped)."""
     points: list[ScalingPoint] = []

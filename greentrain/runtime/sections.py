@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, make_dataclass
+from typing import cast
 
 from greentrain.runtime.checks import (
     MAX_COUNT,
@@ -21,6 +22,7 @@ from greentrain.runtime.checks import (
     Checks,
     InvalidConfig,
 )
+from greentrain.runtime.greentrain_section import GreentrainSection
 
 __all__ = [
     "ModelConfig",
@@ -335,7 +337,7 @@ checkpoints on every rank; one process re-execs itself, several exit for ``torch
 restart them; GPU settings are applied unless ``--advise-only`` says otherwise."""
 
 
-def _greentrain_section() -> type:
+def _greentrain_section() -> type[GreentrainSection]:
     """``[greentrain]``: every ``JobOptions`` field offered to ``greentrain train``, read by its rules."""
     from greentrain.job.options import option_problems, settings_for
 
@@ -357,8 +359,9 @@ def _greentrain_section() -> type:
     doc = ("Run under the greentrain engine (carbon/energy policy at step boundaries). Each key is the "
            "``greentrain.job.JobOptions`` field of the same name, with its type, choices, docstring and check; "
            "``RUNTIME_DEFAULTS`` are this section's own defaults.")
-    return make_dataclass("GreentrainConfig", fields, kw_only=True, slots=True,
-                          namespace={"__post_init__": __post_init__, "__doc__": doc, "__module__": __name__})
+    built = make_dataclass("GreentrainConfig", fields, kw_only=True, slots=True,
+                           namespace={"__post_init__": __post_init__, "__doc__": doc, "__module__": __name__})
+    return cast("type[GreentrainSection]", built)  # its fields are GreentrainSection's, which mypy cannot see
 
 
 GreentrainConfig = _greentrain_section()

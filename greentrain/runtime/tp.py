@@ -11,16 +11,24 @@ cross-entropy runs on the shards (``loss_parallel()`` context).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import nn
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
+    ParallelStyle,
     PrepareModuleInput,
     PrepareModuleInputOutput,
     RowwiseParallel,
     SequenceParallel,
     parallelize_module,
 )
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from greentrain.runtime.model import Transformer
 
 __all__ = ["apply_tp", "SyncRowwiseParallel"]
 
@@ -41,9 +49,9 @@ class SyncRowwiseParallel(RowwiseParallel):
         return outputs.to_local() if use_local_output else outputs
 
 
-def _block_plan(sequence_parallel: bool, moe: bool) -> dict[str, object]:
+def _block_plan(sequence_parallel: bool, moe: bool) -> dict[str, ParallelStyle]:
     residual = Shard(1) if sequence_parallel else Replicate()
-    plan: dict[str, object] = {
+    plan: dict[str, ParallelStyle] = {
         "attention": PrepareModuleInput(input_layouts=(residual, None), desired_input_layouts=(Replicate(), None)),
         "attention.wq": ColwiseParallel(),
         "attention.wk": ColwiseParallel(),
@@ -71,8 +79,8 @@ def _block_plan(sequence_parallel: bool, moe: bool) -> dict[str, object]:
     return plan
 
 
-def apply_tp(model: nn.Module, tp_mesh, *, sequence_parallel: bool = True, loss_parallel: bool = True,
-             n_heads: int | None = None, n_kv_heads: int | None = None) -> nn.Module:
+def apply_tp(model: Transformer, tp_mesh: DeviceMesh, *, sequence_parallel: bool = True, loss_parallel: bool = True,
+             n_heads: int | None = None, n_kv_heads: int | None = None) -> Transformer:
     """Shard ``model`` (a Transformer or a pipeline stage of one) over the 1-D ``tp_mesh`` in place."""
     tp = tp_mesh.size()
     for name, heads in (("model.n_heads", n_heads), ("model.n_kv_heads", n_kv_heads)):
@@ -81,12 +89,12 @@ def apply_tp(model: nn.Module, tp_mesh, *, sequence_parallel: bool = True, loss_
 
             raise ConfigError(f"{name}={heads} must divide by --tp {tp}")
     residual = Shard(1) if sequence_parallel else Replicate()
-    top: dict[str, object] = {}
-    if getattr(model, "tok_embeddings", None) is not None:
+    top: dict[str, ParallelStyle] = {}
+    if model.tok_embeddings is not None:
         top["tok_embeddings"] = SyncRowwiseParallel(input_layouts=Replicate(), output_layouts=residual)
-    if getattr(model, "norm", None) is not None and sequence_parallel:
+    if model.norm is not None and sequence_parallel:
         top["norm"] = SequenceParallel()
-    if getattr(model, "output", None) is not None:
+    if model.output is not None:
         top["output"] = ColwiseParallel(
             input_layouts=residual,
             output_layouts=Shard(-1) if loss_parallel else Replicate(),

@@ -22,10 +22,11 @@ import math
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
 from greentrain.errors import ConfigError
@@ -43,17 +44,30 @@ from greentrain.runtime.parallel_dims import ParallelDims
 from greentrain.runtime.prefetch import Prefetcher
 from greentrain.runtime.router_stats import RouterStats, set_aux_grad_scale
 
+if TYPE_CHECKING:
+    from greentrain.policies.base import Decision
+
 __all__ = ["Trainer", "StepHook"]
 
 
 class StepHook(Protocol):
     """What the trainer calls at each step boundary (on every rank, in step)."""
 
-    should_stop: bool
+    @property
+    def should_stop(self) -> bool:
+        """Checkpoint and stop after this step (a plain attribute does)."""
+        ...
 
-    def on_step_end(self, step: int, tokens: int, loss: torch.Tensor | float) -> Any | None:
+    def on_step_end(self, step: int, tokens: int, loss: torch.Tensor | float) -> Decision | None:
         """Return a Decision (or None); may set ``should_stop``. ``loss`` may still be on the device:
         reading it waits for the step to finish there."""
+
+
+def _fsdp_unit(model: torch.nn.Module) -> FSDPModule:
+    """``model`` as the FSDP unit ``fully_shard`` made it (it swaps the class in place)."""
+    if not isinstance(model, FSDPModule):
+        raise RuntimeError(f"Trainer: FSDP is on but the model part is a plain {type(model).__name__}")
+    return model
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -115,6 +129,11 @@ class Trainer:
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
         self.device_name = name
         """The device's name ('NVIDIA H100 80GB HBM3', or 'cpu'): the MFU estimate's peak."""
+        self.rescale_to: int | None = None
+        """Carbon scaling: the replica count to relaunch at after ``fit`` (None: no change; set by
+        ``run_training``)."""
+        self.deadline_exit_code = 0
+        """3 after a late finish under a strict deadline (set by ``run_training``), else 0."""
 
     # ---- contracts used by the engine ----------------------------------------
     def set_precision(self, dtype_name: str) -> None:
@@ -165,11 +184,12 @@ class Trainer:
     def forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """One optimizer step's forward and backward over its micro-batches (no pipeline); the summed loss."""
         model, ga = self.built.parts[0], self.cfg.train.grad_accum
+        fsdp = _fsdp_unit(model) if self.uses_fsdp else None
         total = torch.zeros((), device=self.device)
         fwd_s = bwd_s = 0.0
         for i, (x, y) in enumerate(zip(inputs.chunk(ga), labels.chunk(ga))):
-            if self.uses_fsdp:
-                model.set_requires_gradient_sync(i == ga - 1)  # reduce gradients once per step
+            if fsdp is not None:
+                fsdp.set_requires_gradient_sync(i == ga - 1)  # reduce gradients once per step
             t0 = self._now()
             with self._loss_parallel():
                 with self._autocast(), self.router_stats.recording():
@@ -182,7 +202,9 @@ class Trainer:
         return total
 
     def _pipeline_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        built, plan = self.built, self.built.plan
+        built, plan, schedule = self.built, self.built.plan, self.built.schedule
+        if plan is None or schedule is None:
+            raise RuntimeError("Trainer._pipeline_step: the model was built without a pipeline plan")
         has_first, has_last = 0 in plan.local_stage_ids, plan.n_stages - 1 in plan.local_stage_ids
         total = torch.zeros((), device=self.device)
         for stage in built.stages:
@@ -192,9 +214,9 @@ class Trainer:
             target = y if has_last else None
             with self._loss_parallel(), self._autocast():
                 if has_first:  # stages check input strides (torch 2.11): never hand them a strided view
-                    built.schedule.step(x.contiguous(), target=target, losses=losses)
+                    schedule.step(x.contiguous(), target=target, losses=losses)
                 else:
-                    built.schedule.step(target=target, losses=losses)
+                    schedule.step(target=target, losses=losses)
             if has_last:
                 total += torch.stack([_local(loss.detach()) for loss in losses]).mean()
         self._stage_times = [s.mean_times_s() for s in built.stages]
@@ -370,7 +392,7 @@ class Trainer:
         if self.hook is None:
             return False
         decision = self.hook.on_step_end(self.step, self.tokens_per_step, loss)
-        precision = getattr(decision, "precision", None)
+        precision = decision.precision if decision is not None else None
         if precision and precision != self.precision:
             self.set_precision(precision)
         return bool(self.hook.should_stop)
