@@ -82,7 +82,8 @@ def _nearest(points: Sequence[OperatingPoint], power_limit_w: float) -> Operatin
     return min(limited, key=lambda pair: abs(pair[1] - power_limit_w))[0] if limited else None
 
 
-def estimated_effect(points: Sequence[OperatingPoint], advised_w: float, current_w: float | None) -> dict[str, float | None] | None:
+def estimated_effect(points: Sequence[OperatingPoint], advised_w: float,
+                     current_w: float | None) -> dict[str, float | None] | None:
     """Relative change in energy per unit of work and in running time from ``current_w`` to ``advised_w``.
 
     None without points or a current limit. ``current_w`` None compares against the fastest point.

@@ -34,8 +34,8 @@ from greentrain.errors import ConfigError
 if TYPE_CHECKING:
     from greentrain.runtime.model import Transformer
 
-__all__ = ["TimedStage", "PipelinePlan", "PipelineSchedule", "split_layers", "stage_ids_for_rank", "build_stage_modules",
-           "build_schedule"]
+__all__ = ["TimedStage", "PipelinePlan", "PipelineSchedule", "split_layers", "stage_ids_for_rank",
+           "build_stage_modules", "build_schedule"]
 
 
 PipelineSchedule: TypeAlias = PipelineScheduleSingle | PipelineScheduleMulti
@@ -154,8 +154,8 @@ def build_stage_modules(model: Transformer, plan: PipelinePlan) -> list[Transfor
 
 
 def build_schedule(parts: Sequence[nn.Module], plan: PipelinePlan, *, schedule: str, microbatches: int,
-                   device: torch.device, group: ProcessGroup,
-                   loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> tuple[PipelineSchedule, list[TimedStage]]:
+                   device: torch.device, group: ProcessGroup, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                   ) -> tuple[PipelineSchedule, list[TimedStage]]:
     """Wrap each local part in a TimedStage and build the named schedule."""
     stages = [TimedStage(part, stage_id, plan.n_stages, device, group=group)
               for part, stage_id in zip(parts, plan.local_stage_ids)]
