@@ -187,8 +187,10 @@ class ForecastArchive:
         row = self._db.execute("SELECT id, unit FROM series WHERE provider = ? AND zone = ?",
                                (provider, zone)).fetchone()
         if row is None:
-            return int(self._db.execute("INSERT INTO series (provider, zone, unit) VALUES (?, ?, ?)",
-                                        (provider, zone, unit)).lastrowid)
+            row_id = self._db.execute("INSERT INTO series (provider, zone, unit) VALUES (?, ?, ?)",
+                                      (provider, zone, unit)).lastrowid
+            assert row_id is not None  # an INSERT sets it
+            return int(row_id)
         if row[1] != unit:
             raise ArchiveError(f"{self.path}: series {provider}/{zone} is in {row[1]}, refusing values in {unit}")
         return int(row[0])

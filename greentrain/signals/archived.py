@@ -25,7 +25,7 @@ score them.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -47,7 +47,7 @@ OwnForecaster = HourlyForecaster
 """greentrain's own forecaster (``signals.forecast.Forecaster`` or anything with its ``forecast``)."""
 
 
-def hourly_points(values: Sequence[float], first: datetime, template: IntensityPoint,
+def hourly_points(values: Iterable[float], first: datetime, template: IntensityPoint,
                   labels: Sequence[str]) -> list[IntensityPoint]:
     """Hourly forecast points from ``first``, labelled per hour with the source they came from."""
     return [IntensityPoint(start=first + i * _HOUR, end=first + (i + 1) * _HOUR, intensity_g_per_kwh=float(v),

@@ -76,7 +76,7 @@ def import_watttime_history(source: ForecastHistorySource, archive: ForecastArch
     chunk_start = start
     while chunk_start < end:
         chunk_end = min(chunk_start + _CHUNK, end)
-        rows = []
+        rows: list[tuple[int, int, float]] = []
         for generated_at, points in source.forecast_history(region, chunk_start, chunk_end, horizon_h):
             slot = int(generated_at.timestamp() // every_s)
             if not chunk_start <= generated_at < chunk_end or slot == kept_slot:

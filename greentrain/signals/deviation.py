@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from greentrain.hours import floor_hour as _hour
 from greentrain.signals.base import IntensityPoint
@@ -23,8 +23,10 @@ LEAD_TIMES_H = (1, 6, 12, 24, 48, 72)
 _HOUR = timedelta(hours=1)
 
 
-class ForecastDeviation(NamedTuple):
-    """How far a replay's forecasts were from the trace at one lead time, g/kWh."""
+@dataclass(frozen=True, slots=True)
+class ForecastDeviation:
+    """How far a replay's forecasts were from the trace at one lead time, g/kWh (a dataclass, not a
+    ``NamedTuple``, whose ``count`` field would hide ``tuple.count``)."""
 
     mae_g_per_kwh: float
     bias_g_per_kwh: float

@@ -95,7 +95,7 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
             raise ConfigError("lat/lon: give both or neither")
         self._factor = _FACTORS[emission_factor]
         self._token = read_secret(TOKEN_ENV, token_file)
-        self._location = None if lat is None else {"lat": float(lat), "lon": float(lon)}  # type: ignore[arg-type]
+        self._location = None if lat is None or lon is None else {"lat": float(lat), "lon": float(lon)}
         self._clock = clock or SystemClock()
         self._http = JSONClient(self.name, api_base or DEFAULT_API_BASE, timeout_s=timeout_s, transport=transport)
         self._http.redactor.add(self._token)
@@ -107,7 +107,10 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
         if not self._token:
             raise AuthError(f"{self.name}: no API token; set ${TOKEN_ENV} or token_file in the config")
         query: dict[str, Any] = {"disableCallerLookup": "true", "emissionFactorType": self._factor.value}
-        query.update(self._location or {"zone": zone})
+        if self._location:
+            query.update(self._location)
+        else:
+            query["zone"] = zone
         query.update(params)
         return self._http.get(path, params=query, headers={"auth-token": self._token})
 

@@ -41,7 +41,7 @@ the forecast made at ``now`` cannot see the future. ``SeasonalNaiveForecaster``
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -120,7 +120,7 @@ def _fill_gaps(values: np.ndarray) -> np.ndarray:
 
 
 def _points(
-    values: Sequence[float], now: datetime, template: IntensityPoint, provider: str | None
+    values: Iterable[float], now: datetime, template: IntensityPoint, provider: str | None
 ) -> list[IntensityPoint]:
     start = floor_hour(now) + _HOUR
     return [

@@ -157,15 +157,19 @@ class ArchiveRecorder:
                                                         busy_timeout_s=self.busy_timeout_s)
                     written = self._archive.write(provider, zone, unit=UNIT, **rows)
                 except ArchiveLockedError as e:
-                    return self._lost(f"forecast archive write skipped: {e}")
+                    self._lost(f"forecast archive write skipped: {e}")
+                    return None
                 except ArchiveCorruptError as e:
                     if attempt == 1 and self._set_aside(e):
                         continue  # a fresh file in its place: try once more
-                    return self._lost(f"forecast archive unusable: {e}")
+                    self._lost(f"forecast archive unusable: {e}")
+                    return None
                 except ArchiveError as e:  # another program's SQLite file, a newer schema, no folder: leave it be
-                    return self._lost(f"forecast archive unusable: {e}; recording stopped for this process", final=True)
+                    self._lost(f"forecast archive unusable: {e}; recording stopped for this process", final=True)
+                    return None
                 except Exception as e:  # noqa: BLE001 - a full disk or a bug must never reach training
-                    return self._lost(f"forecast archive write failed ({type(e).__name__}: {e})")
+                    self._lost(f"forecast archive write failed ({type(e).__name__}: {e})")
+                    return None
                 self._failures = 0
                 self.rows_written += written
                 return written

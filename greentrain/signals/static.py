@@ -61,7 +61,7 @@ def _data() -> dict[str, Any]:
 def _country(code: str) -> tuple[float, str]:
     record = pycountry.countries.get(alpha_2=code) if len(code) == 2 else pycountry.countries.get(alpha_3=code)
     mix = _data()["global"].get(record.alpha_3 if record else "")
-    if not mix or mix.get("carbon_intensity") is None:
+    if record is None or not mix or mix.get("carbon_intensity") is None:
         raise ConfigError(f"zone {code!r}: no CodeCarbon country average for it; {_HINT}")
     return float(mix["carbon_intensity"]), f"codecarbon global mix {record.alpha_3} ({mix.get('year')})"
 

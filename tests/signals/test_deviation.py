@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,9 +28,9 @@ def test_errors_at_each_lead_time_by_hand() -> None:
     tally.score(T0 + H, points(T0 + 2 * H, [102, 103]), actual.get)
     got = tally.by_lead_time()
     # 1 h ahead: (98 - 101) and (102 - 102); 2 h: (105 - 102) and (103 - 103); 6 h: (110 - 106) only.
-    assert got[1] == pytest.approx(ForecastDeviation(1.5, -1.5, 101.5, 2))
-    assert got[2] == pytest.approx(ForecastDeviation(1.5, 1.5, 102.5, 2))
-    assert got[6] == pytest.approx(ForecastDeviation(4.0, 4.0, 106.0, 1))
+    assert astuple(got[1]) == pytest.approx(astuple(ForecastDeviation(1.5, -1.5, 101.5, 2)))
+    assert astuple(got[2]) == pytest.approx(astuple(ForecastDeviation(1.5, 1.5, 102.5, 2)))
+    assert astuple(got[6]) == pytest.approx(astuple(ForecastDeviation(4.0, 4.0, 106.0, 1)))
     assert tally.forecasts == 2
 
 
@@ -51,6 +52,6 @@ def test_merge_adds_the_sums_and_an_empty_forecast_still_counts_as_scored() -> N
     b.score(T0 + 2 * H, [], actual.get)
     a.merge(b)
     assert a.forecasts == 3
-    assert a.by_lead_time()[1] == pytest.approx(ForecastDeviation(3.0, 1.0, 10.0, 2))
+    assert astuple(a.by_lead_time()[1]) == pytest.approx(astuple(ForecastDeviation(3.0, 1.0, 10.0, 2)))
     with pytest.raises(ValueError):
         a.merge(DeviationTally(lead_times_h=(2,)))
