@@ -86,7 +86,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         slots = intensity_slots(snapshot, now, end) if end is not None else []
         if end is not None and end <= now:
             return run_decision(top, now, work_s, f"{self.name}: deadline reached; running flat out", to_the_end=True)
-        if work_s <= 0 or not slots:
+        if work_s <= 0 or not slots or end is None:  # no end: no slots either
             return run_decision(top, now, work_s, f"{self.name}: nothing to plan (no work or no carbon signal)")
         room_s = capacity_s(snapshot, now, end, top.speed)
         if room_s < work_s:

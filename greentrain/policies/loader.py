@@ -24,6 +24,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,8 @@ def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: Pol
         return policy
     config = _collect(problems, lambda: _build_dataclass(config_type, params, source, prefix))
     problems.raise_if_any()
-    return cls(config, settings=settings)
+    configured: Callable[..., Policy] = cls  # a policy with a Config takes (config, settings=...)
+    return configured(config, settings=settings)
 
 
 def _build_dataclass(cls: type, params: dict[str, Any], source: str, prefix: str) -> Any:

@@ -105,7 +105,7 @@ class ThresholdPolicy(ConfiguredPolicy):
         work_s = max(snapshot.work_remaining_s, 0.0)
         end = horizon_end(snapshot, now)
         slots = intensity_slots(snapshot, now, end) if end is not None else []
-        if work_s <= 0 or not slots:
+        if work_s <= 0 or not slots or end is None:  # no end: no slots either
             return run_decision(mode, now, work_s, "threshold: nothing to plan (no work or no carbon signal)")
         level = self.config.threshold_g_per_kwh
         if level is None:
@@ -157,7 +157,7 @@ class BestWindowPolicy(ConfiguredPolicy):
         slots = intensity_slots(snapshot, now, end) if end is not None else []
         need_s = work_s + safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
         length_s = need_s / mode.speed
-        if not slots or capacity_s(snapshot, now, end, mode.speed) <= need_s:
+        if not slots or end is None or capacity_s(snapshot, now, end, mode.speed) <= need_s:
             return run_decision(mode, now, work_s, "best-window: no room to delay the start")
         best = _best_start(slots, now, length_s)
         plan = ((best, best + timedelta(seconds=length_s)),)
