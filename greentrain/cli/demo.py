@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from greentrain.demo.scenario import Scenario
     from greentrain.demo.summary import DemoSummary
     from greentrain.demo.state import DemoState
-    from greentrain.job.options import JobOptions
+    from greentrain.job.options import DeadlinePolicy, JobOptions
 
 __all__ = ["demo"]
 
@@ -121,7 +121,7 @@ def _check_trace_covers(scenario: Scenario) -> None:
     history_notes(points, scenario.start)  # the engine forecasts from the trace before the start
 
 
-def _new_state(scenario: Scenario, policy: str, reserve_h: float, steps: int | None, deadline_policy: str,
+def _new_state(scenario: Scenario, policy: str, reserve_h: float, steps: int | None, deadline_policy: DeadlinePolicy,
                say: Callable[[str], None]) -> DemoState:
     from greentrain.demo.runner import measure_step_time_s
     from greentrain.demo.state import DemoState

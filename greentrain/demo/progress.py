@@ -47,7 +47,7 @@ class StepProgress:
     def update(self, metrics: StepMetrics) -> None:
         """Trainer ``on_step`` callback (a ``StepMetrics``)."""
         self.done = int(metrics.step)
-        if self._progress is None:
+        if self._progress is None or self._task is None:
             return
         sim = self.clock.now().strftime("%m-%d %H:%M")
         self._progress.update(self._task, completed=self.done, info=f"sim {sim} UTC  loss {metrics.loss:.3f}")

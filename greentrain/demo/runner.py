@@ -34,11 +34,13 @@ from greentrain.demo.clock import HoldableReplayClock
 from greentrain.demo.progress import StepProgress
 from greentrain.demo.scenario import Scenario
 from greentrain.demo.state import DemoState, save_demo_state
+from greentrain.errors import ConfigError
 from greentrain.job.state import STATE_FILE_NAME
 
 if TYPE_CHECKING:
     from greentrain.events import EventLog
-    from greentrain.job.options import ProviderSpec
+    from greentrain.engine.collaborators import Loss
+    from greentrain.job.options import Actuation, ProviderSpec
     from greentrain.monitor import Monitor
     from greentrain.policies.base import Decision, Policy
     from greentrain.runtime.config import JobConfig
@@ -97,7 +99,8 @@ def demo_policy(spec: str, reserve_h: float) -> Policy:
     reserve_s = reserve_h * 3600.0
     if config is None or not hasattr(config, "reserve_s") or config.reserve_s >= reserve_s:
         return policy
-    return type(policy)(dataclasses.replace(config, reserve_s=reserve_s), settings=policy.settings)
+    configured: Callable[..., Policy] = type(policy)  # a policy with a Config takes (config, settings=...)
+    return configured(dataclasses.replace(config, reserve_s=reserve_s), settings=policy.settings)
 
 
 def measure_step_time_s(min_steps: int = 8, min_real_s: float = 2.0, max_steps: int = 64) -> float:
@@ -129,7 +132,7 @@ class _Hook:
     def should_stop(self) -> bool:
         return bool(self.session.should_stop or self.runner.interrupted)
 
-    def on_step_end(self, step: int, tokens: int, loss: float) -> Decision:
+    def on_step_end(self, step: int, tokens: int, loss: Loss) -> Decision:
         self.runner.clock.advance(self.runner.step_job_s)  # the step's fixed share of the simulated work
         return self.session.step(tokens=tokens, loss=loss)
 
@@ -139,7 +142,7 @@ class DemoRunner:
 
     def __init__(self, scenario: Scenario, state: DemoState, out_dir: Path, *, metrics_port: int | None,
                  say: Callable[[str], None], progress: bool, provider: ProviderSpec | None = None,
-                 actuation: str | None = None, codecarbon_csv: str | Path | None = None) -> None:
+                 actuation: Actuation | None = None, codecarbon_csv: str | Path | None = None) -> None:
         self.scenario = scenario
         self.codecarbon_csv = codecarbon_csv
         """Append a CodeCarbon-compatible row per segment here (``--codecarbon-csv``), or None."""
@@ -173,7 +176,7 @@ class DemoRunner:
         """Run segments until the job finishes or is interrupted; returns the last SegmentEnd."""
         previous = signal.signal(signal.SIGINT, self._on_sigint)
         try:
-            trainer = self._new_trainer()
+            trainer: Trainer | None = self._new_trainer()
             self._start_monitor()
             end = SegmentEnd.PAUSED
             while end == SegmentEnd.PAUSED:
@@ -283,6 +286,9 @@ class DemoRunner:
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
 
     def _train(self, trainer: Trainer, session: Session) -> str:
+        engine = session.engine
+        if engine is None:
+            raise ConfigError("the demo trains inside 'with Session(...)'")
         trainer.step = max(trainer.step, session.start_step)
         if trainer.step > 0:
             self.say(f"resumed from the checkpoint at step {trainer.step} ({_fmt(self.clock.now())})")
@@ -307,19 +313,19 @@ class DemoRunner:
         if self.interrupted:
             # The trainer saved on its way out: the job's state moves with that checkpoint, so the
             # summary counts the segment's work as done, not lost.
-            if session.engine is not None and session.engine.progress.steps_done == trainer.step:
+            if engine.progress.steps_done == trainer.step:
                 session.saved(trainer.step)
             self.say(f"stopped at step {trainer.step} with a checkpoint ({_fmt(self.clock.now())})")
             return SegmentEnd.INTERRUPTED
         if session.finished:
-            self.say(f"finished all {self.state.steps_total} steps at {_fmt(session.engine.progress.finished_at)}")
+            self.say(f"finished all {self.state.steps_total} steps at {_fmt(engine.progress.finished_at)}")
             return SegmentEnd.FINISHED
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume
         reason = getattr(session.last_decision, "reason", "") or "dirty window"
         # One time per decision: the wait says the resume (the one the run log and the summary give).
         self.say(f"paused after step {trainer.step}, checkpoint saved")
-        interrupted = session.engine.wait_until(session.resume_at, reason)
+        interrupted = engine.wait_until(session.resume_at, reason)
         if interrupted or self.interrupted:
             self.interrupted = True
             return SegmentEnd.INTERRUPTED

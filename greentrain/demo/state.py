@@ -13,9 +13,13 @@ import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from greentrain.errors import ConfigError
 from greentrain.userfile import load_json
+
+if TYPE_CHECKING:
+    from greentrain.job.options import DeadlinePolicy
 
 __all__ = ["STATE_FILE", "DemoState", "load_demo_state", "save_demo_state"]
 
@@ -48,7 +52,7 @@ class DemoState:
     """How many times the demo has been started on this folder."""
     began: bool = False
     """A step has run: a later start resumes (a start that failed before its first step did not begin)."""
-    deadline_policy: str = "strict"
+    deadline_policy: DeadlinePolicy = "strict"
     """'strict': exit with status 3 after a late finish; 'best-effort': report it, exit 0."""
     step_time_measured_real_s: float | None = None
     """Real seconds per step as the job last measured them (informational)."""
@@ -76,7 +80,8 @@ def load_demo_state(out_dir: Path) -> DemoState | None:
             raise ValueError("not a JSON object")
         if data.pop("version", None) != _VERSION:
             raise ValueError("unknown version")
-        state = DemoState(**data)
+        fields: dict[str, Any] = data  # the file's values as written: a wrong name fails here, not a type
+        state = DemoState(**fields)
         for name in ("start", "deadline", "sim_now"):
             if state.time(name).tzinfo is None:
                 raise ValueError(f"{name} has no timezone")

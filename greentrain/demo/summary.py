@@ -74,8 +74,15 @@ def _events(path: Path) -> list[JSONObject]:
     return events
 
 
-def _time(text: str) -> datetime:
+def _time(text: object) -> datetime:
     return datetime.fromisoformat(str(text))
+
+
+def _num(value: object) -> float:
+    """A run-log number as ``float()`` reads it (a number or its text); anything else is a TypeError."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"not a number: {value!r}")
+    return float(value)
 
 
 def summarize_run(jsonl: Path, state: DemoState) -> DemoSummary:
@@ -90,14 +97,14 @@ def summarize_run(jsonl: Path, state: DemoState) -> DemoSummary:
     pauses = sum(1 for i, s in enumerate(states) if s == "paused" and (i == 0 or states[i - 1] != "paused"))
     waits = sum(1 for e in events if e.get("event") == "action" and e.get("action") == "delay_start")
     finished = bool(last.get("finished")) and steps
-    emissions_g = float(last.get("emissions_g") or 0.0)
-    avoided_g = float(last.get("emissions_avoided_g") or 0.0)
+    emissions_g = _num(last.get("emissions_g") or 0.0)
+    avoided_g = _num(last.get("emissions_avoided_g") or 0.0)
     return DemoSummary(
-        steps_done=int(last.get("steps", len(steps))), steps_total=state.steps_total,
-        step_indices=[int(e["step"]) for e in steps], losses=[float(e.get("loss", "nan")) for e in steps],
-        energy_j=float(last.get("energy_j") or 0.0), energy_sources=sources, emissions_g=emissions_g,
-        steps_emissions_g=sum(float(e.get("emissions_g") or 0.0) for e in steps),
-        steps_energy_j=sum(float(e.get("energy_j") or 0.0) for e in steps),
+        steps_done=int(_num(last.get("steps", len(steps)))), steps_total=state.steps_total,
+        step_indices=[int(_num(e["step"])) for e in steps], losses=[_num(e.get("loss", "nan")) for e in steps],
+        energy_j=_num(last.get("energy_j") or 0.0), energy_sources=sources, emissions_g=emissions_g,
+        steps_emissions_g=sum(_num(e.get("emissions_g") or 0.0) for e in steps),
+        steps_energy_j=sum(_num(e.get("energy_j") or 0.0) for e in steps),
         emissions_avoided_g=avoided_g, run_now_g=emissions_g + avoided_g, submitted=state.time("start"),
         first_step=_time(steps[0]["t"]) if steps else None,
         finished_at=_time(steps[-1]["t"]) if finished else None, deadline=state.time("deadline"),
