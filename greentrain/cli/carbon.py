@@ -246,7 +246,7 @@ def providers(as_json: bool) -> None:
     for row in rows:
         key = ("not needed" if str(row["note"]).startswith(("no key", "use --provider")) else "set") \
             if row["configured"] else "missing"
-        table.add_row(row["name"], key, str(row["reachable"]), str(row["note"]))
+        table.add_row(str(row["name"]), key, str(row["reachable"]), str(row["note"]))
     console = Console()
     console.print(table)
     console.print("reachable: nothing was fetched; try one with "

@@ -101,7 +101,9 @@ def _wait(duration_s: float | None) -> None:
 def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequence[str]) -> dict[str, object]:
     duration_s = mon.elapsed_s()
     devices = []
+    total_j: float = 0  # an int 0 with no device, as sum() gave
     for r in mon.readings():
+        total_j += r.energy_j
         avg_w = r.energy_j / duration_s if duration_s > 0 else 0.0
         devices.append({
             "device": r.name, "kind": r.kind, "model": r.model, "index": r.index, "uuid": r.uuid,
@@ -109,7 +111,6 @@ def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequ
             "scope": "whole host" if r.kind == "cpu" else "whole GPU",
             "failed": r.failed, "error": r.error,
         })  # fmt: skip
-    total_j = sum(d["energy_j"] for d in devices)
     if command and devices:  # a reading covers its whole device, whatever else runs there
         notes = [*notes, f"every figure covers a whole device (the host's CPUs, each GPU) with all the processes on "
                          f"it, not {command[0]} alone; an idle command shows the machine's own draw"]
@@ -224,7 +225,10 @@ def monitor(
             mon.start()
             server = _start_metrics(port, metrics_addr, mon, Path(command[0]).name if command else "monitor",
                                     metrics_allow_public)
-            exit_code = _run_command(command) if command else (_wait(duration) or None)
+            if command:
+                exit_code = _run_command(command)
+            else:
+                _wait(duration)
         finally:
             mon.stop()
             if server is not None:

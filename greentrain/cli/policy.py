@@ -15,7 +15,7 @@ __all__ = ["policy"]
 def _describe(policy: Policy) -> str:
     parts = [f"kind {policy.name}"]
     config = getattr(policy, "config", None)
-    if config is not None and dataclasses.is_dataclass(config):
+    if config is not None and dataclasses.is_dataclass(config) and not isinstance(config, type):
         parts += [f"{k}={v}" for k, v in dataclasses.asdict(config).items()]
     for inner in ("timing", "power"):
         part = getattr(policy, inner, None)

@@ -169,7 +169,7 @@ def _check_output(options: JobOptions) -> None:
     from greentrain.signals.zones import require_zone
     from greentrain.userfile import check_writable_dir
 
-    require_zone(options.zone, options.provider, "--zone")
+    require_zone(options.zone, options.provider if isinstance(options.provider, str) else None, "--zone")
     if options.jsonl:
         check_writable_dir(Path(options.jsonl).parent, what=f"--jsonl {options.jsonl}")
 

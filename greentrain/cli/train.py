@@ -286,18 +286,18 @@ def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: i
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
     elastic = bool(cfg.greentrain.scaling_profile and cfg.greentrain.policy) and not under_torchrun
     launching = nproc is not None and (nproc > 1 or elastic) and not under_torchrun
-    world_size = nproc if launching else int(os.environ.get("WORLD_SIZE", "1"))
+    world_size = nproc if launching and nproc is not None else int(os.environ.get("WORLD_SIZE", "1"))
     from greentrain.runtime.preflight import preflight
 
     preflight(cfg, where, world_size=world_size)  # every value and folder checked before step 1
     if elastic:
         from greentrain.cli.train_elastic import check_elastic, launch_elastic
 
-        check_elastic(cfg, nproc)
+        nproc = check_elastic(cfg, nproc)
         launch_elastic(cfg, nproc, max_restarts, argv_for_ranks(config, sets, flags), _launch,
                        lambda: _pause_resume_at(cfg))
         return
-    if launching:
+    if launching and nproc is not None:  # launching: an --nproc was given
         _launch_until_done(cfg, nproc, max_restarts, argv_for_ranks(config, sets, flags))
         return
     _train_here(cfg)

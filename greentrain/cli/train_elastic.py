@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["check_elastic", "launch_elastic", "profile_scaling"]
 
 
-def check_elastic(cfg: JobConfig, nproc: int | None) -> None:
-    """One line per problem before anything launches: the profile, --nproc, the checkpoint folder."""
+def check_elastic(cfg: JobConfig, nproc: int | None) -> int:
+    """One line per problem before anything launches: the profile, --nproc, the checkpoint folder; the
+    process count it starts at."""
     from greentrain.policies.scaling_profile import load_scaling_profile
     from greentrain.runtime.elastic import micro_batch, replicas_of
 
@@ -35,7 +36,10 @@ def check_elastic(cfg: JobConfig, nproc: int | None) -> None:
     if not cfg.checkpoint.dir:
         raise ConfigError("--scaling-profile: carbon scaling needs --checkpoint-dir (each change of replica count "
                           "is a checkpoint and a relaunch)")
-    profile = load_scaling_profile(cfg.greentrain.scaling_profile)
+    profile_path = cfg.greentrain.scaling_profile
+    if profile_path is None:
+        raise ConfigError("--scaling-profile: carbon scaling needs a scaling profile")
+    profile = load_scaling_profile(profile_path)
     try:
         replicas = replicas_of(cfg, nproc)
     except ConfigError as e:
@@ -47,6 +51,7 @@ def check_elastic(cfg: JobConfig, nproc: int | None) -> None:
         micro_batch(cfg, nproc)
     except ConfigError as e:
         raise ConfigError(f"--nproc: {e}") from None
+    return nproc
 
 
 def launch_elastic(cfg: JobConfig, nproc: int, max_restarts: int, argv: list[str],
@@ -64,6 +69,8 @@ def launch_elastic(cfg: JobConfig, nproc: int, max_restarts: int, argv: list[str
                  "--mesh", "manual"]  # flags win over the config file and --set
         return launch(replicas * per_replica, 0, [*argv, *extra])
 
+    if not cfg.checkpoint.dir:  # check_elastic refused it first
+        raise ConfigError("--scaling-profile: carbon scaling needs --checkpoint-dir")
     launcher = ElasticLauncher(cfg.checkpoint.dir, replicas_of(cfg, nproc), at, max_restarts=max_restarts,
                                resume_at=resume_at, note=lambda line: click.echo(f"greentrain: {line}", err=True))
     status = launcher.run()

@@ -201,7 +201,7 @@ def _print(files: list[WhatIfFile], summary: JSONObject, deadline: str, signal: 
             by_signal.setdefault(item.signal, []).append(label)
             for note in item.notes:
                 console.print(f"{label}: {note}", markup=False, highlight=False, soft_wrap=True)
-    for label, rows in by_signal.items():
+    for label, labels in by_signal.items():
         if label != Path(signal).name:
-            console.print(f"carbon signal: {label} ({', '.join(rows)})", markup=False, highlight=False,
+            console.print(f"carbon signal: {label} ({', '.join(labels)})", markup=False, highlight=False,
                           soft_wrap=True)
