@@ -52,7 +52,10 @@ def _build(
     require_zone(zone, provider, "--zone")
     clock: Clock = SystemClock()
     if provider and provider.strip().lower().startswith("csv:"):
+        from greentrain.signals.csvtrace import CSVTraceProvider
+
         probe = make_provider(provider, clock=clock, column=column)
+        assert isinstance(probe, CSVTraceProvider)  # what a 'csv:' spec makes
         trace_now = probe.trace_now()
         clock = FrozenClock(trace_now)
         today = SystemClock().now()
@@ -65,8 +68,9 @@ def _build(
                        f"{format_time(trace_now)} (today's date and time in the trace's year)", err=True)
         return make_provider(provider, clock=clock, column=column), clock
     if provider:
-        http = {"timeout_s": timeout_s} if provider.strip().lower() in _HTTP_PROVIDERS else {}
-        return make_provider(provider, clock=clock, api_base=api_base, **http), clock
+        if provider.strip().lower() in _HTTP_PROVIDERS:
+            return make_provider(provider, clock=clock, api_base=api_base, timeout_s=timeout_s), clock
+        return make_provider(provider, clock=clock, api_base=api_base), clock
     if api_base:
         raise click.BadParameter("--api-base needs --provider (which provider's base URL?)", param_hint="--api-base")
     chain = [make_provider("electricitymaps", clock=clock, timeout_s=timeout_s)]

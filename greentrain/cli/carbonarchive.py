@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import click
 
 from greentrain.errors import ConfigError
-from greentrain.userfile import JSONObject
+from greentrain.userfile import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from greentrain.clock import Clock
@@ -99,9 +99,10 @@ def record(zone: str, provider_spec: str, every_text: str, archive_path: Path | 
     every_s = parse_every(every_text)
     require_zone(zone, provider_spec, "--zone")
     clock = SystemClock()
-    http = {"timeout_s": timeout_s} if provider_spec.strip().lower() in ("electricitymaps", "watttime", "ukgrid") \
-        else {}
-    provider = make_provider(provider_spec, clock=clock, api_base=api_base, **http)
+    if provider_spec.strip().lower() in ("electricitymaps", "watttime", "ukgrid"):
+        provider = make_provider(provider_spec, clock=clock, api_base=api_base, timeout_s=timeout_s)
+    else:
+        provider = make_provider(provider_spec, clock=clock, api_base=api_base)
     if not getattr(provider, "issues_forecasts", True):
         raise ConfigError(f"--provider {provider_spec}: it has no forecast of its own to record")
     path = _archive_path(archive_path)
@@ -254,12 +255,13 @@ def _import_watttime(archive_path: Path | None, zone: str | None, start_text: st
                      every_text: str, api_base: str | None, timeout_s: float) -> None:
     from greentrain.cli.simulate import parse_time
     from greentrain.signals import make_provider
-    from greentrain.signals.archiveimport import import_watttime_history
+    from greentrain.signals.archiveimport import ForecastHistorySource, import_watttime_history
 
     if zone is None or start_text is None or end_text is None:
         raise ConfigError("--watttime-historical: needs --zone REGION, --start and --end")
     start, end = parse_time(start_text, "--start"), parse_time(end_text, "--end")
     provider = make_provider("watttime", api_base=api_base, timeout_s=timeout_s)
+    assert isinstance(provider, ForecastHistorySource)  # the WattTime provider keeps its issued forecasts
     if not provider.configured():
         raise ConfigError("--watttime-historical: no credentials; set $WATTTIME_USER and $WATTTIME_PASSWORD "
                           "(or $WATTTIME_PASSWORD_FILE)")
@@ -305,12 +307,13 @@ def _number(value: float, digits: int = 1) -> float | None:
 
 
 def _skill_json(report: ZoneSkill) -> JSONObject:
-    sources = {}
+    sources: JSONObject = {}
     for name, e in report.errors.items():
         sources[name] = [{"hours_ahead": h + 1, "count": int(e.count[h]), "mae_g_per_kwh": _number(e.mae_g_per_kwh[h]),
                           "rmse_g_per_kwh": _number(e.rmse_g_per_kwh[h]), "bias_g_per_kwh": _number(e.bias_g_per_kwh[h]),
                           "mape": _number(e.mape[h], 4)} for h in range(e.count.size)]
-    return {"zone": report.zone, "origins": report.origins, "sources": sources, "skipped_rows": report.skipped}
+    return {"zone": report.zone, "origins": report.origins, "sources": sources,
+            "skipped_rows": dict[str, JSONValue](report.skipped)}
 
 
 def _print_skill(report: ZoneSkill, hours: int) -> None:

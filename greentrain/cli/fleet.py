@@ -16,6 +16,7 @@ import click
 
 from greentrain.cli.archiveflags import archive_flags, archive_forecaster, archive_line, archive_summary
 from greentrain.errors import ConfigError
+from greentrain.userfile import JSONObject
 
 __all__ = ["fleet", "simulate"]
 
@@ -167,8 +168,9 @@ def _report(results: dict, policy: str, bound: Any, actual: Any, planner: Any, c
     summary = summary_json(chosen, capacity_gpus)
     summary["saving_vs_run_now_g"] = round(run_now_g - chosen.emissions_g, 3)
     summary["fraction_of_bound_saving"] = fraction_of_bound(run_now_g, chosen.emissions_g, bound)
-    summary["baselines"] = {name: summary_json(r, capacity_gpus) for name, r in results.items() if name != policy}
-    summary["baselines"]["offline-bound"] = {"emissions_g": round(bound.emissions_g, 3),
+    baselines: JSONObject = {name: summary_json(r, capacity_gpus) for name, r in results.items() if name != policy}
+    summary["baselines"] = baselines
+    baselines["offline-bound"] = {"emissions_g": round(bound.emissions_g, 3),
                                              "deadlines_relaxed": bound.deadlines_relaxed,
                                              "note": "LP lower bound: all jobs and the trace known, no restart "
                                                      "or migration overhead, fractional GPU-hours"}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from greentrain.errors import ConfigError
 from greentrain.signals.archive import ForecastArchive
@@ -41,6 +41,7 @@ class ImportResult:
     """Exact repeats in a CSV, or WattTime forecasts thinned out by ``every_s``."""
 
 
+@runtime_checkable
 class ForecastHistorySource(Protocol):
     """What the WattTime import needs (``WattTimeProvider.forecast_history``)."""
 
