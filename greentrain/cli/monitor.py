@@ -18,7 +18,7 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 if TYPE_CHECKING:
     from greentrain.device.base import GPU
@@ -98,9 +98,38 @@ def _wait(duration_s: float | None) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequence[str]) -> dict[str, object]:
+class DeviceRow(TypedDict):
+    """One device in ``greentrain monitor``'s report."""
+
+    device: str
+    kind: str
+    model: str | None
+    index: int | None
+    uuid: str | None
+    energy_j: float
+    average_power_w: float
+    source: str
+    scope: str
+    failed: bool
+    error: str | None
+
+
+class MonitorReport(TypedDict):
+    """``greentrain monitor``'s report (``--json`` prints it as is)."""
+
+    duration_s: float
+    total_energy_j: float
+    average_power_w: float
+    source: str
+    devices: list[DeviceRow]
+    notes: list[str]
+    command: NotRequired[list[str]]
+    exit_code: NotRequired[int | None]
+
+
+def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequence[str]) -> MonitorReport:
     duration_s = mon.elapsed_s()
-    devices = []
+    devices: list[DeviceRow] = []
     total_j: float = 0  # an int 0 with no device, as sum() gave
     for r in mon.readings():
         total_j += r.energy_j
@@ -114,7 +143,7 @@ def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequ
     if command and devices:  # a reading covers its whole device, whatever else runs there
         notes = [*notes, f"every figure covers a whole device (the host's CPUs, each GPU) with all the processes on "
                          f"it, not {command[0]} alone; an idle command shows the machine's own draw"]
-    report: dict[str, object] = {
+    report: MonitorReport = {
         "duration_s": duration_s,
         "total_energy_j": total_j,
         "average_power_w": total_j / duration_s if duration_s > 0 else 0.0,
@@ -128,7 +157,7 @@ def _report(mon: Monitor, notes: list[str], exit_code: int | None, command: Sequ
     return report
 
 
-def _render(report: dict[str, object], to_stderr: bool) -> None:
+def _render(report: MonitorReport, to_stderr: bool) -> None:
     from rich.console import Console
 
     from greentrain.cli.tables import print_table
