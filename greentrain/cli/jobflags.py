@@ -16,7 +16,7 @@ import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 import click
 
@@ -43,7 +43,12 @@ def _members(hint: object) -> list[object]:
     return [a for a in args if a is not type(None)]
 
 
-def _param_type(setting: Setting) -> dict[str, object]:
+class _ParamType(TypedDict, total=False):
+    type: click.ParamType
+    multiple: bool
+
+
+def _param_type(setting: Setting) -> _ParamType:
     """click's ``type`` (and ``multiple``) for ``setting``'s annotation."""
     members = _members(setting.hint)
     if setting.choices:
@@ -65,9 +70,9 @@ def _param_type(setting: Setting) -> dict[str, object]:
 def _option(setting: Setting, defaults: Mapping[str, object], notes: Mapping[str, str]) -> Callable[[F], F]:
     help_text = _CODE.sub(r"\1", " ".join(filter(None, (setting.doc, notes.get(setting.name)))))
     default = defaults.get(setting.name)
-    show: dict[str, object] = {}
+    show_default: bool | None = None  # click's own default: the context's setting
     if default is not None:
-        show["show_default"] = True  # this command's own default: click passes it in and shows it
+        show_default = True  # this command's own default: click passes it in and shows it
     elif setting.name not in defaults and setting.default is not None and not isinstance(setting.default, bool | tuple):
         help_text += f"  [default: {setting.default}]"  # the field's: applied by JobOptions (or a config file)
     if setting.flag is not None:
@@ -78,7 +83,8 @@ def _option(setting: Setting, defaults: Mapping[str, object], notes: Mapping[str
     if _members(setting.hint) == [bool]:
         spelling = f"{flag}/--no-{flag[2:]}" if setting.default is True else flag
         return click.option(spelling, setting.name, is_flag=True, default=default, help=help_text)
-    return click.option(flag, setting.name, default=default, help=help_text, **show, **_param_type(setting))
+    return click.option(flag, setting.name, default=default, help=help_text, show_default=show_default,
+                        **_param_type(setting))
 
 
 def job_flags(front_end: FrontEnd, *, defaults: Mapping[str, object] | None = None,
