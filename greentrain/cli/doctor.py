@@ -24,7 +24,8 @@ def rapl_root_from_env() -> str:
 
 
 def _yes_no(value: object) -> str:
-    return {True: "yes", False: "no", None: "unknown"}.get(value, str(value))
+    words: dict[object, str] = {True: "yes", False: "no", None: "unknown"}
+    return words.get(value, str(value))
 
 
 def _render(report: dict[str, object]) -> None:
@@ -34,9 +35,14 @@ def _render(report: dict[str, object]) -> None:
 
     console = Console()
     notes: list[str] = []
-    if report["gpus"]:
+    # machine_report's shape (greentrain.device.inventory): lists and objects where read below
+    gpus, rapl, est = report["gpus"], report["rapl"], report["cpu_estimate"]
+    given_notes, versions = report["notes"], report["versions"]
+    assert isinstance(gpus, list) and isinstance(rapl, list) and isinstance(est, dict)
+    assert isinstance(given_notes, list) and isinstance(versions, dict)
+    if gpus:
         rows = []
-        for g in report["gpus"]:
+        for g in gpus:
             if "error" in g:
                 rows.append([str(g["index"]), g["name"], g["uuid"], "", f"error: {g['error']}", "", ""])
                 continue
@@ -53,20 +59,19 @@ def _render(report: dict[str, object]) -> None:
                                       "clocks (permitted)"), rows)
     else:
         console.print("GPUs: none")
-    if report["rapl"]:
-        rows = [[d["name"], d["path"], "yes" if d["readable"] else d["status"]] for d in report["rapl"]]
+    if rapl:
+        rows = [[d["name"], d["path"], "yes" if d["readable"] else d["status"]] for d in rapl]
         print_table(console, "RAPL (CPU energy counters)", ("domain", "path", "readable"), rows)
     else:
         console.print("RAPL: none")
-    est = report["cpu_estimate"]
     used = "used for CPU energy" if report["estimate_used_for_cpu"] else "not used, RAPL is readable"
     console.print(
         f"CPU estimate ({used}): {est['cpu_model']!r}, TDP {est['tdp_w']:g} W from {est['tdp_source']}", markup=False
     )
-    for note in [*report["notes"], *notes]:
+    for note in [*given_notes, *notes]:
         console.print(f"note: {note}", markup=False)
-    versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v)
-    console.print(f"versions: {versions}", markup=False)
+    named = ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+    console.print(f"versions: {named}", markup=False)
     console.print(f"hardware writes: {report['hardware_writes']}", markup=False)
     console.print(report["summary"], style="bold", markup=False)
 
