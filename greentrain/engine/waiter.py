@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from greentrain.engine.interrupt_relay import InterruptRelay
 from greentrain.engine.resumenotice import MOVE_MIN_S, ResumeNotice, kept_resume
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action
@@ -57,6 +58,7 @@ class Waiter:
         self._new_scheduler = scheduler_factory or _background_scheduler
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._interrupts = InterruptRelay(self._stop, self._wake)
         self._lock = threading.Lock()
         self._replan_lock = threading.Lock()
         self._target: datetime | None = None
@@ -78,15 +80,17 @@ class Waiter:
         leader = engine.is_leader
         interrupted = ctrl_c = False
         try:
-            if leader:
-                with self._lock:
-                    self._target = self._clamp(when, started)
-                self.open_scheduler()
-                self.announce(reason)
-                engine.log_pause_cost()
-            with _Countdown(self, reason, enabled=leader and self.countdown) as countdown:
-                interrupted = self._loop(countdown)
-        except KeyboardInterrupt:  # Ctrl-C under Python's own handler (a plain loop): one line, not a traceback
+            with self._interrupts:  # Ctrl-C under Python's own handler ends the wait here, never mid-lock
+                if leader:
+                    with self._lock:
+                        self._target = self._clamp(when, started)
+                    self.open_scheduler()
+                    self.announce(reason)
+                    engine.log_pause_cost()
+                with _Countdown(self, reason, enabled=leader and self.countdown) as countdown:
+                    interrupted = self._loop(countdown)
+            ctrl_c = self._interrupts.ctrl_c
+        except KeyboardInterrupt:  # Ctrl-C under another handler that raises it: one line, not a traceback
             interrupted = ctrl_c = True
         finally:
             self._unschedule()
@@ -113,9 +117,8 @@ class Waiter:
         raise Interrupted(INTERRUPTED_EXIT_CODE)
 
     def interrupt(self) -> None:
-        """Make the current wait return at once (thread- and signal-handler-safe)."""
-        self._stop.set()
-        self._wake.set()
+        """Make the current wait return at once (thread- and signal-handler-safe: takes no lock)."""
+        self._interrupts.request()
 
     @property
     def target(self) -> datetime | None:

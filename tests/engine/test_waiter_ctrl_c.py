@@ -85,3 +85,60 @@ def test_the_wait_ends_cleanly_and_raises_interrupted(tmp_path: Path) -> None:
     engine.close()
     log.close()
     assert any(e["event"] == "interrupted" for e in read_events(tmp_path / "run.jsonl"))
+
+
+def test_an_interrupt_from_inside_the_events_own_lock_never_deadlocks() -> None:
+    """A signal handler runs on the main thread between two bytecodes, maybe while that thread is inside
+    ``Event.wait``/``clear`` holding the event's own lock; the handler's request must still end the wait
+    (``Event.set`` there hung ``greentrain run`` forever after a Ctrl-C)."""
+    import threading
+
+    from greentrain.engine.interrupt_relay import InterruptRelay
+
+    event = threading.Event()
+    relay = InterruptRelay(event)
+
+    def handler_while_the_lock_is_held() -> None:
+        with event._cond:  # type: ignore[attr-defined]  # as inside Event.wait on the main thread
+            relay.request()
+
+    with relay:
+        caller = threading.Thread(target=handler_while_the_lock_is_held, daemon=True)
+        caller.start()
+        caller.join(5)
+        assert not caller.is_alive(), "the request waited on a lock its own thread holds"
+        assert event.wait(5), "the relay set the event once the lock was free"
+    relay.request()  # outside a wait: kept for no one
+    with relay:
+        assert not event.wait(0.2) or event.is_set()  # set before; a stale request is not replayed
+        event.clear()
+        assert not event.wait(0.2), "a request made before this wait does not end it"
+
+
+def test_an_engine_wait_ends_when_interrupted_from_inside_the_wake_events_lock(tmp_path: Path) -> None:
+    import threading
+    from datetime import UTC, datetime, timedelta
+
+    from gt_engine_doubles import ThresholdPolicy, TraceSignals, hourly
+
+    from greentrain.clock import ReplayClock
+    from greentrain.engine import Collaborators, DeadlineGuard, Engine, Progress
+
+    t0 = datetime(2022, 5, 1, tzinfo=UTC)
+    clock = ReplayClock(t0, speedup=60.0)  # the hour's wait lasts a real minute
+    engine = Engine(ThresholdPolicy(200), Collaborators(clock=clock, signals=TraceSignals(hourly(t0, [900, 100]), clock)),
+                    progress=Progress(work_total_s=600, step_time_s=60), decide_interval_s=60, countdown=False,
+                    deadline=DeadlineGuard(t0 + timedelta(hours=4), simulated=True))
+    wake = engine.waiter._wake
+
+    def handler_while_the_lock_is_held() -> None:
+        with wake._cond:  # type: ignore[attr-defined]
+            engine.interrupt()
+
+    timer = threading.Timer(0.5, handler_while_the_lock_is_held)
+    timer.daemon = True
+    timer.start()
+    started = clock.now()
+    assert engine.wait_until(t0 + timedelta(hours=1), "dirty") is True
+    assert clock.now() - started < timedelta(minutes=30), "interrupted long before the planned resume"
+    engine.close()
