@@ -54,11 +54,11 @@ def _forecasts(provider: str | None, traces: tuple[str, ...], replay_start: str 
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED)
 def submit(zone: str | None, places: tuple[str, ...], deadline: str, estimate_hours: float | None,
            power_kw: float | None, power_limit_w: int | None, enforce_deadline: bool, job_id: str | None,
-           dry_run: bool, sbatch_args: tuple[str, ...], **forecast_source: str | tuple[str, ...] | None) -> None:
+           dry_run: bool, sbatch_args: tuple[str, ...], provider: str | None, traces: tuple[str, ...],
+           replay_start: str | None) -> None:
     """Submit SBATCH_ARGS (options, script, script args) at the lowest-carbon start before the deadline."""
     now = SystemClock().now()
-    forecasts = _forecasts(forecast_source["provider"], forecast_source["traces"], forecast_source["replay_start"],
-                           now)
+    forecasts = _forecasts(provider, traces, replay_start, now)
     try:
         if job_id is not None:
             if sbatch_args:
