@@ -32,7 +32,7 @@ TESTS=(
   tests/runtime/test_fast_path.py
   tests/runtime/test_precision_and_stages.py
   tests/runtime/test_session_hooks.py
-  tests/runtime/test_planner.py
+  tests/runtime/test_mesh_planner.py
   tests/runtime/test_fault_tolerance.py
   tests/engine/test_multirank.py
   tests/session/test_session_multirank.py

@@ -47,7 +47,7 @@ def _config(args: argparse.Namespace, mesh: str):
 
 def _sweep(args: argparse.Namespace, world: int) -> list[dict]:
     from greentrain.runtime.autolayout import default_meter, measure_candidates, trial_configs
-    from greentrain.runtime.planner import detect_hardware, plan_mesh
+    from greentrain.runtime.mesh_planner import detect_hardware, plan_mesh
     from greentrain.runtime.trainer import Trainer
 
     cfg = _config(args, "manual")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from greentrain.engine.broadcast import Broadcast, LocalBroadcast, TorchBroadcast
 from greentrain.engine.collaborators import Collaborators, NoMonitor
 from greentrain.engine.decider import RUN
-from greentrain.engine.guard import DeadlineGuard
+from greentrain.engine.deadline_guard import DeadlineGuard
 from greentrain.engine.loop import Engine
 from greentrain.engine.pausecost import PauseCost
 from greentrain.engine.progress import Progress

@@ -21,7 +21,7 @@ from typing import Protocol, TypeVar
 
 from greentrain.clock import Clock
 from greentrain.engine.collaborators import Collaborators
-from greentrain.engine.guard import DeadlineGuard
+from greentrain.engine.deadline_guard import DeadlineGuard
 from greentrain.engine.ledger import CarbonLedger, LedgerEntry
 from greentrain.engine.pausecost import PauseCost
 from greentrain.engine.progress import Progress

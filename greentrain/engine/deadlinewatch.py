@@ -1,6 +1,6 @@
 """Saying out loud when a job will miss its deadline.
 
-The guard (``engine/guard.py``) keeps pauses from costing the deadline, but
+The guard (``engine/deadline_guard.py``) keeps pauses from costing the deadline, but
 it cannot make slow steps fast: when the measured step time says the work
 left no longer fits before the deadline, the job can only run flat out and
 finish late. The watch notices that the first time it becomes likely (the

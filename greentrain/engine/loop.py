@@ -28,7 +28,7 @@ from greentrain.engine.budget import Budget
 from greentrain.engine.carbonview import CarbonView
 from greentrain.engine.collaborators import Collaborators, Loss
 from greentrain.engine.decider import RUN, Decider
-from greentrain.engine.guard import DeadlineGuard
+from greentrain.engine.deadline_guard import DeadlineGuard
 from greentrain.engine.jobsummary import step_fields, summary_fields
 from greentrain.engine.ledger import CarbonLedger, LedgerEntry
 from greentrain.engine.pausecost import PauseCost

@@ -13,7 +13,7 @@ the training engine.
 from greentrain.fleet.bound import Bound, offline_bound
 from greentrain.fleet.jobs import FleetJob, RunOption, load_jobs, parse_jobs
 from greentrain.fleet.model import FleetPlan, JobPlan, JobStatus, Partition, PlannerConfig
-from greentrain.fleet.planner import plan_fleet
+from greentrain.fleet.fleet_planner import plan_fleet
 from greentrain.fleet.simulate import Cluster, SimResult, simulate_fleet
 
 __all__ = [

@@ -34,7 +34,7 @@ from greentrain.fleet.feed import TraceFeed
 from greentrain.fleet.jobs import FleetJob
 from greentrain.fleet.model import FleetPlan, PlannerConfig
 from greentrain.fleet.places import View, view_at
-from greentrain.fleet.planner import plan_fleet
+from greentrain.fleet.fleet_planner import plan_fleet
 from greentrain.fleet.simulate import Cluster, RunState
 from greentrain.windows import cleanest_start
 

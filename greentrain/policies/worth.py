@@ -123,7 +123,7 @@ def _run(decision: Decision, reason: str) -> Decision:
 def keep_latest_start(decision: Decision, now: datetime, latest: datetime | None, step_s: float) -> Decision:
     """A wait may not run past ``latest`` (the latest (re)start that meets the deadline at the pessimistic
     rate): moved up to it, or RUN when even ``step_s`` more of waiting would cross it. The simulator's form
-    of the engine's deadline guard (``engine/guard.py``), which adds the engine's own state."""
+    of the engine's deadline guard (``engine/deadline_guard.py``), which adds the engine's own state."""
     if decision.action not in (Action.PAUSE, Action.DELAY_START) or latest is None:
         return decision
     if now + timedelta(seconds=max(0.0, step_s)) > latest:

@@ -33,7 +33,7 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
-from greentrain.runtime.planner import LayoutEstimate, MeshPlan, apply_layout, resolve_auto_mesh
+from greentrain.runtime.mesh_planner import LayoutEstimate, MeshPlan, apply_layout, resolve_auto_mesh
 
 __all__ = ["EnergyMeter", "NodeEnergyMeter", "ProcessCPUMeter", "Trial", "choose_layout", "default_meter",
            "Samples", "measure_candidates", "measure_layouts", "trial_configs"]

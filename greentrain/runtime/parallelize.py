@@ -15,7 +15,7 @@ from greentrain.runtime.cp import apply_cp
 from greentrain.runtime.ep import apply_ep
 from greentrain.runtime.fsdp import apply_fsdp
 from greentrain.runtime.parallel_dims import ParallelDims
-from greentrain.runtime.planner import choose_reshard_after_forward
+from greentrain.runtime.mesh_planner import choose_reshard_after_forward
 from greentrain.runtime.tp import apply_tp
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ through each stage's ``ActuatorSet`` (``apply_plan``).
 """
 
 from greentrain.stageclocks.measure import StageTimer, apply_plan, profile_stage
-from greentrain.stageclocks.planner import (
+from greentrain.stageclocks.clock_planner import (
     ClockPoint,
     StageClockPlan,
     StageProfile,

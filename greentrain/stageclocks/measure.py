@@ -18,7 +18,7 @@ from typing import Any
 from greentrain.device.base import GPU
 from greentrain.errors import ConfigError
 from greentrain.policies.base import Decision
-from greentrain.stageclocks.planner import ClockPoint, StageClockPlan, StageProfile
+from greentrain.stageclocks.clock_planner import ClockPoint, StageClockPlan, StageProfile
 
 __all__ = ["StageTimer", "profile_stage", "apply_plan"]
 

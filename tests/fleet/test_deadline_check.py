@@ -8,7 +8,7 @@ import pytest
 from gt_fleet import feed, job
 
 from greentrain.fleet import JobStatus, PlannerConfig, RunOption
-from greentrain.fleet.guard import edf_misses, keep_deadlines
+from greentrain.fleet.deadline_check import edf_misses, keep_deadlines
 from greentrain.fleet.policies import CarbonAware, RunNowFIFO
 from greentrain.fleet.simulate import Cluster, simulate_fleet
 

@@ -6,7 +6,7 @@ import pytest
 
 from greentrain.errors import ConfigError
 from greentrain.runtime.config import load_config
-from greentrain.runtime.planner import Hardware, plan_mesh
+from greentrain.runtime.mesh_planner import Hardware, plan_mesh
 
 from .harness import run_ranks, tiny_config
 from .layouts import compare, reference

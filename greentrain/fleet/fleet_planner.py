@@ -11,7 +11,7 @@ else the rolling form; HiGHS through scipy. If the deadlines cannot all be
 met, the model is solved again letting jobs run late at a cost that grows
 with their lateness, so the lateness is as small as capacity allows and late
 jobs run as soon as they can; nothing is dropped. Last, the deadline guard
-(``fleet/guard.py``) checks what starts now against an earliest-deadline-first
+(``fleet/deadline_check.py``) checks what starts now against an earliest-deadline-first
 schedule of the rest and starts more where a deadline needs it.
 
 Where as well as when: a job whose options name several partitions
@@ -34,7 +34,7 @@ import numpy as np
 
 from greentrain.errors import ConfigError
 from greentrain.fleet.formulation import JobVars, JobWindow, build_exact, build_rolling
-from greentrain.fleet.guard import keep_deadlines
+from greentrain.fleet.deadline_check import keep_deadlines
 from greentrain.fleet.latest import latest_starts
 from greentrain.fleet.lpmodel import LinearModel, Solution
 from greentrain.fleet.model import FleetPlan, JobPlan, JobStatus, Partition, PlannerConfig, intensity_for
@@ -106,7 +106,7 @@ def plan_fleet(statuses: Sequence[JobStatus], *, now_h: float, partitions: Mappi
 
 
 def _keep_deadlines(plan: FleetPlan, statuses: Sequence[JobStatus], problem: _Problem) -> FleetPlan:
-    """The plan, with the jobs started now that the deadline guard (``fleet/guard.py``) needs.
+    """The plan, with the jobs started now that the deadline guard (``fleet/deadline_check.py``) needs.
 
     The plan's later hours are a sketch (GPU-hours, rounded later); what runs now is what the deadlines
     depend on, so that is checked against a whole-GPU schedule with every restart overhead, whichever
