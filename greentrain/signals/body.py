@@ -13,7 +13,9 @@ import json
 import re
 import zlib
 from collections.abc import Iterable
-from typing import Any
+from typing import NoReturn
+
+from greentrain.userfile import JSONValue
 
 __all__ = ["BodyError", "MAX_BODY_BYTES", "MAX_JSON_DEPTH", "read_capped", "loads_bounded", "json_depth_exceeds"]
 
@@ -103,17 +105,17 @@ def json_depth_exceeds(data: bytes, max_depth: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def _number(text: str, convert: type) -> Any:
+def _number(text: str, convert: type[int] | type[float]) -> int | float:
     if len(text) > _MAX_NUMBER_CHARS:
         raise BodyError(f"number with {len(text)} characters (at most {_MAX_NUMBER_CHARS})")
     return convert(text)
 
 
-def _constant(name: str) -> Any:
+def _constant(name: str) -> NoReturn:
     raise BodyError(f"{name} is not a JSON number")
 
 
-def loads_bounded(data: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def loads_bounded(data: bytes, max_depth: int = MAX_JSON_DEPTH) -> JSONValue:
     """``json.loads`` that cannot recurse past ``max_depth`` or read absurd numbers; BodyError if unsafe."""
     if json_depth_exceeds(data, max_depth):
         raise BodyError(f"JSON nested deeper than {max_depth} levels")
@@ -122,12 +124,13 @@ def loads_bounded(data: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     except UnicodeDecodeError:
         raise BodyError("body is not UTF-8") from None
     try:
-        return json.loads(
+        parsed: JSONValue = json.loads(
             text,
             parse_int=lambda s: _number(s, int),
             parse_float=lambda s: _number(s, float),
             parse_constant=_constant,
         )
+        return parsed
     except RecursionError:  # defence in depth: the depth check above should make this unreachable
         raise BodyError(f"JSON nested deeper than {max_depth} levels") from None
     except BodyError:

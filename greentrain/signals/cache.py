@@ -13,15 +13,15 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from greentrain.clock import Clock, SystemClock
 from greentrain.errors import ConfigError
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
+from greentrain.userfile import JSONObject, JSONValue
 
 __all__ = ["TTLCache", "CacheEntry", "CachedProvider", "point_to_dict", "point_from_dict"]
 
@@ -29,24 +29,44 @@ CacheEntry = tuple[list[IntensityPoint], datetime]
 """(points, when they were fetched from the provider)."""
 
 
-def point_to_dict(point: IntensityPoint) -> dict[str, Any]:
+def point_to_dict(point: IntensityPoint) -> JSONObject:
     """JSON-ready form of a point (times as ISO-8601 UTC)."""
-    data = asdict(point)
-    data["start"], data["end"] = point.start.isoformat(), point.end.isoformat()
-    data["kind"], data["emission_factor"] = point.kind.value, point.emission_factor.value
-    return data
+    return {
+        "start": point.start.isoformat(),
+        "end": point.end.isoformat(),
+        "intensity_g_per_kwh": point.intensity_g_per_kwh,
+        "kind": point.kind.value,
+        "provider": point.provider,
+        "zone": point.zone,
+        "emission_factor": point.emission_factor.value,
+        "estimated": point.estimated,
+    }
 
 
-def point_from_dict(data: dict[str, Any]) -> IntensityPoint:
+def _text(value: JSONValue) -> str:
+    """``value`` if a string; TypeError otherwise, which callers treat like a missing key."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _float(value: JSONValue) -> float:
+    """``float(value)`` for what ``float`` accepts from JSON (a number or a numeric string); else TypeError."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def point_from_dict(data: Mapping[str, JSONValue]) -> IntensityPoint:
     """Inverse of ``point_to_dict``; KeyError/ValueError/TypeError if malformed."""
     return IntensityPoint(
-        start=datetime.fromisoformat(data["start"]),
-        end=datetime.fromisoformat(data["end"]),
-        intensity_g_per_kwh=float(data["intensity_g_per_kwh"]),
-        kind=Kind(data["kind"]),
+        start=datetime.fromisoformat(_text(data["start"])),
+        end=datetime.fromisoformat(_text(data["end"])),
+        intensity_g_per_kwh=_float(data["intensity_g_per_kwh"]),
+        kind=Kind(str(data["kind"])),
         provider=str(data["provider"]),
         zone=str(data["zone"]),
-        emission_factor=EmissionFactor(data["emission_factor"]),
+        emission_factor=EmissionFactor(str(data["emission_factor"])),
         estimated=bool(data["estimated"]),
     )
 

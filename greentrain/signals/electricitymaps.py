@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
+
+import httpx
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.errors import AuthError, ConfigError
 from greentrain.signals import validate as v
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
 from greentrain.signals.credentials import read_secret
-from greentrain.signals.http import JSONClient
+from greentrain.signals.http import JSONClient, QueryValue
+from greentrain.userfile import JSONValue
 
 __all__ = ["ElectricityMapsProvider", "parse_point", "parse_series", "DEFAULT_API_BASE", "TOKEN_ENV"]
 
@@ -29,7 +32,7 @@ _PAST_RANGE_MAX = timedelta(days=10)  # the API's limit for hourly past-range qu
 _FACTORS = {"direct": EmissionFactor.DIRECT, "lifecycle": EmissionFactor.LIFECYCLE}
 
 
-def parse_point(obj: Any, zone: str | None, where: str, kind: Kind, default_factor: EmissionFactor) -> IntensityPoint:
+def parse_point(obj: JSONValue, zone: str | None, where: str, kind: Kind, default_factor: EmissionFactor) -> IntensityPoint:
     """One ``{carbonIntensity, datetime, ...}`` object as an hourly point; SignalError if malformed."""
     item = v.as_mapping(obj, where)
     start = v.timestamp(v.field(item, "datetime", where), f"{where}.datetime")
@@ -51,7 +54,7 @@ def parse_point(obj: Any, zone: str | None, where: str, kind: Kind, default_fact
 
 
 def parse_series(
-    body: Any, zone: str | None, key: str, kind: Kind, default_factor: EmissionFactor
+    body: JSONValue, zone: str | None, key: str, kind: Kind, default_factor: EmissionFactor
 ) -> list[IntensityPoint]:
     """The list under ``key`` ('history', 'data' or 'forecast') as time-ordered points.
 
@@ -86,7 +89,7 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
         lat: float | None = None,
         lon: float | None = None,
         timeout_s: float = 10.0,
-        transport: Any = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         """``emission_factor`` is 'direct' or 'lifecycle'; ``lat``/``lon`` replace the zone when both given."""
         if emission_factor not in _FACTORS:
@@ -103,10 +106,10 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
     def configured(self) -> bool:
         return bool(self._token)
 
-    def _get(self, path: str, zone: str, **params: Any) -> Any:
+    def _get(self, path: str, zone: str, **params: QueryValue) -> JSONValue:
         if not self._token:
             raise AuthError(f"{self.name}: no API token; set ${TOKEN_ENV} or token_file in the config")
-        query: dict[str, Any] = {"disableCallerLookup": "true", "emissionFactorType": self._factor.value}
+        query: dict[str, QueryValue] = {"disableCallerLookup": "true", "emissionFactorType": self._factor.value}
         if self._location:
             query.update(self._location)
         else:

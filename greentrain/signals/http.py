@@ -23,15 +23,21 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import httpx
 
 from greentrain.errors import AuthError, ConfigError, RateLimitedError, SignalError
 from greentrain.signals.body import MAX_BODY_BYTES, BodyError, loads_bounded, read_capped
 from greentrain.signals.redact import Redactor
+from greentrain.userfile import JSONValue
 
-__all__ = ["JSONClient", "retry_after_s", "ERROR_BODY_BYTES"]
+__all__ = ["JSONClient", "QueryParams", "QueryValue", "retry_after_s", "ERROR_BODY_BYTES"]
+
+QueryValue: TypeAlias = "str | int | float | bool | None"
+"""One query parameter's value."""
+QueryParams: TypeAlias = Mapping[str, QueryValue]
+"""Query parameters of a GET: one scalar per name."""
 
 _USER_AGENT = "greentrain (carbon-aware training; https://github.com/greentrain)"
 ERROR_BODY_BYTES = 64 * 1024
@@ -165,10 +171,10 @@ class JSONClient:
         self,
         path: str,
         *,
-        params: Mapping[str, Any] | None = None,
+        params: QueryParams | None = None,
         headers: Mapping[str, str] | None = None,
         auth: httpx.Auth | tuple[str, str] | None = None,
-    ) -> Any:
+    ) -> JSONValue:
         """Decoded JSON of GET ``api_base/path``; typed SignalError on any fault."""
         where = f"{self.provider} {path}"
         deadline = getattr(self._local, "deadline", None) or time.monotonic() + self.timeout_s
@@ -209,7 +215,7 @@ class JSONClient:
                 raise httpx.ReadTimeout("total deadline passed while reading the body")
             yield chunk
 
-    def _read(self, response: httpx.Response, where: str, deadline: float) -> Any:
+    def _read(self, response: httpx.Response, where: str, deadline: float) -> JSONValue:
         status = response.status_code
         if not 200 <= status < 300:
             self._raise_for_status(response, where, deadline)

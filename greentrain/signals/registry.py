@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from greentrain import plugins
 from greentrain.clock import Clock, ensure_aware_utc
@@ -33,7 +32,7 @@ def make_provider(
     api_base: str | None = None,
     cache_dir: Path | None = None,
     ttl_s: float = 300.0,
-    **options: Any,
+    **options: object,
 ) -> CarbonIntensityProvider:
     """A provider from ``spec`` ('electricitymaps', 'watttime', 'ukgrid', 'static' or 'csv:PATH'; 'csv:GB_2022'
     names a trace greentrain ships, ``greentrain.signals.shipped``).
@@ -48,8 +47,9 @@ def make_provider(
             raise ConfigError("provider 'csv' needs a path: csv:PATH (an Electricity Maps CSV export) or a shipped "
                               f"trace ({trace_names_hint()})")
         argument = str(resolve_trace(argument))  # a shipped trace by name, from any directory
-        if isinstance(options.get("replay_start"), str):
-            options["replay_start"] = ensure_aware_utc(datetime.fromisoformat(options["replay_start"]), "replay_start")
+        replay_start = options.get("replay_start")
+        if isinstance(replay_start, str):
+            options["replay_start"] = ensure_aware_utc(datetime.fromisoformat(replay_start), "replay_start")
     elif argument:
         raise ConfigError(f"provider {spec!r}: only 'csv' takes ':PATH'")
     cls = plugins.load("providers", name)

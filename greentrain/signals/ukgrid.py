@@ -10,13 +10,16 @@ object for time ranges; both shapes are accepted.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
+
+import httpx
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.errors import ConfigError, SignalError
 from greentrain.signals import validate as v
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
 from greentrain.signals.http import JSONClient
+from greentrain.userfile import JSONValue
 
 __all__ = ["UKGridProvider", "parse_periods", "zone_paths", "DEFAULT_API_BASE"]
 
@@ -40,14 +43,14 @@ def zone_paths(zone: str) -> tuple[str, str]:
     )
 
 
-def _region_periods(data: Any, zone: str, where: str) -> list[Any]:
+def _region_periods(data: JSONValue, zone: str, where: str) -> list[JSONValue]:
     """The half-hour list inside a regional body, whose ``data`` is a list or an object."""
-    region = data
+    one = data
     if isinstance(data, list):
         if len(data) != 1:
             raise SignalError(f"{where}.data: expected one region, got {len(data)}")
-        region = data[0]
-    region = v.as_mapping(region, f"{where}.data")
+        one = data[0]
+    region = v.as_mapping(one, f"{where}.data")
     kind, _, value = zone.partition(":")
     echoed = region.get("postcode") if kind == "postcode" else region.get("regionid")
     if echoed is not None and str(echoed).upper() != value.strip().upper():
@@ -55,7 +58,7 @@ def _region_periods(data: Any, zone: str, where: str) -> list[Any]:
     return v.as_list(v.field(region, "data", where), f"{where}.data.data")
 
 
-def parse_periods(body: Any, zone: str, where: str = "ukgrid") -> list[IntensityPoint]:
+def parse_periods(body: JSONValue, zone: str, where: str = "ukgrid") -> list[IntensityPoint]:
     """A national or regional body as half-hourly points (actual when present, else forecast)."""
     data = v.field(body, "data", where)
     periods = v.as_list(data, f"{where}.data") if zone.upper() == "GB" else _region_periods(data, zone, where)
@@ -92,7 +95,8 @@ class UKGridProvider(CarbonIntensityProvider):
     name: ClassVar[str] = "ukgrid"
 
     def __init__(
-        self, *, clock: Clock | None = None, api_base: str | None = None, timeout_s: float = 10.0, transport: Any = None
+        self, *, clock: Clock | None = None, api_base: str | None = None, timeout_s: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
         self._http = JSONClient(self.name, api_base or DEFAULT_API_BASE, timeout_s=timeout_s, transport=transport)

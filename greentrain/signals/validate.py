@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
-
 from greentrain.errors import SignalError
 from greentrain.signals.base import IntensityPoint
+from greentrain.userfile import JSONValue
 
 __all__ = ["MAX_G_PER_KWH", "field", "intensity", "timestamp", "in_order", "same_zone", "as_mapping", "as_list"]
 
@@ -24,21 +23,21 @@ MAX_G_PER_KWH = 5000.0
 """No real grid exceeds this (pure lignite is ~1,100 g/kWh); larger values are faults."""
 
 
-def as_mapping(value: Any, where: str) -> Mapping[str, Any]:
+def as_mapping(value: JSONValue | Mapping[str, JSONValue], where: str) -> Mapping[str, JSONValue]:
     """``value`` if it is a JSON object, else SignalError naming ``where``."""
     if not isinstance(value, Mapping):
         raise SignalError(f"{where}: expected an object, got {type(value).__name__}")
     return value
 
 
-def as_list(value: Any, where: str) -> list[Any]:
+def as_list(value: JSONValue, where: str) -> list[JSONValue]:
     """``value`` if it is a JSON array, else SignalError naming ``where``."""
     if not isinstance(value, list):
         raise SignalError(f"{where}: expected a list, got {type(value).__name__}")
     return value
 
 
-def field(obj: Any, key: str, where: str) -> Any:
+def field(obj: JSONValue | Mapping[str, JSONValue], key: str, where: str) -> JSONValue:
     """``obj[key]`` of a JSON object; SignalError if ``obj`` is not an object or lacks ``key``."""
     mapping = as_mapping(obj, where)
     if key not in mapping:
@@ -46,7 +45,7 @@ def field(obj: Any, key: str, where: str) -> Any:
     return mapping[key]
 
 
-def intensity(value: Any, where: str, scale: float = 1.0) -> float:
+def intensity(value: object, where: str, scale: float = 1.0) -> float:
     """A finite g/kWh value in [0, MAX_G_PER_KWH] after multiplying by ``scale``."""
     if value is None:
         raise SignalError(f"{where}: no value (null) for this zone and time")
@@ -63,7 +62,7 @@ def intensity(value: Any, where: str, scale: float = 1.0) -> float:
     return converted
 
 
-def timestamp(value: Any, where: str) -> datetime:
+def timestamp(value: object, where: str) -> datetime:
     """An ISO-8601 time with a zone ('Z' or offset) as aware UTC."""
     if not isinstance(value, str):
         raise SignalError(f"{where}: expected an ISO-8601 time string, got {type(value).__name__}")
@@ -91,7 +90,7 @@ def in_order(points: Sequence[IntensityPoint], where: str) -> list[IntensityPoin
     return list(points)
 
 
-def same_zone(echoed: Any, asked: str, where: str) -> None:
+def same_zone(echoed: object, asked: str, where: str) -> None:
     """Refuse a body that answers for another zone than the one we asked for."""
     if echoed is not None and str(echoed).upper() != asked.upper():
         raise SignalError(f"{where}: answered for zone {str(echoed)[:40]!r}, asked for {asked!r}")

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx
 
@@ -23,7 +23,8 @@ from greentrain.errors import AuthError, SignalError
 from greentrain.signals import validate as v
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
 from greentrain.signals.credentials import read_secret
-from greentrain.signals.http import JSONClient
+from greentrain.signals.http import JSONClient, QueryParams, QueryValue
+from greentrain.userfile import JSONValue
 
 __all__ = [
     "WattTimeProvider",
@@ -54,49 +55,50 @@ class SignalIndexPoint:
     signal_type: str
 
 
-def _meta(body: Any, region: str, where: str) -> tuple[list[Any], dict[str, Any]]:
+def _meta(body: JSONValue, region: str, where: str) -> tuple[list[JSONValue], dict[str, JSONValue]]:
     obj = v.as_mapping(body, where)
     meta = dict(v.as_mapping(v.field(obj, "meta", where), f"{where}.meta"))
     v.same_zone(meta.get("region"), region, f"{where}.meta.region")
     return v.as_list(v.field(obj, "data", where), f"{where}.data"), meta
 
 
-def _period(meta: dict[str, Any], where: str) -> timedelta:
+def _period(meta: dict[str, JSONValue], where: str) -> timedelta:
     seconds = meta.get("data_point_period_seconds", 300)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 1 <= seconds <= 86400:
         raise SignalError(f"{where}.meta.data_point_period_seconds: {seconds!r} is not a period in seconds")
     return timedelta(seconds=float(seconds))
 
 
-def _parse_points(items: list[Any], region: str, kind: Kind, scale: float, period: timedelta,
+def _parse_points(items: list[JSONValue], region: str, kind: Kind, scale: float, period: timedelta,
                   where: str) -> list[IntensityPoint]:
     points = []
     for i, item in enumerate(items):
         at = f"{where}[{i}]"
-        start = v.timestamp(v.field(item, "point_time", at), f"{at}.point_time")
+        obj = v.as_mapping(item, at)
+        start = v.timestamp(v.field(obj, "point_time", at), f"{at}.point_time")
         points.append(
             IntensityPoint(
                 start=start,
                 end=start + period,
-                intensity_g_per_kwh=v.intensity(v.field(item, "value", at), f"{at}.value", scale),
+                intensity_g_per_kwh=v.intensity(v.field(obj, "value", at), f"{at}.value", scale),
                 kind=kind,
                 provider=WattTimeProvider.name,
                 zone=region,
                 emission_factor=EmissionFactor.DIRECT,
-                estimated=item.get("imputed_data_used") is True,
+                estimated=obj.get("imputed_data_used") is True,
             )
         )
     return v.in_order(points, where)
 
 
-def _scale(meta: dict[str, Any], where: str) -> float:
+def _scale(meta: dict[str, JSONValue], where: str) -> float:
     units = str(meta.get("units", "lbs_co2_per_mwh")).lower()
     if units not in _UNITS:
         raise SignalError(f"{where}.meta.units: {units[:40]!r} is not an emission rate ({', '.join(_UNITS)})")
     return _UNITS[units]
 
 
-def parse_data(body: Any, region: str, kind: Kind, where: str = "watttime") -> list[IntensityPoint]:
+def parse_data(body: JSONValue, region: str, kind: Kind, where: str = "watttime") -> list[IntensityPoint]:
     """``/v3/forecast`` or ``/v3/historical`` body as g/kWh points; SignalError if malformed.
 
     Refuses units that are not an emission rate (e.g. 'percentile').
@@ -105,7 +107,7 @@ def parse_data(body: Any, region: str, kind: Kind, where: str = "watttime") -> l
     return _parse_points(items, region, kind, _scale(meta, where), _period(meta, where), f"{where}.data")
 
 
-def parse_forecast_history(body: Any, region: str,
+def parse_forecast_history(body: JSONValue, region: str,
                            where: str = "watttime forecast/historical") -> list[tuple[datetime, list[IntensityPoint]]]:
     """``/v3/forecast/historical`` body: (generated_at, forecast points in g/kWh) per past forecast, in order."""
     items, meta = _meta(body, region, where)
@@ -121,7 +123,7 @@ def parse_forecast_history(body: Any, region: str,
     return issued
 
 
-def parse_signal_index(body: Any, region: str, where: str = "watttime signal-index") -> SignalIndexPoint:
+def parse_signal_index(body: JSONValue, region: str, where: str = "watttime signal-index") -> SignalIndexPoint:
     """The latest ``/v3/signal-index`` value, kept as a percentile."""
     items, meta = _meta(body, region, where)
     if not items:
@@ -156,7 +158,7 @@ class WattTimeProvider(CarbonIntensityProvider):
         password_file: str | Path | None = None,
         signal_type: str = "co2_moer",
         timeout_s: float = 10.0,
-        transport: Any = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         """Credentials: ``user`` or $WATTTIME_USER; password from ``password_file`` or $WATTTIME_PASSWORD."""
         self._user = user or read_secret("WATTTIME_USER")
@@ -193,7 +195,7 @@ class WattTimeProvider(CarbonIntensityProvider):
                 return self._login()
             return self._token
 
-    def _get(self, path: str, params: dict[str, Any]) -> Any:
+    def _get(self, path: str, params: QueryParams) -> JSONValue:
         try:
             return self._http.get(path, params=params, headers={"Authorization": f"Bearer {self._bearer()}"})
         except AuthError:
@@ -209,7 +211,8 @@ class WattTimeProvider(CarbonIntensityProvider):
             return points[-1]
 
     def forecast(self, zone: str, horizon_h: float = 72.0) -> list[IntensityPoint]:
-        params = {"region": zone, "signal_type": self._signal_type, "horizon_hours": int(min(max(horizon_h, 0), 72))}
+        params: dict[str, QueryValue] = {"region": zone, "signal_type": self._signal_type,
+                                         "horizon_hours": int(min(max(horizon_h, 0), 72))}
         with self._http.call("forecast"):
             points = parse_data(self._get("v3/forecast", params), zone, Kind.FORECAST, "watttime forecast")
             limit = self._clock.now() + timedelta(hours=horizon_h)
@@ -233,7 +236,7 @@ class WattTimeProvider(CarbonIntensityProvider):
         """Past forecasts generated in [start, end] (``/v3/forecast/historical``; keep ranges to a day or
         less: one forecast every 5 minutes, each ``horizon_h`` hours long), as (generated_at, points)."""
         start, end = ensure_aware_utc(start, "start"), ensure_aware_utc(end, "end")
-        params = {"region": zone, "signal_type": self._signal_type, "start": start.isoformat(),
+        params: dict[str, QueryValue] = {"region": zone, "signal_type": self._signal_type, "start": start.isoformat(),
                   "end": end.isoformat(), "horizon_hours": int(min(max(horizon_h, 0), 72))}
         with self._http.call("forecast-historical"):
             return parse_forecast_history(self._get("v3/forecast/historical", params), zone)
