@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from greentrain.engine.advice import advise, is_advisory
+from greentrain.engine.collaborators import CountsRefusals, StepBoundary
 from greentrain.engine.decider import RUN
 from greentrain.engine.scaling import adopt_replicas
 from greentrain.jobstats import JobState
@@ -37,9 +38,8 @@ class Adopter:
     def adopt(self, engine: EngineCore, decision: Decision, now: datetime) -> None:
         """All ranks: record ``decision``, apply hardware settings, log and count it."""
         actuators, stats = engine.io.actuators, engine.io.job_stats
-        boundary = getattr(actuators, "at_step_boundary", None)
-        if callable(boundary):  # the safe point where an exit signal's restore runs (never in the handler)
-            engine.guarded("actuators.at_step_boundary", boundary)
+        if isinstance(actuators, StepBoundary):  # the safe point where an exit signal's restore runs
+            engine.guarded("actuators.at_step_boundary", actuators.at_step_boundary)
         if decision == RUN:
             return
         self.current = decision
@@ -103,14 +103,10 @@ def acted_on(engine: EngineCore, decision: Decision) -> Decision:
 def sync_actuator_stats(engine: EngineCore) -> None:
     """Mirror refusals and unrestored settings into JobStats for the exporter's alerts."""
     actuators = engine.io.actuators
-    refused = getattr(actuators, "refused_total", None)
-    unrestored = getattr(actuators, "unrestored_count", None)
-    changes: dict[str, int] = {}
-    if refused is not None:
-        changes["power_cap_refused_total"] = int(sum(dict(refused).values()))
-    if callable(unrestored):
-        count = engine.guarded("actuators.unrestored_count", unrestored)
-        if isinstance(count, int):
-            changes["settings_unrestored"] = count
-    if changes:
-        engine.io.job_stats.update(**changes)
+    if not isinstance(actuators, CountsRefusals):
+        return
+    changes = {"power_cap_refused_total": int(sum(dict(actuators.refused_total).values()))}
+    count = engine.guarded("actuators.unrestored_count", actuators.unrestored_count)
+    if isinstance(count, int):
+        changes["settings_unrestored"] = count
+    engine.io.job_stats.update(**changes)

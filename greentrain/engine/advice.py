@@ -11,27 +11,36 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from greentrain.engine.collaborators import Advises
 from greentrain.policies.base import Decision
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore
 
-__all__ = ["advise", "advice_summary", "is_advisory"]
+__all__ = ["advise", "advice_summary", "advisor", "is_advisory"]
 
 PRECISION_NOT_ESTIMATED = ("not estimated: energy per step at another precision is only known after a trial, "
                            "and a trial switches precision, which advisory mode does not")
 
 
+def advisor(engine: EngineCore) -> Advises | None:
+    """The engine's actuators where they only advise, else None."""
+    actuators = engine.io.actuators
+    return actuators if isinstance(actuators, Advises) and actuators.advisory else None
+
+
 def is_advisory(engine: EngineCore) -> bool:
     """Whether the engine's actuators only advise."""
-    return bool(getattr(engine.io.actuators, "advisory", False))
+    return advisor(engine) is not None
 
 
 def advise(engine: EngineCore, decision: Decision) -> None:
     """Record ``decision``'s knobs as advice: event (when it changed), JobStats gauges; applies nothing."""
-    actuators = engine.io.actuators
-    before = len(getattr(actuators, "history", ()))
-    advice: dict[str, object] = engine.guarded("actuators.advise", getattr(actuators, "advise"), decision) or {}
+    actuators = advisor(engine)
+    if actuators is None:
+        return
+    before = len(actuators.history)
+    advice: dict[str, object] = engine.guarded("actuators.advise", actuators.advise, decision) or {}
     if not advice:
         return
     changes: dict[str, object] = {}
@@ -49,7 +58,7 @@ def advise(engine: EngineCore, decision: Decision) -> None:
         advice["precision_estimate"] = PRECISION_NOT_ESTIMATED
         changes["advised_precision"] = advice["precision"]
     engine.io.job_stats.update(**changes)
-    if len(getattr(actuators, "history", ())) > before:  # a new advice, not a repeat
+    if len(actuators.history) > before:  # a new advice, not a repeat
         engine.io.job_stats.count_action("advised")
         engine.event("advice", **advice)
 
@@ -62,16 +71,18 @@ def _power_estimate(engine: EngineCore, advice: dict[str, object]) -> dict[str, 
     effect = estimated_effect(engine.operating_points, advised_w, current_w)
     if effect is None:
         return None
-    source = getattr(engine.io.actuators, "points_source", None) or "measured"
+    actuators = advisor(engine)
+    source = (actuators.points_source if actuators is not None else None) or "measured"
     return {**effect, "source": "estimated", "points": source}
 
 
 def advice_summary(engine: EngineCore) -> dict[str, object] | None:
     """The job's last advice per knob for the summary event (None outside advisory mode)."""
-    if not is_advisory(engine):
+    actuators = advisor(engine)
+    if actuators is None:
         return None
     stats = engine.io.job_stats.snapshot()
     return {"power_limit_w": stats.advised_power_limit_w, "sm_clock_max_mhz": stats.advised_sm_clock_mhz,
             "precision": stats.advised_precision, "energy_change": stats.advised_energy_change,
             "time_change": stats.advised_time_change, "estimate_source": "estimated",
-            "advices": len(getattr(engine.io.actuators, "history", ())), "applied": 0}
+            "advices": len(actuators.history), "applied": 0}

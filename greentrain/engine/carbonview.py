@@ -26,7 +26,7 @@ from greentrain.signals.base import IntensityPoint, ProviderStatus
 if TYPE_CHECKING:
     from greentrain.engine.collaborators import CarbonSignal
     from greentrain.engine.ledger import CarbonLedger
-from greentrain.engine.collaborators import KeepsHistory, OfflineFallback
+from greentrain.engine.collaborators import KeepsHistory, OfflineFallback, UsesNetwork
 from greentrain.engine.background import PENDING, BackgroundFetch, Fetched, FetchFailed, FetchOutcome
 from greentrain.engine.signallog import SignalLog
 
@@ -54,7 +54,7 @@ class CarbonView:
     ) -> None:
         self.signals = signals
         self.fetch_budget_s = fetch_budget_s
-        self.fetcher = BackgroundFetch() if getattr(signals, "uses_network", False) else None
+        self.fetcher = BackgroundFetch() if isinstance(signals, UsesNetwork) and signals.uses_network else None
         """Reads the source off the training thread (None: a source without network I/O, read directly)."""
         self.stale = False
         """True while the value in use is not a fresh answer (a fetch overran its budget, or failed)."""

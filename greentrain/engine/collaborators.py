@@ -3,10 +3,11 @@ absent one, and the bundle an engine is given.
 
 The engine calls nothing else on them, so anything with these methods will
 do: the real ``SignalChain``, ``Monitor`` and ``ActuatorSet``, the advisory
-actuators, the simulator's replayed signal, a test double. Optional extras of a
-carbon source (``history``, ``offline_latest``) are their own small protocols,
-tested with ``isinstance`` where they are used; others (``held_power_w``,
-``at_step_boundary``...) are read with ``getattr`` and are not part of the contract.
+actuators, the simulator's replayed signal, a test double. Optional extras
+(a source's ``history``, a monitor's ``held_power_w``, the actuators'
+``at_step_boundary``, advisory actuators' ``advise``...) are their own small
+protocols, tested with ``isinstance`` where they are used: an object without
+them still does, and the engine does without the extra.
 
 An absent monitor or run log is an object that does nothing (``NoMonitor``,
 ``greentrain.events.NoEventLog``), as Zeus stands a null object where a device
@@ -15,7 +16,7 @@ is missing, so no caller branches on ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 
     from greentrain.actuators.actuator_set import PrecisionTarget
 
-__all__ = ["CarbonSignal", "KeepsHistory", "OfflineFallback", "EnergyMonitor", "Closable", "HoldsPrecision", "Actuators", "NoMonitor", "Collaborators", "Loss"]
+__all__ = ["CarbonSignal", "KeepsHistory", "OfflineFallback", "UsesNetwork", "EnergyMonitor", "HoldsDevices",
+           "Closable", "HoldsPrecision", "Actuators", "StepBoundary", "CountsRefusals", "Advises", "NoMonitor",
+           "Collaborators", "Loss"]
 
 Loss: TypeAlias = "Tensor | float | None"
 """A step's training loss as the loop hands it over: a tensor (read off the device only when logged), a
@@ -76,6 +79,17 @@ class OfflineFallback(Protocol):
 
 
 @runtime_checkable
+class UsesNetwork(Protocol):
+    """A carbon source that says whether reading it may wait on the network (the engine then reads it off
+    the training thread)."""
+
+    @property
+    def uses_network(self) -> bool:
+        """True: a read may block on I/O."""
+        ...
+
+
+@runtime_checkable
 class EnergyMonitor(Protocol):
     """Energy per training step and the current draw of the job's devices."""
 
@@ -97,6 +111,19 @@ class EnergyMonitor(Protocol):
 
 
 @runtime_checkable
+class HoldsDevices(Protocol):
+    """A monitor that tells the devices a pause holds (a ``Monitor``'s GPUs) from the whole job's draw."""
+
+    def held_power_w(self) -> float | None:
+        """Current draw of the held devices, watts."""
+        ...
+
+    def held_energy_j(self) -> float | None:
+        """Energy of the held devices since the monitor started, joules."""
+        ...
+
+
+@runtime_checkable
 class Actuators(Protocol):
     """Hardware knobs behind a decision: applied, and restored on every exit path."""
 
@@ -106,6 +133,53 @@ class Actuators(Protocol):
 
     def restore_all(self) -> list[str]:
         """Put every changed setting back; the failures (also logged)."""
+        ...
+
+
+@runtime_checkable
+class StepBoundary(Protocol):
+    """Actuators with work deferred to a step boundary (an exit signal's restore never runs in the handler)."""
+
+    def at_step_boundary(self) -> None:
+        """Run what waits for the safe point between steps."""
+        ...
+
+
+@runtime_checkable
+class CountsRefusals(Protocol):
+    """Actuators that count refused changes and settings left unrestored (the exporter's alerts)."""
+
+    @property
+    def refused_total(self) -> Mapping[str, int]:
+        """Refused changes per knob."""
+        ...
+
+    def unrestored_count(self) -> int:
+        """Settings changed and not yet put back."""
+        ...
+
+
+@runtime_checkable
+class Advises(Protocol):
+    """Actuators that only advise (``AdvisoryActuators``): a decision's knobs are logged, never applied."""
+
+    @property
+    def advisory(self) -> bool:
+        """True while advising only."""
+        ...
+
+    @property
+    def history(self) -> Sequence[dict[str, object]]:
+        """Each distinct advice given, in order."""
+        ...
+
+    @property
+    def points_source(self) -> str | None:
+        """Where the operating points behind an estimate came from (None: measured)."""
+        ...
+
+    def advise(self, decision: Decision) -> dict[str, object]:
+        """The advice for ``decision`` (recorded in ``history`` when new)."""
         ...
 
 
@@ -131,7 +205,7 @@ class NoMonitor:
     measured energy, and the job's energy is unknown rather than 0 J (``measures`` is False)."""
 
     measures = False
-    """Whether this monitor measures energy (a real ``Monitor`` does; the engine reads it once)."""
+    """Whether this monitor measures energy (a real ``Monitor`` does)."""
 
     def step_begin(self) -> None:
         """Nothing to mark."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from greentrain.engine.scaling import adopt_replicas
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
+from greentrain.policies.power import CompositePolicy
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, worth_waiting
 from greentrain.signals.liveskill import ForecastSkill
 
@@ -192,7 +193,8 @@ def _power_only(engine: EngineCore, now: datetime, reason: str) -> Decision:
     """Timing cannot be planned, but a measured profile lets a power policy still pick its operating point."""
     if not engine.operating_points:
         return _run(reason)
-    policy = getattr(engine.policy, "power", engine.policy)  # a composite's power half needs no carbon data
+    # a composite's power half needs no carbon data
+    policy = engine.policy.power if isinstance(engine.policy, CompositePolicy) else engine.policy
     if policy.power_use == "none":
         return _run(reason)
     progress = engine.progress

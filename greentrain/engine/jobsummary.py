@@ -9,6 +9,7 @@ idle draw while waiting included).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -99,8 +100,9 @@ wait at every step boundary would cost throughput (numbers and CPU tensors are l
 def _loggable_loss(loss: Loss, step: int) -> float | None:
     if loss is None:
         return None
-    device = getattr(loss, "device", None)
-    if device is not None and getattr(device, "type", "cpu") != "cpu" and step % LOSS_LOG_EVERY_STEPS:
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported: not imported here for it
+    on_device = torch is not None and isinstance(loss, torch.Tensor) and loss.device.type != "cpu"
+    if on_device and step % LOSS_LOG_EVERY_STEPS:
         return None
     try:
         return float(loss)

@@ -26,7 +26,7 @@ from typing import TypeVar
 from greentrain.engine.adopt import Adopter, acted_on
 from greentrain.engine.budget import Budget
 from greentrain.engine.carbonview import CarbonView
-from greentrain.engine.collaborators import Collaborators, Loss
+from greentrain.engine.collaborators import Collaborators, HoldsDevices, Loss, NoMonitor
 from greentrain.engine.decider import RUN, Decider
 from greentrain.engine.deadline_guard import DeadlineGuard
 from greentrain.engine.jobsummary import step_fields, summary_fields
@@ -107,7 +107,7 @@ class Engine:
         self.signals = CarbonView(self.io.signals, horizon_h=forecast_horizon_h, on_note=self.note,
                                   on_event=self.event)
         self.waiter = Waiter(self, countdown=countdown)
-        self.measures_energy: bool = getattr(self.io.monitor, "measures", True)
+        self.measures_energy = not isinstance(self.io.monitor, NoMonitor)
         """Whether the monitor measures energy (a ``NoMonitor`` does not: the job's energy is unknown)."""
         self._state = JobState.WAITING
         self.logged_until: datetime | None = None
@@ -193,8 +193,8 @@ class Engine:
         started = self._step_started or now
         self._step_started = None
         reading = self.guarded("monitor.step_end", self.io.monitor.step_end)
-        energy_j = float(getattr(reading, "energy_j", 0.0) or 0.0)
-        source = getattr(reading, "source", None)  # 'interpolated' for a step under 0.2 s
+        energy_j = float(reading.energy_j or 0.0) if reading is not None else 0.0
+        source = reading.source if reading is not None else None  # 'interpolated' for a step under 0.2 s
         counterfactual_at = self.progress.add_step(started, now, energy_j if self.measures_energy else None)
         entry = self.charge(energy_j, started + (now - started) / 2, counterfactual_at, steps=1, tokens=tokens)
         if source is not None:
@@ -323,7 +323,7 @@ class Engine:
     def _held_power_w(self) -> float | None:
         """Draw of the devices a pause would hold (the monitor's GPUs); the whole draw for simpler monitors."""
         monitor = self.io.monitor
-        read = getattr(monitor, "held_power_w", None) or monitor.power_w
+        read = monitor.held_power_w if isinstance(monitor, HoldsDevices) else monitor.power_w
         value = self.guarded("monitor.held_power_w", read)
         return float(value) if isinstance(value, int | float) else None
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from greentrain.engine.collaborators import HoldsDevices
 from greentrain.engine.interrupt_relay import InterruptRelay
 from greentrain.engine.resumenotice import MOVE_MIN_S, ResumeNotice, kept_resume
 from greentrain.jobstats import JobState
@@ -300,9 +301,7 @@ class Waiter:
     def _held_energy_j(self) -> float | None:
         """Energy of the devices a pause holds (``Monitor.held_energy_j``: the GPUs), else the whole total."""
         monitor = self.engine.io.monitor
-        read = getattr(monitor, "held_energy_j", None) or getattr(monitor, "total_energy_j", None)
-        if read is None:
-            return None
+        read = monitor.held_energy_j if isinstance(monitor, HoldsDevices) else monitor.total_energy_j
         try:
             value = read()
         except Exception:

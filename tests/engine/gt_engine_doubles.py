@@ -15,7 +15,9 @@ from typing import NamedTuple
 from greentrain.clock import Clock, FrozenClock
 from greentrain.engine import Engine
 from greentrain.errors import SignalError
+from greentrain.monitor.readings import StepEnergy
 from greentrain.policies.base import Action, Decision, Policy, Snapshot
+from greentrain.provenance import Source
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kind, ProviderStatus
 
 
@@ -140,6 +142,7 @@ class ClockMonitor:
         self._last = clock.now()
         self._busy = False
         self._step_at: datetime | None = None
+        self._steps = 0
         self.fail = False
 
     def _integrate(self) -> None:
@@ -159,15 +162,15 @@ class ClockMonitor:
         self._busy = True
         self._step_at = self.clock.now()
 
-    def step_end(self):
+    def step_end(self) -> StepEnergy:
         if self.fail:
             raise RuntimeError("test: device lost")
-        from types import SimpleNamespace
-
         self._integrate()
         self._busy = False
+        self._steps += 1
         duration_s = (self.clock.now() - (self._step_at or self.clock.now())).total_seconds()
-        return SimpleNamespace(duration_s=duration_s, energy_j=duration_s * self.power, per_device_j={})
+        return StepEnergy(step=self._steps, duration_s=duration_s, energy_j=duration_s * self.power,
+                          source=Source.INTEGRATED)  # a constant draw integrated exactly
 
 
 class Wait(NamedTuple):
