@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -24,7 +24,13 @@ from greentrain.errors import ConfigError, SignalError
 from greentrain.signals.base import IntensityPoint
 from greentrain.userfile import JSONObject
 
+if TYPE_CHECKING:
+    from greentrain.signals.base import CarbonIntensityProvider, ProviderStatus
+    from greentrain.signals.chain import SignalChain
+
 __all__ = ["carbon"]
+
+F = TypeVar("F", bound=Callable[..., object])
 
 _PROVIDER_HELP = "electricitymaps | watttime | ukgrid | static | csv:PATH (default: the fallback chain)."
 
@@ -40,7 +46,7 @@ _HTTP_PROVIDERS = ("electricitymaps", "watttime", "ukgrid")
 
 def _build(
     zone: str, provider: str | None, api_base: str | None, column: str, timeout_s: float = 10.0
-) -> tuple[Any, Clock]:
+) -> tuple[CarbonIntensityProvider | SignalChain, Clock]:
     """A provider (explicit spec) or the default chain for ``zone``, and the clock it runs on.
 
     A CSV trace runs on a clock frozen at the trace's "now" (this month/day/hour
@@ -81,7 +87,7 @@ def _build(
     return SignalChain(chain, zone=zone, clock=clock), clock
 
 
-def _why_no_forecast(chain: Any) -> str:
+def _why_no_forecast(chain: SignalChain) -> str:
     """What each provider of ``chain`` lacked: an error it gave, or no forecast and no history to make one from."""
     names = [str(getattr(p, "name", p)) for p in chain.providers]
     error = chain.status().last_error
@@ -93,11 +99,11 @@ def _why_no_forecast(chain: Any) -> str:
             "ukgrid (GB, no key), watttime, or csv:PATH (a recorded trace)")
 
 
-def _is_chain(source: Any) -> bool:
+def _is_chain(source: object) -> bool:
     return callable(getattr(source, "status", None))
 
 
-def _emit(points: Sequence[IntensityPoint], as_json: bool, title: str, status: Any = None) -> None:
+def _emit(points: Sequence[IntensityPoint], as_json: bool, title: str, status: ProviderStatus | None = None) -> None:
     if as_json:
         payload: JSONObject = {"points": [_point_dict(p) for p in points]}
         if status is not None:
@@ -127,7 +133,7 @@ def _emit(points: Sequence[IntensityPoint], as_json: bool, title: str, status: A
             console.print(f"last error: {status.last_error}", markup=False)
 
 
-def _common(func: Any) -> Any:
+def _common(func: F) -> F:
     options = [
         click.option("--zone", required=True, help="Zone: Electricity Maps id (GB, DE-LU, US-CAL-CISO), a WattTime "
                      "region (CAISO_NORTH), or for ukgrid postcode:BS16 / region:11."),
@@ -159,10 +165,14 @@ def carbon(verbose: bool) -> None:
 @_common
 def now(zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, timeout_s: float) -> None:
     """The current carbon intensity of ZONE."""
+    from greentrain.signals import SignalChain
+
     source, _clock = _build(zone, provider, api_base, column, timeout_s)
     try:
-        point = source.latest() if _is_chain(source) else source.latest(zone)
-        _emit([point], as_json, f"Carbon intensity now: {zone}", source.status() if _is_chain(source) else None)
+        if isinstance(source, SignalChain):
+            _emit([source.latest()], as_json, f"Carbon intensity now: {zone}", source.status())
+        else:
+            _emit([source.latest(zone)], as_json, f"Carbon intensity now: {zone}")
     finally:
         source.close()
 
@@ -177,7 +187,7 @@ def forecast(
     from greentrain.signals import SignalChain
 
     source, clock = _build(zone, provider, api_base, column, timeout_s)
-    chain = source if _is_chain(source) else SignalChain([source], zone=zone, clock=clock)
+    chain = source if isinstance(source, SignalChain) else SignalChain([source], zone=zone, clock=clock)
     try:
         points = chain.forecast(hours)
         if provider and not points and chain.status().last_error:
@@ -200,11 +210,13 @@ def history(
     zone: str, provider: str | None, api_base: str | None, column: str, as_json: bool, timeout_s: float, hours: int
 ) -> None:
     """Actual carbon intensity of ZONE over the last --hours hours."""
+    from greentrain.signals import SignalChain
+
     source, clock = _build(zone, provider, api_base, column, timeout_s)
     end = clock.now()
     start = end - timedelta(hours=hours)
     try:
-        if _is_chain(source):
+        if isinstance(source, SignalChain):
             points = source.history(start, end)
         else:
             points = source.history(zone, start, end)

@@ -6,17 +6,24 @@ with the parsed values: every command spells the flags the same way.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from greentrain.exporters.push import PushgatewayConfig
 from greentrain.exporters.server import MetricsServer
 
+if TYPE_CHECKING:
+    from greentrain.clock import Clock
+    from greentrain.jobstats import JobStats
+    from greentrain.monitor import Monitor
+    from greentrain.signals.chain import SignalChain
+
 __all__ = ["metrics_options", "metrics_server_from_options"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def metrics_options(port_default: int | None = None) -> Callable[[F], F]:
@@ -45,13 +52,16 @@ def metrics_options(port_default: int | None = None) -> Callable[[F], F]:
 
 def metrics_server_from_options(*, job: str, metrics_port: int | None, metrics_addr: str,
                                 metrics_allow_public: bool, pushgateway: str | None,
-                                **sources: Any) -> MetricsServer | None:
+                                monitor: Monitor | None = None, signals: SignalChain | None = None,
+                                job_stats: JobStats | None = None, clock: Clock | None = None,
+                                multiprocess_dir: str | os.PathLike[str] | None = None) -> MetricsServer | None:
     """A (not yet started) MetricsServer, or None when neither a port nor a Pushgateway was asked for.
 
-    ``sources`` are passed on: ``monitor``, ``signals``, ``job_stats``, ``clock``, ``multiprocess_dir``.
+    ``monitor``, ``signals``, ``job_stats``, ``clock`` and ``multiprocess_dir`` are passed on.
     """
     if metrics_port is None and pushgateway is None:
         return None
     push = PushgatewayConfig(url=pushgateway) if pushgateway else None
     return MetricsServer(job=job, addr=metrics_addr, port=metrics_port or 0, allow_public=metrics_allow_public,
-                         pushgateway=push, **sources)
+                         pushgateway=push, monitor=monitor, signals=signals, job_stats=job_stats, clock=clock,
+                         multiprocess_dir=multiprocess_dir)
