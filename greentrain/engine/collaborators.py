@@ -25,7 +25,7 @@ from greentrain.clock import Clock, SystemClock
 from greentrain.engine.broadcast import Broadcast, LocalBroadcast
 from greentrain.events import EventLog, NoEventLog
 from greentrain.jobstats import JobStats
-from greentrain.monitor.readings import StepEnergy
+from greentrain.monitor.readings import DeviceReading, StepEnergy
 from greentrain.policies.base import Decision
 from greentrain.signals.base import IntensityPoint, ProviderStatus
 
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from greentrain.actuators.actuator_set import PrecisionTarget
 
 __all__ = ["CarbonSignal", "KeepsHistory", "OfflineFallback", "UsesNetwork", "EnergyMonitor", "HoldsDevices",
-           "Closable", "HoldsPrecision", "Actuators", "StepBoundary", "CountsRefusals", "Advises", "NoMonitor",
-           "Collaborators", "Loss"]
+           "ReportsReadings", "Closable", "HoldsPrecision", "Actuators", "Recovers", "StepBoundary", "CountsRefusals",
+           "Advises", "NoMonitor", "Collaborators", "Loss"]
 
 Loss: TypeAlias = "Tensor | float | None"
 """A step's training loss as the loop hands it over: a tensor (read off the device only when logged), a
@@ -124,6 +124,15 @@ class HoldsDevices(Protocol):
 
 
 @runtime_checkable
+class ReportsReadings(Protocol):
+    """A monitor that reports each device's figures (the summary's energy sources, the exporter's gauges)."""
+
+    def readings(self) -> Sequence[DeviceReading]:
+        """One reading per device, now."""
+        ...
+
+
+@runtime_checkable
 class Actuators(Protocol):
     """Hardware knobs behind a decision: applied, and restored on every exit path."""
 
@@ -133,6 +142,15 @@ class Actuators(Protocol):
 
     def restore_all(self) -> list[str]:
         """Put every changed setting back; the failures (also logged)."""
+        ...
+
+
+@runtime_checkable
+class Recovers(Protocol):
+    """Actuators that restore what a killed predecessor left on the devices (from its journal) at start."""
+
+    def recover(self) -> int:
+        """Settings put back."""
         ...
 
 
@@ -225,7 +243,7 @@ class NoMonitor:
     def held_energy_j(self) -> None:
         """No energy known."""
 
-    def readings(self) -> list[object]:
+    def readings(self) -> list[DeviceReading]:
         """No device readings (the exporter publishes none)."""
         return []
 

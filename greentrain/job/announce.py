@@ -24,6 +24,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from greentrain.engine.collaborators import ReportsReadings
+from greentrain.signals.base import CarbonIntensityProvider
+from greentrain.signals.cache import CachedProvider
+from greentrain.signals.chain import SignalChain
+from greentrain.signals.csvtrace import CSVTraceProvider
 from greentrain.units import format_duration_s, format_energy_j, format_masses_g, format_time
 
 if TYPE_CHECKING:
@@ -57,20 +62,22 @@ def _wanted() -> bool:
 
 
 def _providers(signals: CarbonSignal) -> list[object]:
-    found = getattr(signals, "providers", None)
-    return list(found) if isinstance(found, list) else [signals]
+    return list(signals.providers) if isinstance(signals, SignalChain) else [signals]
 
 
 def _inner(provider: object) -> object:
-    return getattr(provider, "inner", provider)  # a cached provider reports what it wraps
+    return provider.inner if isinstance(provider, CachedProvider) else provider  # reports what it wraps
+
+
+def _path(provider: object) -> Path | None:
+    inner = _inner(provider)
+    return inner.path if isinstance(inner, CSVTraceProvider) else None
 
 
 def _one(provider: object) -> str:
-    inner = _inner(provider)
-    name = str(getattr(inner, "name", type(inner).__name__))
-    path = getattr(inner, "path", None)
-    if name == "csv" or isinstance(path, Path):
-        return f"a replayed trace ({Path(str(path)).name})" if path is not None else "a replayed trace"
+    name, path = _name(provider), _path(provider)
+    if name == "csv" or path is not None:
+        return f"a replayed trace ({path.name})" if path is not None else "a replayed trace"
     if name == "static":
         return "static annual averages (CodeCarbon)"
     return f"{name} (live)"
@@ -78,11 +85,11 @@ def _one(provider: object) -> str:
 
 def _name(provider: object) -> str:
     inner = _inner(provider)
-    return str(getattr(inner, "name", type(inner).__name__))
+    return str(inner.name) if isinstance(inner, CarbonIntensityProvider) else type(inner).__name__
 
 
 def _offline(provider: object) -> bool:
-    return _name(provider) in ("csv", "static") or isinstance(getattr(_inner(provider), "path", None), Path)
+    return _name(provider) in ("csv", "static") or _path(provider) is not None
 
 
 def _not_reached(view: CarbonView | None, providers: list[object]) -> str | None:
@@ -109,7 +116,7 @@ def signal_words(signals: CarbonSignal | None, zone: str | None, provider_spec: 
     otherwise the words say why not and what is used instead (the fallback that answered, or nothing)."""
     if signals is None:
         return "no carbon signal (energy only; runs now)"
-    where = str(getattr(signals, "zone", "") or zone or "")
+    where = str((signals.zone if isinstance(signals, SignalChain) else "") or zone or "")
     providers = _providers(signals)
     why = _not_reached(view, providers)
     if why is not None:
@@ -126,7 +133,7 @@ def signal_words(signals: CarbonSignal | None, zone: str | None, provider_spec: 
     words = f"carbon {where} from {_one(providers[0])}" if where else f"carbon from {_one(providers[0])}"
     if len(providers) > 1:
         words += ", falling back to " + ", then ".join(_one(p) for p in providers[1:])
-    elif provider_spec is None and getattr(_inner(providers[0]), "name", "") == "static":
+    elif provider_spec is None and _name(providers[0]) == "static":
         words += " (a fallback: no live provider is configured; set $ELECTRICITYMAPS_TOKEN or give --provider)"
     return words
 
@@ -150,14 +157,13 @@ def plan_text(engine: EngineCore, *, policy: str, zone: str | None, provider_spe
 
 def energy_sources(monitor: EnergyMonitor | None) -> dict[str, str]:
     """Device name -> where its energy figure came from (measured, integrated, interpolated, estimated)."""
-    readings = getattr(monitor, "readings", None)
-    if not callable(readings):
+    if not isinstance(monitor, ReportsReadings):
         return {}
     try:
-        found = readings()
+        found = monitor.readings()
     except Exception:  # noqa: BLE001 - a summary must never fail a job
         return {}
-    return {str(r.name): str(r.source) for r in found if not getattr(r, "failed", False)}
+    return {str(r.name): str(r.source) for r in found if not r.failed}
 
 
 def _labels(sources: dict[str, str]) -> str:

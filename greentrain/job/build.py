@@ -24,7 +24,7 @@ from greentrain.device.discovery import DeviceSet, NoDevices
 from greentrain.engine import Collaborators, DeadlineGuard, Engine, NoMonitor, PauseCost, Progress
 from greentrain.engine.broadcast import Broadcast, LocalBroadcast
 from greentrain.engine.budget import Budget
-from greentrain.engine.collaborators import Actuators, CarbonSignal, EnergyMonitor
+from greentrain.engine.collaborators import Actuators, CarbonSignal, Closable, EnergyMonitor, Recovers
 from greentrain.engine.scaler import ReplicaScaler, Scaling
 from greentrain.events import EventLog, NoEventLog
 from greentrain.codecarbon import check_target
@@ -35,6 +35,7 @@ from greentrain.job.resources import build_monitor, build_signals, close_all, st
 from greentrain.job.state import EngineState, deadline_spec, restore_into
 from greentrain.jobstats import JobStats
 from greentrain.policies.base import Decision, Policy
+from greentrain.signals.chain import SignalChain
 
 if TYPE_CHECKING:
     from torch.nn import Module
@@ -195,9 +196,8 @@ def build_job(
               monitor=opened.monitor, signals=opened.signals, metrics=opened.metrics, devices=opened.devices,
               options=options, policy_name=_policy_name(options.policy, policy))
     try:
-        recover = getattr(hardware.actuators, "recover", None)
-        if callable(recover):  # restore what a killed predecessor left on the GPUs
-            engine.guarded("actuators.recover", recover)
+        if isinstance(hardware.actuators, Recovers):  # restore what a killed predecessor left on the GPUs
+            engine.guarded("actuators.recover", hardware.actuators.recover)
         if prior is not None:
             restore_into(engine, prior)
             submitted_at = engine.progress.submitted_at
@@ -205,7 +205,7 @@ def build_job(
                 engine.signals.backfill(submitted_at, clock.now(), engine.ledger)
         if options.codecarbon_csv is not None and engine.is_leader:  # after restore: this process's share
             recorder = CodeCarbonRecorder(options.codecarbon_csv, engine, opened.monitor, job=options.job,
-                                          zone=options.zone or getattr(opened.signals, "zone", None))
+                                          zone=options.zone or _zone(opened.signals))
             job.closers.insert(0, recorder.write)  # right after the engine's close: its totals are final
     except BaseException:
         job.close(raise_errors=False)
@@ -230,10 +230,10 @@ def _open_resources(options: JobOptions, parts: JobParts, clock: Clock, broadcas
     if monitor is None:
         monitor, found = build_monitor(given, event_log, clock)
         devices = given if given is not None else found
-        closers.insert(0, getattr(monitor, "stop"))
+        closers.insert(0, monitor.stop)
     signals = build_signals(options.zone, options.provider, clock) if broadcast.is_leader else None
-    if isinstance(options.provider, str | None) and callable(getattr(signals, "close", None)):
-        closers.append(getattr(signals, "close"))  # built here from a spec: ours to close
+    if isinstance(options.provider, str | None) and isinstance(signals, Closable):
+        closers.append(signals.close)  # built here from a spec: ours to close
     metrics = None
     if options.metrics_port is not None:
         extra: dict[str, Path] = {}
@@ -256,7 +256,7 @@ def _open_hardware(options: JobOptions, parts: JobParts, policy: Policy, clock: 
     if devices is None and options.power is True:  # monitor= given alone: its devices may be simulated
         devices = discover_devices()
     return build_hardware(
-        policy, list(getattr(devices, "gpus", None) or []), power=options.power, precision=options.precision,
+        policy, list(devices.gpus) if devices is not None else [], power=options.power, precision=options.precision,
         actuators=parts.actuators, profile_cache_dir=options.profile_cache_dir, state_dir=options.state_dir,
         job=options.job, clock=clock, model=parts.model, monitor=opened.monitor,
         actuation=resolve_actuation(options.actuation),
@@ -267,7 +267,12 @@ def _policy_name(spec: object, policy: Policy) -> str:
     """A preset's name, a file's name, or the policy's own."""
     if isinstance(spec, str | Path) and not isinstance(spec, Policy):
         return Path(spec).name if str(spec).endswith(".toml") else str(spec)
-    return str(getattr(policy, "name", type(policy).__name__))
+    return str(policy.name)
+
+
+def _zone(signals: CarbonSignal | None) -> str | None:
+    """The zone a chain reads (None: no chain)."""
+    return signals.zone if isinstance(signals, SignalChain) else None
 
 
 def resolve_deadline(value: datetime | str | None, prior: EngineState | None, now: datetime) -> datetime | None:

@@ -98,12 +98,12 @@ def _recovered(prior: EngineState, start_step: int) -> EngineState:
         return replace(prior, steps_done=start_step, uncommitted=None)
     share = min(1.0, ahead / tail_steps)
 
-    def back(name: str) -> float:
-        return (float(tail[name]) - float(getattr(prior, name))) * share
+    def back(name: str, before: float) -> float:
+        return (float(tail[name]) - float(before)) * share
 
-    return replace(prior, steps_done=start_step, running_s=prior.running_s + back("running_s"),
-                   tokens=prior.tokens + round(back("tokens")),
-                   counterfactual_g=prior.counterfactual_g + back("counterfactual_g"),
+    return replace(prior, steps_done=start_step, running_s=prior.running_s + back("running_s", prior.running_s),
+                   tokens=prior.tokens + round(back("tokens", prior.tokens)),
+                   counterfactual_g=prior.counterfactual_g + back("counterfactual_g", prior.counterfactual_g),
                    lost_steps=max(0, prior.lost_steps - min(ahead, tail_steps)),
                    lost_energy_j=max(0.0, prior.lost_energy_j - float(tail["lost_energy_j"]) * share),
                    uncommitted=None)

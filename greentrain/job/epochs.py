@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sized
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch.utils.data import Sampler
@@ -83,6 +83,21 @@ class EpochSampler(Sampler[int]):
         self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
 
 
+@runtime_checkable
+class _Sampled(Protocol):
+    """A loader that draws through a sampler in batches (torch's ``DataLoader``)."""
+
+    sampler: object
+    batch_size: int | None
+
+
+@runtime_checkable
+class _SetsEpoch(Protocol):
+    """A sampler that reshuffles per epoch (``EpochSampler``, torch's ``DistributedSampler``)."""
+
+    def set_epoch(self, epoch: int) -> None: ...
+
+
 def resume_epochs(loader: Iterable[B], start_step: int, epochs: int, *,
                   batches_per_epoch: int | None = None) -> Iterator[tuple[int, int, B]]:
     """``(epoch, batch_index, batch)`` for every global step from ``start_step`` to the end of ``epochs``.
@@ -92,12 +107,11 @@ def resume_epochs(loader: Iterable[B], start_step: int, epochs: int, *,
     """
     per_epoch = batches_per_epoch if batches_per_epoch is not None else len(loader)  # type: ignore[arg-type]
     first_epoch, first_batch = epoch_position(start_step, per_epoch)
-    sampler = getattr(loader, "sampler", None)
-    batch_size = getattr(loader, "batch_size", None)
+    sampler, batch_size = (loader.sampler, loader.batch_size) if isinstance(loader, _Sampled) else (None, None)
     for epoch in range(first_epoch, epochs):
         skip = first_batch if epoch == first_epoch else 0
-        if callable(getattr(sampler, "set_epoch", None)):
-            sampler.set_epoch(epoch)  # type: ignore[union-attr]
+        if isinstance(sampler, _SetsEpoch):
+            sampler.set_epoch(epoch)
         if skip and isinstance(sampler, EpochSampler) and batch_size:
             sampler.skip(skip * batch_size)  # by index: the consumed batches are never loaded
             batches: Iterator[B] = iter(loader)

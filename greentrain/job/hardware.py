@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from greentrain.clock import Clock, ReplayClock, SystemClock
 from greentrain.device.base import GPU
 from greentrain.engine import Engine
-from greentrain.engine.collaborators import Actuators, Closable, EnergyMonitor, HoldsPrecision
+from greentrain.engine.collaborators import Actuators, Advises, Closable, EnergyMonitor, HoldsPrecision, NoMonitor
 from greentrain.job.options import PowerSwitch
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class JobHardware:
     def step_end(self, engine: Engine, loss: Loss) -> None:
         """At a step boundary, after ``engine.step_end``: feed the profiler, then the precision trial."""
         self._drive_profiler(engine, "after_step")
-        if self.precision is None or not self._profiling_done() or getattr(self.actuators, "advisory", False):
+        if self.precision is None or not self._profiling_done() or _advises(self.actuators):
             return  # a precision trial during the power sweep would measure the sweep, not the precision
         if loss is None:
             if not self._loss_noted:
@@ -199,13 +199,16 @@ def build_hardware(
 
 def _advisory_hardware(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, model: Module | None) -> JobHardware:
     """Advisory actuators over ``gpus`` (never a setter call) and points from the cache or an estimate."""
+    from greentrain.actuators.actuator_set import ActuatorSet
     from greentrain.actuators.advisory import AdvisoryActuators
 
     given = hw.actuators
     if given is not None:
         hw.notes.append("advisory mode: the actuators passed in are not used; decisions are advised, not applied")
-    advised = gpus or list(getattr(given, "gpus", []))  # no devices of its own: advise over the given GPUs
-    hw.actuators = AdvisoryActuators(advised, precision=hw.precision or getattr(given, "precision", None))
+    given_gpus = list(given.gpus) if isinstance(given, ActuatorSet | AdvisoryActuators) else []
+    advised = gpus or given_gpus  # no devices of its own: advise over the given GPUs
+    given_precision = given.precision if isinstance(given, HoldsPrecision) else None
+    hw.actuators = AdvisoryActuators(advised, precision=hw.precision or given_precision)
     hw.owns_actuators = True
     if hw.precision is not None:
         hw.notes.append("advisory mode: precision stays at the reference (a trial would switch it); "
@@ -217,6 +220,11 @@ def _advisory_hardware(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, mo
         cache = None if cache_dir is False else ProfileCache(cache_dir)
         hw.advisory_points = advisory_points(gpus, fingerprint=workload_fingerprint(model), cache=cache)
     return hw
+
+
+def _advises(actuators: Actuators | None) -> bool:
+    """Whether ``actuators`` only advise (``AdvisoryActuators``)."""
+    return isinstance(actuators, Advises) and actuators.advisory
 
 
 def discover_devices() -> DeviceSet | None:
@@ -256,7 +264,7 @@ def _build_profiler(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, clock
 
     energy_fn: Callable[[], float] | None = None
     if not all(g.capabilities.energy_counter for g in gpus):
-        if monitor is None or not getattr(monitor, "measures", True) or not callable(monitor.total_energy_j):
+        if monitor is None or isinstance(monitor, NoMonitor) or not callable(monitor.total_energy_j):
             hw.notes.append("power control off: no GPU energy counter and no monitor to integrate power; "
                             "the job goes on timing-only")
             return None

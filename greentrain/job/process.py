@@ -129,5 +129,5 @@ def reexec() -> None:
     """Replace this process with a fresh run of the same command line (same pid, same environment)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    argv = list(sys.orig_argv or [sys.executable, *sys.argv])
     os.execv(sys.executable, [sys.executable, *argv[1:]])

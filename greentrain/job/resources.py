@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from greentrain.clock import Clock
 from greentrain.device.discovery import DeviceSet
-from greentrain.engine.collaborators import CarbonSignal, EnergyMonitor, NoMonitor
+from greentrain.engine.collaborators import CarbonSignal, NoMonitor
 from greentrain.errors import ConfigError
 from greentrain.events import EventLog
 from greentrain.job.options import ProviderSpec
@@ -22,6 +22,7 @@ from greentrain.signals.base import CarbonIntensityProvider
 
 if TYPE_CHECKING:
     from greentrain.exporters.server import MetricsServer
+    from greentrain.monitor import Monitor
 
 __all__ = ["build_signals", "build_monitor", "start_metrics", "close_all"]
 
@@ -40,20 +41,22 @@ def build_signals(zone: str | None, provider: ProviderSpec | None, clock: Clock)
 
         require_zone(zone, provider, "zone")
     if provider is not None and not isinstance(provider, (str, CarbonIntensityProvider)):
-        if not callable(getattr(provider, "latest", None)):
-            raise ConfigError(f"provider: {type(provider).__name__} has no latest(); pass a spec or a SignalChain")
+        if not isinstance(provider, CarbonSignal):
+            raise ConfigError(f"provider: {type(provider).__name__} has no latest(), forecast() and status(); "
+                              "pass a spec or a SignalChain")
         return provider  # already a chain
     try:
         from greentrain.signals import make_provider
         from greentrain.signals.chain import SignalChain
+        from greentrain.signals.csvtrace import CSVTraceProvider
     except ImportError as e:
         raise ConfigError(f"provider: the signals package is not available ({e})") from None
     if isinstance(provider, CarbonIntensityProvider):
         providers = [provider]
     elif provider is not None:
         providers = [_make(make_provider, provider, clock)]
-        mismatch = getattr(providers[0], "zone_mismatch", None)
-        why = mismatch(zone) if zone is not None and callable(mismatch) else None
+        trace = providers[0]
+        why = trace.zone_mismatch(zone) if zone is not None and isinstance(trace, CSVTraceProvider) else None
         if why is not None:  # a trace of another zone: refused before any work, not at every fetch
             providers[0].close()
             raise ConfigError(f"zone: {why}")
@@ -78,7 +81,10 @@ def _default_providers(make_provider: MakeProvider, clock: Clock) -> list[Carbon
 
 
 def _zone_of(provider: CarbonIntensityProvider) -> str:
-    return str(getattr(provider, "zone", "") or "")
+    """The zone of a trace (its file says); "" for a provider that serves any zone."""
+    from greentrain.signals.csvtrace import CSVTraceProvider
+
+    return provider.zone if isinstance(provider, CSVTraceProvider) else ""
 
 
 SAMPLE_EVENT_INTERVAL_S = 10.0
@@ -87,7 +93,7 @@ run log; the power series the report draws needs far less (the job's totals neve
 
 
 def build_monitor(devices: DeviceSet | None, event_log: EventLog,
-                  clock: Clock | None = None) -> tuple[EnergyMonitor, DeviceSet | None]:
+                  clock: Clock | None = None) -> tuple[Monitor | NoMonitor, DeviceSet | None]:
     """Start a Monitor over ``devices`` (None: discovered); ``NoDevices`` measures nothing (``NoMonitor``).
 
     ``clock`` stamps the monitor's JSONL samples with the job's time (a replayed calendar included).

@@ -16,6 +16,7 @@ import copy
 import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any
+from typing import Protocol, runtime_checkable
 
 from greentrain.errors import ConfigError
 
@@ -24,8 +25,17 @@ __all__ = ["UserState"]
 log = logging.getLogger("greentrain.session")
 
 
+@runtime_checkable
+class _Stateful(Protocol):
+    """What a registered object saves and loads with (torch modules, optimizers, schedulers, samplers)."""
+
+    def state_dict(self) -> object: ...
+
+    def load_state_dict(self, state: object) -> object: ...
+
+
 def _stateful(obj: object) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+    return isinstance(obj, _Stateful)
 
 
 class UserState:
