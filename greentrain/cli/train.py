@@ -13,14 +13,15 @@ import subprocess
 import sys
 import tomllib
 from datetime import UTC, datetime
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 
 from greentrain.cli.jobflags import flag_argv, flag_of, job_flags
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import RESUME_EXIT_CODE
+from greentrain.userfile import TOMLTable, TOMLValue
 
 __all__ = ["train"]
 
@@ -41,13 +42,14 @@ FLAG_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
-def _parse_set(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _parse_set(items: tuple[str, ...]) -> dict[str, TOMLTable]:
+    out: dict[str, TOMLTable] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         section, dot, name = key.strip().partition(".")
         if not sep or not dot or not name:
             raise click.BadParameter(f"{item!r} is not section.key=value (e.g. train.lr=1e-3)", param_hint="--set")
+        value: TOMLValue
         try:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
@@ -56,7 +58,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def build_config(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
+def build_config(config: str, flags: Mapping[str, object], sets: tuple[str, ...]):
     """Preset/file, then ``--set``, then explicit flags (highest precedence); validated.
 
     A bad value is blamed on where it came from: the flag, the ``--set`` item,
@@ -65,11 +67,12 @@ def build_config(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
     return build_config_with_sources(config, flags, sets)[0]
 
 
-def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[str, ...]):
+def build_config_with_sources(config: str, flags: Mapping[str, object], sets: tuple[str, ...]):
     """(JobConfig, where) where ``where("train.steps")`` names the source of that key in messages."""
     from greentrain.runtime.config import SECTIONS, config_from_dict, load_config_data
 
-    data, origin = load_config_data(config)
+    loaded, origin = load_config_data(config)
+    data: dict[str, object] = dict(loaded)  # flag values join the file's: no longer TOML values only
     sources: dict[str, str] = {}
     for section, values in _parse_set(sets).items():
         if section not in SECTIONS:
@@ -95,7 +98,7 @@ def build_config_with_sources(config: str, flags: dict[str, Any], sets: tuple[st
         raise ConfigError("\n".join([str(e), *more])) from None
 
 
-def _table(data: dict[str, Any], section: str, origin: str) -> dict[str, Any]:
+def _table(data: dict[str, object], section: str, origin: str) -> dict[str, object]:
     """The file's ``[section]`` table, made when absent; a key that is not a table is the file's error (a
     command-line value for that section cannot go in it)."""
     table = data.setdefault(section, {})
@@ -114,7 +117,7 @@ def _launch(nproc: int, max_restarts: int, argv: list[str]) -> int:
     return subprocess.call(args, env=env)
 
 
-def argv_for_ranks(config: str, sets: tuple[str, ...], flags: dict[str, Any]) -> list[str]:
+def argv_for_ranks(config: str, sets: tuple[str, ...], flags: Mapping[str, object]) -> list[str]:
     """The same command line for the launched ranks (without --nproc/--max-restarts)."""
     argv = ["--config", config]
     for item in sets:
@@ -273,7 +276,7 @@ def _train_here(cfg) -> None:
 @click.option("--nproc", type=int, default=None, help="Launch N local processes with torchrun.")
 @click.option("--max-restarts", type=int, default=0, show_default=True, help="torchrun restarts (with --nproc).")
 def train(config: str, sets: tuple[str, ...], nproc: int | None, max_restarts: int, profile_scaling: bool,
-          **flags: Any) -> None:
+          **flags: object) -> None:
     """Train the reference transformer (FSDP2 × TP × PP × CP × EP on a DeviceMesh)."""
     if nproc is not None and nproc < 1:
         raise click.BadParameter("must be >= 1", param_hint="--nproc")

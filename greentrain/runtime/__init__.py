@@ -12,7 +12,28 @@ import torch.distributed modules until a name is used.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what each lazy name is, for type checkers; at run time __getattr__ imports it on first use
+    from greentrain.runtime.ac import apply_ac
+    from greentrain.runtime.autolayout import choose_layout
+    from greentrain.runtime.checkpoint import Checkpointer
+    from greentrain.runtime.clip import clip_grad_norm_, grad_norm
+    from greentrain.runtime.compiling import apply_compile
+    from greentrain.runtime.config import JobConfig, config_from_dict, list_presets, load_config
+    from greentrain.runtime.cp import apply_cp
+    from greentrain.runtime.ep import apply_ep
+    from greentrain.runtime.fsdp import apply_fsdp
+    from greentrain.runtime.greentrain_hooks import run_training
+    from greentrain.runtime.mesh_planner import plan_mesh
+    from greentrain.runtime.metrics import StepMetrics
+    from greentrain.runtime.model import Transformer, init_weights
+    from greentrain.runtime.moe import MoE
+    from greentrain.runtime.parallel_dims import ParallelDims
+    from greentrain.runtime.parallelize import parallelize
+    from greentrain.runtime.pipeline import build_schedule, build_stage_modules
+    from greentrain.runtime.tp import apply_tp
+    from greentrain.runtime.trainer import Trainer
 
 __all__ = [
     "JobConfig", "load_config", "config_from_dict", "list_presets",
@@ -30,11 +51,11 @@ _WHERE = {
     "apply_fsdp": "fsdp", "apply_ac": "ac", "apply_compile": "compiling",
     "parallelize": "parallelize", "build_schedule": "pipeline", "build_stage_modules": "pipeline",
     "clip_grad_norm_": "clip", "grad_norm": "clip", "Checkpointer": "checkpoint",
-    "Trainer": "trainer", "StepMetrics": "metrics", "plan_mesh": "planner", "run_training": "greentrain_hooks",
+    "Trainer": "trainer", "StepMetrics": "metrics", "plan_mesh": "mesh_planner", "run_training": "greentrain_hooks",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'greentrain.runtime' has no attribute {name!r}")

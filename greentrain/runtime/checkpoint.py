@@ -21,8 +21,8 @@ import re
 import shutil
 import warnings
 from pathlib import Path
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 
 import torch
 import torch.distributed as dist
@@ -31,9 +31,12 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch import nn
 from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.metadata import STATE_DICT_TYPE
 from torch.distributed.checkpoint.planner import ReadItem
 from torch.distributed.checkpoint.state_dict import (
+    OptimizerStateType,
     StateDictOptions,
+    ValueType,
     get_model_state_dict,
     get_optimizer_state_dict,
     set_model_state_dict,
@@ -137,15 +140,15 @@ class Checkpointer:
         self.optimizers = optimizers
         self.async_save = async_save
         self.keep = keep
-        self._pending: Any = None
+        self._pending: Future[object] | None = None
         self._distributed = dist.is_available() and dist.is_initialized()
         # Background writes must not share a communicator with training collectives.
         self._async_group = dist.new_group(backend="gloo") if async_save and self._distributed else None
 
     # ---- state dicts ------------------------------------------------------
-    def _state(self, train_state: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[list[str], list[str]]]]:
-        model_sd: dict[str, Any] = {}
-        optim_sd: dict[str, Any] = {}
+    def _state(self, train_state: Mapping[str, int]) -> tuple[STATE_DICT_TYPE, list[tuple[list[str], list[str]]]]:
+        model_sd: dict[str, ValueType] = {}
+        optim_sd: OptimizerStateType = {}
         keys = []
         for part, optim in zip(self.parts, self.optimizers):
             msd = get_model_state_dict(part)
@@ -163,7 +166,7 @@ class Checkpointer:
         return self.path(step) / f"rng-rank{rank}.pt"
 
     # ---- save -------------------------------------------------------------
-    def save(self, step: int, train_state: dict[str, Any]) -> None:
+    def save(self, step: int, train_state: Mapping[str, int]) -> None:
         """Write ``step-<step>`` (collective: every rank calls it)."""
         self.wait()
         path = self.path(step)
@@ -175,7 +178,9 @@ class Checkpointer:
         with _quiet_single_process():
             state, _ = self._state(train_state)
             if self.async_save:
-                self._pending = dcp.async_save(state, checkpoint_id=str(path), process_group=self._async_group)
+                pending = dcp.async_save(state, checkpoint_id=str(path), process_group=self._async_group)
+                assert isinstance(pending, Future)  # an AsyncSaveResponse only comes back for an async_stager
+                self._pending = pending
             else:
                 dcp.save(state, checkpoint_id=str(path))
         if not self.async_save:
@@ -197,7 +202,7 @@ class Checkpointer:
             shutil.rmtree(p, ignore_errors=True)
 
     # ---- load -------------------------------------------------------------
-    def load(self, step: int | None = None) -> dict[str, Any] | None:
+    def load(self, step: int | None = None) -> dict[str, int] | None:
         """Load ``step`` (default: the newest complete one that reads) into the parts; returns the train state.
 
         A damaged checkpoint (truncated or missing shard, garbage metadata) is
@@ -259,7 +264,7 @@ class Checkpointer:
         if self._distributed:
             dist.barrier()
 
-    def _load(self, step: int) -> dict[str, Any]:
+    def _load(self, step: int) -> dict[str, int]:
         path = self.path(step)
         if not (path / ".metadata").is_file():
             raise ConfigError(f"--checkpoint-dir {self.folder}: step-{step} is missing or incomplete")

@@ -40,7 +40,7 @@ class InvalidConfig(ConfigError):
 class Checks:
     """Collects every failed check of one section, so a file's errors come out together."""
 
-    def __init__(self, section: str, owner: Any) -> None:
+    def __init__(self, section: str, owner: object) -> None:
         self.section = section
         self.owner = owner
         self.problems: list[tuple[str, str]] = []

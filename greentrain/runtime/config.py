@@ -9,6 +9,7 @@ every problem in a file is reported, one line each. Built-in presets live in
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -34,7 +35,7 @@ from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __a
     TrainConfig,
 )
 from greentrain.runtime.greentrain_section import GreentrainSection
-from greentrain.userfile import load_toml, parse_toml
+from greentrain.userfile import TOMLTable, load_toml, parse_toml
 
 # The sections are re-exported: ``greentrain.runtime.config`` is where users find the whole configuration.
 __all__ = ["JobConfig", "config_from_dict", "list_presets", "load_config", "load_config_data",
@@ -72,17 +73,17 @@ class JobConfig:
         c.problems.extend(p.problems)
         c.done()
 
-    def replace(self, section: str, **changes: Any) -> "JobConfig":
+    def replace(self, section: str, **changes: object) -> "JobConfig":
         """A copy with ``changes`` applied to one section (validated again)."""
         data = self.to_dict()
         data[section].update(changes)
         return config_from_dict(data, origin="overrides")
 
-    def to_dict(self) -> dict[str, dict[str, Any]]:
+    def to_dict(self) -> dict[str, dict[str, object]]:
         return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
 
-def config_from_dict(data: dict[str, Any], origin: str = "<dict>",
+def config_from_dict(data: Mapping[str, object], origin: str = "<dict>",
                      sources: dict[str, str] | None = None) -> JobConfig:
     """Build and validate a JobConfig; every problem is reported, one line each.
 
@@ -140,7 +141,7 @@ def load_config(name_or_path: str | Path) -> JobConfig:
     return config_from_dict(*load_config_data(name_or_path))
 
 
-def load_config_data(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
+def load_config_data(name_or_path: str | Path) -> tuple[TOMLTable, str]:
     """The parsed (not yet validated) TOML of a file or preset, and the name to blame in errors."""
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():

@@ -159,7 +159,7 @@ def block_attention(block: nn.Module) -> Attention:
 
 
 class Transformer(nn.Module):
-    """Decoder-only language model. Any of embeddings/norm/output may be None (pipeline stages)."""
+    """Decoder-only language model. Each of embeddings/norm/output may be None (pipeline stages)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

@@ -3,7 +3,7 @@
 A trace (an Electricity Maps CSV export) answers for its own zone. A run
 outside the trace's span is priced at the same date and hour of the trace's
 year, as the CSV provider replays a trace against today's clock; the offset
-is reported with the run. Any other provider is asked for its history; one
+is reported with the run. Every other provider is asked for its history; one
 that has only an annual average (``static``) gives a flat series, against
 which no timing does better than run-now (only a lower power limit saves).
 """
@@ -88,7 +88,7 @@ class TraceSource(IntensitySource):
 
 
 class ProviderSource(IntensitySource):
-    """Any carbon provider's history (an annual average as a flat series)."""
+    """A carbon provider's history, whichever provider (an annual average as a flat series)."""
 
     def __init__(self, provider: CarbonIntensityProvider, name: str) -> None:
         self.provider = provider
