@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -48,15 +48,23 @@ class HourlyForecaster(Protocol):
         ...
 
 
+@runtime_checkable
+class GivesValues(Protocol):
+    """A forecaster that can give bare hourly values (a benchmark's table of precomputed forecasts)."""
+
+    def forecast_values(self, history: Sequence[IntensityPoint], now: datetime,
+                        horizon_h: int) -> Sequence[float] | np.ndarray | None:
+        ...
+
+
 def forecast_values(source: HourlyForecaster, history: Sequence[IntensityPoint], hour: datetime,
                     need: int) -> np.ndarray | None:
     """``need`` hourly values of ``source``'s forecast at ``hour`` (NaN past its end), or None if it has none.
 
     A forecaster that can give bare values (``forecast_values``, e.g. a benchmark's table of precomputed
     forecasts) skips building points."""
-    values_of = getattr(source, "forecast_values", None)
-    if values_of is not None:
-        values = values_of(history, hour, need)
+    if isinstance(source, GivesValues):
+        values = source.forecast_values(history, hour, need)
         values = [] if values is None else np.asarray(values, dtype=float)[:need]
     else:
         values = [p.intensity_g_per_kwh for p in source.forecast(history, hour, need)[:need]]

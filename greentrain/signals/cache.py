@@ -161,8 +161,8 @@ class CachedProvider(CarbonIntensityProvider):
         """``key_prefix`` separates instances that talk to different endpoints (e.g. the api_base)."""
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]  # report the wrapped provider's name
-        self.uses_network = getattr(inner, "uses_network", True)  # type: ignore[misc]
-        self.issues_forecasts = getattr(inner, "issues_forecasts", True)  # type: ignore[misc]
+        self.uses_network = inner.uses_network  # type: ignore[misc]
+        self.issues_forecasts = inner.issues_forecasts  # type: ignore[misc]
         self.cache = TTLCache(clock=clock or SystemClock(), ttl_s=ttl_s, cache_dir=cache_dir)
         self._prefix = f"{key_prefix}|{inner.name}"
 

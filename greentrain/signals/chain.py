@@ -96,7 +96,7 @@ class SignalChain:
 
     def _default_archive(self, archive: Path | str | bool, cache_dir: Path | str | None) -> ChainArchive | None:
         path = default_archive_path(cache_dir) if archive is True else (Path(archive) if archive else None)
-        if path is None or not any(getattr(p, "issues_forecasts", True) for p in self._providers):
+        if path is None or not any(p.issues_forecasts for p in self._providers):
             return None
         return ChainArchive(ArchiveRecorder(path, clock=self._clock), self.zone)
 
@@ -108,13 +108,13 @@ class SignalChain:
     @property
     def uses_network(self) -> bool:
         """Whether any provider may wait on the network (the engine then reads this chain off-thread)."""
-        return any(getattr(p, "uses_network", True) for p in self._providers)
+        return any(p.uses_network for p in self._providers)
 
     def offline_latest(self) -> IntensityPoint | None:
         """The first answer of a provider without network I/O (static, CSV), or None; takes no lock,
         so it answers while a network fetch holds the chain."""
         for provider in self._providers:
-            if getattr(provider, "uses_network", True):
+            if provider.uses_network:
                 continue
             try:
                 return provider.latest(self.zone)
@@ -188,7 +188,7 @@ class SignalChain:
         """Record provider ``index``'s forecast, and blend ``points`` in place by the archive's skill; returns
         greentrain's own forecast when one was made for that (else None)."""
         provider = self._providers[index]
-        if self._archive is None or not getattr(provider, "issues_forecasts", True):
+        if self._archive is None or not provider.issues_forecasts:
             return None
         if entry is not None:
             self._archive.record_forecast(entry[0], entry[1], provider.name)

@@ -115,6 +115,12 @@ class _Watchdog:
         self._timer.cancel()
 
 
+class _CallDeadline(threading.local):
+    """Per thread: when the provider call in progress must end (None: no call in progress)."""
+
+    deadline: float | None = None
+
+
 class JSONClient:
     """GET JSON from ``api_base`` within a total deadline; raise typed, redacted SignalErrors."""
 
@@ -138,7 +144,7 @@ class JSONClient:
         self.max_body_bytes = max_body_bytes
         self.redactor = Redactor()
         """Secrets to mask in every message; providers add theirs (``redactor.add``)."""
-        self._local = threading.local()
+        self._local = _CallDeadline()
         self._client = httpx.Client(
             headers={"User-Agent": _USER_AGENT, "Accept": "application/json", "Accept-Encoding": "gzip, deflate"},
             transport=transport,
@@ -152,7 +158,7 @@ class JSONClient:
     def call(self, what: str) -> Iterator[None]:
         """One provider call: every request inside shares one deadline of ``timeout_s``, and any
         exception (a parser's OverflowError or TypeError included) leaves as a redacted SignalError."""
-        outer = getattr(self._local, "deadline", None)
+        outer = self._local.deadline
         if outer is None:
             self._local.deadline = time.monotonic() + self.timeout_s
         try:
@@ -177,7 +183,7 @@ class JSONClient:
     ) -> JSONValue:
         """Decoded JSON of GET ``api_base/path``; typed SignalError on any fault."""
         where = f"{self.provider} {path}"
-        deadline = getattr(self._local, "deadline", None) or time.monotonic() + self.timeout_s
+        deadline = self._local.deadline or time.monotonic() + self.timeout_s
         remaining_s = deadline - time.monotonic()
         if remaining_s <= 0:
             raise SignalError(f"{where}: deadline of {self.timeout_s:g} s passed before the request")
