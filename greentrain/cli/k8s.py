@@ -74,7 +74,7 @@ def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, k
     Each Job carries annotations greentrain.io/zone, greentrain.io/deadline and
     greentrain.io/work-hours; see integrations/kubernetes/job.yaml.
     """
-    from greentrain.integrations.k8s_reconcile import Controller, run_controllers
+    from greentrain.integrations.k8s_reconcile import Reconciler, run_controllers
     from greentrain.integrations.kubernetes import JobController
     from greentrain.policies import load_policy
 
@@ -82,7 +82,7 @@ def k8s_controller(policy_spec: str, namespace: str | None, interval_s: float, k
     clock = SystemClock()
     policy = load_policy(policy_spec)
     forecasts = _forecasts(provider, traces, replay_start, clock)
-    controllers: list[Controller] = [JobController(_batch_api(kubeconfig), policy, forecasts, clock=clock,
+    controllers: list[Reconciler] = [JobController(_batch_api(kubeconfig), policy, forecasts, clock=clock,
                                                    namespace=namespace)]
     if pytorchjobs:
         from greentrain.integrations.pytorchjob import PyTorchJobController

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 from greentrain.clock import Clock
 from greentrain.errors import ConfigError, GreentrainError, SignalError
@@ -109,13 +109,19 @@ def snapshot(points: Sequence[IntensityPoint], now: datetime, *, work_s: float, 
                     resume_overhead_s=resume_overhead_s, state=state)
 
 
-class Controller(ABC):
+ApiT = TypeVar("ApiT")
+"""The API client a controller calls (``k8s_objects.BatchApi``, ``CustomObjectsApi``)."""
+ObjT = TypeVar("ObjT")
+"""One managed object as that client lists it."""
+
+
+class Controller(ABC, Generic[ApiT, ObjT]):
     """Reconciles one kind of managed object with the policy; subclasses say how to list, name and reconcile one."""
 
     KIND = "object"
     """How log lines name one object of this kind (``job``, ``pytorchjob``)."""
 
-    def __init__(self, api: Any, policy: Policy, forecasts: Forecasts, *, clock: Clock,
+    def __init__(self, api: ApiT, policy: Policy, forecasts: Forecasts, *, clock: Clock,
                  namespace: str | None = None) -> None:
         self._api = api
         self._policy = policy
@@ -124,15 +130,15 @@ class Controller(ABC):
         self._namespace = namespace
 
     @abstractmethod
-    def _list(self, selector: str) -> list[Any]:
+    def _list(self, selector: str) -> list[ObjT]:
         """The objects carrying label ``selector``, in ``self._namespace`` or every namespace."""
 
     @abstractmethod
-    def _identify(self, obj: Any) -> tuple[str, str]:
+    def _identify(self, obj: ObjT) -> tuple[str, str]:
         """(namespace, name) of one listed object."""
 
     @abstractmethod
-    def _reconcile(self, obj: Any, now: datetime, points: Callable[[str], list[IntensityPoint]]) -> Outcome:
+    def _reconcile(self, obj: ObjT, now: datetime, points: Callable[[str], list[IntensityPoint]]) -> Outcome:
         """Decide one object and patch it; ``points(zone)`` is the zone's forecast for this pass."""
 
     def reconcile_once(self) -> list[Outcome]:

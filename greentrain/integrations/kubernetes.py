@@ -21,7 +21,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.integrations.k8s_reconcile import (
@@ -41,6 +40,7 @@ from greentrain.integrations.k8s_reconcile import (
     parse_annotation_time,
     snapshot,
 )
+from greentrain.integrations.k8s_objects import BatchApi, BatchJob, JobPatch
 from greentrain.policies.base import Action, Decision
 from greentrain.signals.base import IntensityPoint
 
@@ -82,7 +82,7 @@ class ManagedJob:
     finished: bool
 
     @classmethod
-    def from_job(cls, job: Any) -> ManagedJob:
+    def from_job(cls, job: BatchJob) -> ManagedJob:
         """Parse a ``V1Job``; ConfigError names the Job and the annotation at fault."""
         meta, spec, status = job.metadata, job.spec, job.status
         where = f"job {meta.namespace}/{meta.name}"
@@ -107,20 +107,20 @@ class ManagedJob:
         )
 
 
-class JobController(Controller):
+class JobController(Controller[BatchApi, BatchJob]):
     """Reconciles managed Jobs' ``spec.suspend`` with the policy's decision (``batch_api``: a ``BatchV1Api``)."""
 
     KIND = "job"
 
-    def _list(self, selector: str) -> list[Any]:
+    def _list(self, selector: str) -> list[BatchJob]:
         if self._namespace:
             return list(self._api.list_namespaced_job(self._namespace, label_selector=selector).items)
         return list(self._api.list_job_for_all_namespaces(label_selector=selector).items)
 
-    def _identify(self, obj: Any) -> tuple[str, str]:
+    def _identify(self, obj: BatchJob) -> tuple[str, str]:
         return obj.metadata.namespace, obj.metadata.name
 
-    def _reconcile(self, obj: Any, now: datetime, points: Callable[[str], list[IntensityPoint]]) -> Outcome:
+    def _reconcile(self, obj: BatchJob, now: datetime, points: Callable[[str], list[IntensityPoint]]) -> Outcome:
         managed = ManagedJob.from_job(obj)
         if managed.finished:
             return Outcome.left_alone(managed.namespace, managed.name, "finished")
@@ -131,7 +131,7 @@ class JobController(Controller):
                         deadline=managed.deadline, resume_overhead_s=managed.resume_overhead_s)
         decision = self._policy.decide(seen, now)
         suspend = decision.action is not Action.RUN
-        body: dict[str, Any] = {
+        body: JobPatch = {
             "metadata": {"annotations": {
                 RAN_SECONDS: f"{ran_s:.0f}",
                 OBSERVED_AT: now.isoformat(),

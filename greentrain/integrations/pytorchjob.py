@@ -26,7 +26,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from greentrain.errors import ConfigError
 from greentrain.integrations import k8s_reconcile as k8s
@@ -40,6 +39,7 @@ from greentrain.integrations.k8s_reconcile import (
     run_controllers,
     snapshot,
 )
+from greentrain.integrations.k8s_objects import CustomObjectsApi, PyTorchJob, PyTorchJobPatch
 from greentrain.policies.base import Action, Snapshot
 from greentrain.policies.scaling_profile import ScalingProfile, parse_scaling_profile
 from greentrain.signals.base import IntensityPoint
@@ -81,7 +81,7 @@ class ScaledJob:
     where: str
 
     @classmethod
-    def from_object(cls, obj: dict[str, Any]) -> ScaledJob:
+    def from_object(cls, obj: PyTorchJob) -> ScaledJob:
         """Parse a PyTorchJob; ConfigError names the job and the field or annotation at fault."""
         meta, spec, status = obj.get("metadata", {}), obj.get("spec", {}), obj.get("status") or {}
         where = f"pytorchjob {meta.get('namespace')}/{meta.get('name')}"
@@ -116,13 +116,13 @@ class ScaledJob:
         return annotation_number(self.notes, key, self.where, default)
 
 
-class PyTorchJobController(Controller):
+class PyTorchJobController(Controller[CustomObjectsApi, PyTorchJob]):
     """Reconciles managed elastic PyTorchJobs' worker count with the policy's replica decision
     (``custom_api``: a ``CustomObjectsApi``)."""
 
     KIND = "pytorchjob"
 
-    def _list(self, selector: str) -> list[dict[str, Any]]:
+    def _list(self, selector: str) -> list[PyTorchJob]:
         if self._namespace:
             found = self._api.list_namespaced_custom_object(GROUP, VERSION, self._namespace, PLURAL,
                                                             label_selector=selector)
@@ -130,11 +130,11 @@ class PyTorchJobController(Controller):
             found = self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL, label_selector=selector)
         return list(found.get("items", []))
 
-    def _identify(self, obj: dict[str, Any]) -> tuple[str, str]:
+    def _identify(self, obj: PyTorchJob) -> tuple[str, str]:
         meta = obj.get("metadata", {})
         return meta.get("namespace", ""), meta.get("name", "")
 
-    def _reconcile(self, obj: dict[str, Any], now: datetime,
+    def _reconcile(self, obj: PyTorchJob, now: datetime,
                    points: Callable[[str], list[IntensityPoint]]) -> Outcome:
         job = ScaledJob.from_object(obj)
         if job.finished:
@@ -192,7 +192,7 @@ class PyTorchJobController(Controller):
 
     def _patch(self, job: ScaledJob, workers: int, annotations: dict[str, str]) -> None:
         notes = {REFERENCE_REPLICAS: str(job.reference), **annotations}
-        body: dict[str, Any] = {"metadata": {"annotations": notes}}
+        body: PyTorchJobPatch = {"metadata": {"annotations": notes}}
         if workers == 0:
             body["spec"] = {"runPolicy": {"suspend": True}}
         else:
