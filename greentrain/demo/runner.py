@@ -93,11 +93,13 @@ def demo_policy(spec: str, reserve_h: float) -> Policy:
     import dataclasses
 
     from greentrain.policies import load_policy
+    from greentrain.policies.configured import ConfiguredPolicy
+    from greentrain.policies.forecast_optimal import ForecastOptimalConfig
 
     policy = load_policy(spec)
-    config = getattr(policy, "config", None)
+    config = policy.config if isinstance(policy, ConfiguredPolicy) else None
     reserve_s = reserve_h * 3600.0
-    if config is None or not hasattr(config, "reserve_s") or config.reserve_s >= reserve_s:
+    if not isinstance(config, ForecastOptimalConfig) or config.reserve_s >= reserve_s:  # the one with a reserve
         return policy
     configured: Callable[..., Policy] = type(policy)  # a policy with a Config takes (config, settings=...)
     return configured(dataclasses.replace(config, reserve_s=reserve_s), settings=policy.settings)
@@ -199,7 +201,7 @@ class DemoRunner:
         print("\ngreentrain demo: interrupted; stopping (training stops at the next step boundary with a "
               "checkpoint; Ctrl-C again to abort)",
               file=sys.stderr, flush=True)
-        engine = getattr(self._session, "engine", None)
+        engine = self._session.engine if self._session is not None else None
         if engine is not None:
             engine.interrupt()  # a running wait returns at once
 
@@ -281,7 +283,7 @@ class DemoRunner:
         server = session.metrics
         if server is None or self.metrics_url is not None:
             return
-        port = int(getattr(server, "port", self.metrics_port or 0))
+        port = int(server.port)
         self.metrics_port = port  # later segments serve on the same port
         self.metrics_url = f"http://127.0.0.1:{port}/metrics"
 
@@ -293,9 +295,9 @@ class DemoRunner:
         if trainer.step > 0:
             self.say(f"resumed from the checkpoint at step {trainer.step} ({_fmt(self.clock.now())})")
         elif (self.clock.now() - self.scenario.start).total_seconds() < 600:  # the policy did not wait at all
-            reason = getattr(session.last_decision, "reason", "") or "no cleaner window ahead"
+            reason = _reason(session) or "no cleaner window ahead"
             self.say(f"no net saving from waiting: running at once ({reason})")
-        first = getattr(session.last_decision, "precision", None)
+        first = session.last_decision.precision if session.last_decision is not None else None
         if first and first != trainer.precision:
             trainer.set_precision(first)
         trainer.hook = _Hook(session, self)
@@ -322,7 +324,7 @@ class DemoRunner:
             return SegmentEnd.FINISHED
         if not session.should_stop:
             return SegmentEnd.FINISHED  # the trainer ran out of steps without the session: nothing to resume
-        reason = getattr(session.last_decision, "reason", "") or "dirty window"
+        reason = _reason(session) or "dirty window"
         # One time per decision: the wait says the resume (the one the run log and the summary give).
         self.say(f"paused after step {trainer.step}, checkpoint saved")
         interrupted = engine.wait_until(session.resume_at, reason)
@@ -334,3 +336,8 @@ class DemoRunner:
 
 def _fmt(when: datetime | None) -> str:
     return when.strftime("%Y-%m-%d %H:%M UTC") if when is not None else "-"
+
+
+def _reason(session: Session) -> str:
+    """Why the session's last decision was taken ("" before the first)."""
+    return session.last_decision.reason if session.last_decision is not None else ""

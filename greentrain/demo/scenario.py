@@ -66,9 +66,9 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:
             raise ConfigError(f"start: {self.start.isoformat()} has no timezone; add 'Z'")
-        for name in ("work_h", "deadline_h", "speedup"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
+        for name, value in (("work_h", self.work_h), ("deadline_h", self.deadline_h), ("speedup", self.speedup)):
+            if not value > 0:
+                raise ConfigError(f"{name}: must be > 0, got {value}")
         if self.deadline_h < self.work_h:
             raise ConfigError(f"deadline: {self.deadline_h:g} h is shorter than the work ({self.work_h:g} h)")
 

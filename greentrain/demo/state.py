@@ -62,7 +62,7 @@ class DemoState:
 
     def time(self, name: str) -> datetime:
         """One of the ISO fields as an aware datetime."""
-        return datetime.fromisoformat(getattr(self, name))
+        return datetime.fromisoformat({"start": self.start, "deadline": self.deadline, "sim_now": self.sim_now}[name])
 
 
 def load_demo_state(out_dir: Path) -> DemoState | None:

@@ -142,6 +142,8 @@ class Policy(ABC):
     """Decides timing (and optionally power/precision) from a Snapshot."""
 
     name: ClassVar[str]
+    Config: ClassVar[type | None] = None
+    """The dataclass of a policy file's parameters (``ConfiguredPolicy``); None: it takes none."""
     power_use: ClassVar[PowerUse] = "none"
     """The one declaration of power use, read by the loader and the job builder:
     "none" decides timing only; "power" picks the operating point only (it may fill a

@@ -115,7 +115,7 @@ def _power_kinds() -> list[str]:
             cls = plugins.load("policies", kind)
         except ConfigError:
             continue  # a plugin whose dependency is missing is not offered
-        if getattr(cls, "power_use", "none") == "power":
+        if isinstance(cls, type) and issubclass(cls, Policy) and cls.power_use == "power":
             kinds.append(kind)
     return kinds
 
@@ -159,7 +159,7 @@ def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: Pol
     if description is not None and not isinstance(description, str):
         problems.add(f"{prefix}.description", f"expected a string, got {description!r}")
     params = {k: v for k, v in table.items() if k not in ("kind", "description")}
-    config_type = getattr(cls, "Config", None)
+    config_type = cls.Config
     if config_type is None:
         for key in params:
             problems.add(f"{prefix}.{key}", f"{kind!r} takes no parameters")

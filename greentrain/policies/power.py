@@ -131,8 +131,12 @@ class CompositePolicy(Policy):
         )
 
     def _margin_z(self) -> tuple[float, float]:
-        config = getattr(self.timing, "config", None)
-        return getattr(config, "safety_z", 2.0), getattr(config, "reserve_s", 0.0)
+        from greentrain.policies.forecast_optimal import ForecastOptimalConfig  # the timing policy with a margin
+
+        config = self.timing.config if isinstance(self.timing, ConfiguredPolicy) else None
+        if isinstance(config, ForecastOptimalConfig):
+            return config.safety_z, config.reserve_s
+        return 2.0, 0.0
 
     @staticmethod
     def _fits(snapshot: Snapshot, now: datetime, point: OperatingPoint, margin: tuple[float, float]) -> bool:

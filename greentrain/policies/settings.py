@@ -46,8 +46,9 @@ class PolicySettings:
             raise ConfigError(
                 f"deadline_policy: {self.deadline_policy!r} is not one of {', '.join(DEADLINE_POLICIES)}"
             )
-        for name, low in (("waiting_power_w", 0.0), ("max_emissions_g", None), ("max_energy_j", None)):
-            value = getattr(self, name)
+        for name, value, low in (("waiting_power_w", self.waiting_power_w, 0.0),
+                                 ("max_emissions_g", self.max_emissions_g, None),
+                                 ("max_energy_j", self.max_energy_j, None)):
             ok = isinstance(value, int | float) and not isinstance(value, bool) and (
                 low is not None and low <= value < math.inf or low is None and 0 < value < math.inf)
             if value is not None and not ok:
