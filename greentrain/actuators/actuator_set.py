@@ -104,7 +104,7 @@ class ActuatorSet:
         self.gpus = list(gpus)
         self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
         self.daemon_socket = Path(daemon_socket) if daemon_socket else None
-        self.job = getattr(job, "job", job) or "greentrain"
+        self.job = job or "greentrain"
         self.precision = precision
         self.refused_total: Counter[str] = Counter()
         self._controllers = {g.uuid: KnobController(g, self.state_dir, job=str(self.job)) for g in self.gpus}

@@ -107,7 +107,7 @@ class AdvisoryActuators:
         self.gpus = list(gpus)
         self.precision = precision
         """A ``PrecisionController`` whose current precision is reported (never switched)."""
-        self.job = getattr(job, "job", job) or "greentrain"
+        self.job = job or "greentrain"
         self.refused_total: Counter[str] = Counter()  # advice is never refused for privilege: stays empty
         self.advice: dict[str, object] = {}
         self.history: list[dict[str, object]] = []
@@ -155,7 +155,7 @@ class AdvisoryActuators:
             advice.update(self._check("sm_clocks", decision.sm_clocks_mhz))
         if decision.precision is not None:
             advice["precision"] = decision.precision
-            advice["current_precision"] = getattr(self.precision, "current", None)
+            advice["current_precision"] = self.precision.current if self.precision is not None else None
         if not advice:
             return advice
         with self._lock:

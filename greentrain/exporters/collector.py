@@ -15,6 +15,7 @@ import logging
 import math
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from enum import Enum
 from typing import TYPE_CHECKING, TypeGuard
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
 
 def _text(value: object) -> str:
-    return str(getattr(value, "value", value))
+    return str(value.value if isinstance(value, Enum) else value)  # a Source label: its value
 
 
 def _ok(value: object) -> TypeGuard[int | float]:
@@ -112,11 +113,11 @@ class GreentrainCollector(Collector):
         if self.monitor is None:
             return
         for r in self.monitor.readings():
-            if getattr(r, "kind", "gpu") == "cpu":
+            if r.kind == "cpu":
                 yield _sample(n.CPU_ENERGY, r.energy_j, r.name, r.source)
                 continue
             gpu, uuid = (str(r.index) if r.index is not None else r.name), r.uuid or ""
-            yield _sample(n.GPU_READING_OK, 0 if getattr(r, "failed", False) else 1, gpu, uuid)
+            yield _sample(n.GPU_READING_OK, 0 if r.failed else 1, gpu, uuid)
             yield _sample(n.GPU_ENERGY, r.energy_j, gpu, uuid, r.source)
             yield _sample(n.GPU_POWER, r.power_w, gpu, uuid)
             yield _sample(n.GPU_POWER_LIMIT, r.power_limit_w, gpu, uuid)

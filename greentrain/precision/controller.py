@@ -63,9 +63,10 @@ class PrecisionConfig:
     """Allowed relative rise of the window's mean loss over the reference loss level."""
 
     def __post_init__(self) -> None:
-        for name in ("warmup_steps", "trial_steps", "guard_window"):
-            if getattr(self, name) < (0 if name == "warmup_steps" else 1):
-                raise ConfigError(f"PrecisionConfig.{name}: too small ({getattr(self, name)})")
+        for name, value, low in (("warmup_steps", self.warmup_steps, 0), ("trial_steps", self.trial_steps, 1),
+                                 ("guard_window", self.guard_window, 1)):
+            if value < low:
+                raise ConfigError(f"PrecisionConfig.{name}: too small ({value})")
         if not self.loss_tolerance > 0:
             raise ConfigError(f"PrecisionConfig.loss_tolerance: must be > 0, got {self.loss_tolerance}")
 
