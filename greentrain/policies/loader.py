@@ -24,10 +24,10 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from greentrain import plugins
 from greentrain.errors import ConfigError
@@ -40,6 +40,16 @@ from greentrain.userfile import Problems, parse_toml, read_text
 __all__ = ["PRESETS", "policy_kinds", "load_policy", "policy_from_mapping", "preset_text"]
 
 _TOP_LEVEL = ("policy", "power", "settings")
+T = TypeVar("T")
+
+
+class _Dataclass(Protocol):
+    """What marks a dataclass (a policy's Config, PolicySettings)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[object]]]
+
+
+D = TypeVar("D", bound=_Dataclass)
 
 PRESETS: tuple[str, ...] = tuple(
     sorted(f.name.removesuffix(".toml") for f in resources.files("greentrain.policies").joinpath("presets").iterdir()
@@ -79,7 +89,7 @@ def _from_text(text: str, source: str) -> Policy:
     return policy_from_mapping(parse_toml(text, source), source)
 
 
-def policy_from_mapping(data: dict[str, Any], source: str = "<policy>") -> Policy:
+def policy_from_mapping(data: Mapping[str, object], source: str = "<policy>") -> Policy:
     """Build a policy from parsed TOML ``data``; ``source`` names it in errors.
 
     Every problem found is reported, one line each, in one ConfigError.
@@ -120,7 +130,7 @@ def _power_kinds() -> list[str]:
     return kinds
 
 
-def _collect(problems: Problems, build: Any) -> Any:
+def _collect(problems: Problems, build: Callable[[], T]) -> T | None:
     """``build()``, or None with its ConfigError lines added to ``problems``."""
     try:
         return build()
@@ -129,7 +139,7 @@ def _collect(problems: Problems, build: Any) -> Any:
         return None
 
 
-def _table(data: dict[str, Any], key: str, source: str, required: bool = False) -> dict[str, Any]:
+def _table(data: Mapping[str, object], key: str, source: str, required: bool = False) -> dict[str, object]:
     value = data.get(key)
     if value is None:
         if required:
@@ -140,7 +150,7 @@ def _table(data: dict[str, Any], key: str, source: str, required: bool = False) 
     return value
 
 
-def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: PolicySettings) -> Policy:
+def _build_policy(table: Mapping[str, object], source: str, prefix: str, settings: PolicySettings) -> Policy:
     kind = table.get("kind")
     if not isinstance(kind, str) or not kind:
         raise ConfigError(f"{source}: {prefix}.kind: required, a policy name ({', '.join(policy_kinds())})")
@@ -173,12 +183,12 @@ def _build_policy(table: dict[str, Any], source: str, prefix: str, settings: Pol
     return configured(config, settings=settings)
 
 
-def _build_dataclass(cls: type, params: dict[str, Any], source: str, prefix: str) -> Any:
+def _build_dataclass(cls: type[D], params: Mapping[str, object], source: str, prefix: str) -> D:
     """Instantiate dataclass ``cls`` from TOML values, checking names and types."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     problems = Problems(source)
-    typed: dict[str, Any] = {}
+    typed: dict[str, object] = {}
     for key, value in params.items():
         if key not in fields:
             valid = ", ".join(fields) or "(none)"
