@@ -15,9 +15,12 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from greentrain.signals.base import IntensityPoint, ProviderStatus
+
+if TYPE_CHECKING:
+    from greentrain.signals.chain import SignalChain
 
 __all__ = ["SignalReading", "SignalView"]
 
@@ -51,9 +54,9 @@ _EMPTY = SignalReading(None, (), None, 0.0)
 
 
 class SignalView:
-    """Reads a SignalChain (or any provider-like object) without blocking the caller."""
+    """Reads a SignalChain without blocking the caller."""
 
-    def __init__(self, signals: Any, *, refresh_s: float = 60.0, forecast_horizon_h: float = 24.0) -> None:
+    def __init__(self, signals: SignalChain, *, refresh_s: float = 60.0, forecast_horizon_h: float = 24.0) -> None:
         self._signals = signals
         self._refresh_s = refresh_s
         self._horizon_h = forecast_horizon_h

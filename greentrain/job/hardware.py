@@ -271,6 +271,7 @@ def _build_profiler(hw: JobHardware, gpus: list[GPU], cache_dir: CacheDir, clock
         # integrated power: coarser, still comparable across limits; a monitor that measures has a total
         energy_fn = cast("Callable[[], float]", monitor.total_energy_j)
     cache = None if cache_dir is False else ProfileCache(cache_dir)
+    assert hw.actuators is not None  # made (or given) whenever power control is wanted
     return OperatingPointProfiler(gpus, hw.actuators, fingerprint=workload_fingerprint(model),
                                   cache=cache, time_fn=_time_fn(clock), energy_fn=energy_fn)
 

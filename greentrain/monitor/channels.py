@@ -10,7 +10,8 @@ last power, so step attribution makes no device call on the training thread.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from greentrain.device.base import CPUDomain
 from greentrain.errors import NotSupportedError
@@ -18,6 +19,8 @@ from greentrain.monitor.readings import DeviceReading
 from greentrain.provenance import Source
 
 __all__ = ["Channel", "CPUChannel", "EXTRAS_INTERVAL_S", "optional_read"]
+
+T = TypeVar("T")
 
 EXTRAS_INTERVAL_S = 1.0
 """How often a GPU's power limit and SM clock are re-read (energy and power: every sample)."""
@@ -107,7 +110,7 @@ class Channel:
             )
 
 
-def optional_read(read: Any) -> Any:
+def optional_read(read: Callable[[], T]) -> T | None:
     """A secondary figure (limit, clock): None when unsupported; a lost device still raises."""
     try:
         return read()

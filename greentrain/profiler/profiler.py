@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from greentrain.device.base import GPU
 from greentrain.errors import ConfigError, GreentrainError
@@ -36,6 +36,14 @@ from greentrain.profiler.collective import Collective, default_collective
 __all__ = ["ProfilerConfig", "OperatingPointProfiler", "power_limit_grid", "sm_clock_grid", "energy_optimal"]
 
 log = logging.getLogger(__name__)
+
+
+class Knobs(Protocol):
+    """What sets each candidate: an ``ActuatorSet`` (or a stand-in that may report nothing)."""
+
+    def apply(self, decision: Decision) -> list[str] | None:
+        """Apply the decision's settings; the names of the knobs that changed."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +112,7 @@ class OperatingPointProfiler:
     def __init__(
         self,
         gpus: Sequence[GPU],
-        actuators: Any,
+        actuators: Knobs,
         *,
         config: ProfilerConfig = ProfilerConfig(),
         fingerprint: str = "",

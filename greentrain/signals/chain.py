@@ -162,7 +162,7 @@ class SignalChain:
             self._serving_last_good = True
             return self._last_good[0]
 
-    def forecast(self, horizon_h: int = 72) -> list[IntensityPoint]:
+    def forecast(self, horizon_h: float = 72) -> list[IntensityPoint]:
         """Hourly-or-finer points covering up to ``horizon_h`` hours ahead; [] if nothing is known."""
         with self._lock:
             now = self._clock.now()

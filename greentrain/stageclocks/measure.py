@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Protocol
 
 from greentrain.device.base import GPU
 from greentrain.errors import ConfigError
@@ -21,6 +21,14 @@ from greentrain.policies.base import Decision
 from greentrain.stageclocks.clock_planner import ClockPoint, StageClockPlan, StageProfile
 
 __all__ = ["StageTimer", "profile_stage", "apply_plan"]
+
+
+class ClockKnobs(Protocol):
+    """What locks a stage's clocks: its ``ActuatorSet``."""
+
+    def apply(self, decision: Decision) -> list[str]:
+        """Apply the decision's settings; the names of the knobs that changed."""
+        ...
 
 
 class StageTimer:
@@ -62,7 +70,7 @@ class StageTimer:
 
 def profile_stage(
     gpu: GPU,
-    actuators: Any,
+    actuators: ClockKnobs,
     clocks_mhz: Sequence[int],
     run_microbatches: Callable[[StageTimer], None],
     *,
@@ -86,7 +94,7 @@ def profile_stage(
     return StageProfile(tuple(points), idle_power_w)
 
 
-def apply_plan(plan: StageClockPlan, actuators_by_stage: Sequence[Any], gpus_by_stage: Sequence[GPU]) -> list[bool]:
+def apply_plan(plan: StageClockPlan, actuators_by_stage: Sequence[ClockKnobs], gpus_by_stage: Sequence[GPU]) -> list[bool]:
     """Lock each stage's GPU to its planned max clock; returns per stage whether it was applied."""
     if not len(plan.clocks_mhz) == len(actuators_by_stage) == len(gpus_by_stage):
         raise ConfigError("apply_plan: need one ActuatorSet and one GPU per stage")

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from types import ModuleType
 
 from greentrain.testing.fake_cpu import FakeCPUDomain
 from greentrain.testing.fake_gpu import FakeGPU
@@ -21,7 +21,7 @@ from greentrain.testing.file_backed_gpu import FileBackedGPU
 __all__ = ["FakeGPU", "FakeCPUDomain", "FileBackedGPU", "fake_nvml"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> ModuleType:
     if name == "fake_nvml":
         return importlib.import_module("greentrain.testing.fake_nvml")
     raise AttributeError(f"module 'greentrain.testing' has no attribute {name!r}")
