@@ -99,10 +99,6 @@ def _why_no_forecast(chain: SignalChain) -> str:
             "ukgrid (GB, no key), watttime, or csv:PATH (a recorded trace)")
 
 
-def _is_chain(source: object) -> bool:
-    return callable(getattr(source, "status", None))
-
-
 def _emit(points: Sequence[IntensityPoint], as_json: bool, title: str, status: ProviderStatus | None = None) -> None:
     if as_json:
         payload: JSONObject = {"points": [_point_dict(p) for p in points]}

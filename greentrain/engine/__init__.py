@@ -4,7 +4,7 @@
 deadline and acts. Its parts, one job each and each owning its state: the
 job's progress (``progress``, with step-time statistics in ``stats``), deciding
 (``decider``), acting on a decision (``adopt``, ``advice`` in advisory mode),
-waiting (``waiter``, ``pausemode``), the deadline guard and watch (``guard``,
+waiting (``waiter``, ``pausemode``), the deadline guard and watch (``deadline_guard``,
 ``deadlinewatch``), net emissions accounting (``ledger``, ``pausecost``: what
 pauses cost, ``budget``), the carbon signal as the engine sees it
 (``carbonview``, ``background``), rank-0 decisions shared with every rank
