@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from greentrain.engine.advice import advise, is_advisory
 from greentrain.engine.collaborators import CountsRefusals, StepBoundary
 from greentrain.engine.decider import RUN
+from greentrain.engine.resumenotice import MOVE_MIN_S
 from greentrain.engine.scaling import adopt_replicas
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision
@@ -34,12 +35,16 @@ class Adopter:
         self.current: Decision = RUN
         self._logged: tuple[Action, str] = (Action.RUN, "")
         """The last RUN decision logged: its action and its reason with the figures blanked (``_shape``)."""
+        self.continuing: datetime | None = None
+        """The resume an earlier process of this job announced for the checkpoint pause it left in (set on
+        a relaunch): this process's first pause continues that wait, it is not another pause."""
 
     def adopt(self, engine: EngineCore, decision: Decision, now: datetime) -> None:
         """All ranks: record ``decision``, apply hardware settings, log and count it."""
         actuators, stats = engine.io.actuators, engine.io.job_stats
         if isinstance(actuators, StepBoundary):  # the safe point where an exit signal's restore runs
             engine.guarded("actuators.at_step_boundary", actuators.at_step_boundary)
+        continued, self.continuing = self.continuing, None  # only the relaunch's first decision continues
         if decision == RUN:
             return
         self.current = decision
@@ -64,11 +69,17 @@ class Adopter:
         if actuators is not None:
             sync_actuator_stats(engine)
         until = decision.until
+        if decision.action != Action.PAUSE:
+            continued = None
         if decision.action != Action.RUN:
-            stats.count_action(decision.action.value)
+            if continued is None:
+                stats.count_action(decision.action.value)
             state = JobState.WAITING if decision.action == Action.DELAY_START else JobState.PAUSED
             until = engine.resume_of(decision, now) or until  # the one resume the terminal and summary give
             engine.set_state(state, now, until=until)
+        if continued is not None:
+            _log_continued(engine, decision, now, until, continued)
+            return
         logged = (decision.action, _shape(decision.reason))
         if decision.action != Action.RUN or applied or logged != self._logged:
             # Repeated run-now decisions that differ only in their figures would only add noise to the log.
@@ -84,6 +95,16 @@ class Adopter:
         work_s = engine.progress.work_remaining_s()
         if work_s is not None:
             stats.update(projected_finish=max(now, until or now) + timedelta(seconds=work_s))
+
+
+def _log_continued(engine: EngineCore, decision: Decision, now: datetime, until: datetime | None,
+                   announced: datetime) -> None:
+    """A relaunch inside a checkpoint pause waits on: one wait, one ``pause`` action in the run log. Only a
+    resume that moved from the one announced is logged, as the waiter logs a move (``replan``)."""
+    if until is None or abs((until - announced).total_seconds()) < MOVE_MIN_S:
+        return
+    engine.io.event_log.write("action", now, action="replan", reason=decision.reason or "re-planned", until=until,
+                              previous_until=announced, next_look=decision.until)
 
 
 def _shape(reason: str) -> str:

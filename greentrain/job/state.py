@@ -147,6 +147,7 @@ def restore_into(engine: Engine, prior: EngineState) -> None:
                             submitted_at=EngineState.parse_time(prior.submitted_at),
                             measured=(prior.measured_energy_j, prior.measured_running_s))
     engine.deadline.restore(warned=prior.deadline_warned)
+    engine.adopter.continuing = EngineState.parse_time(prior.resume_at)  # a relaunch inside a checkpoint pause
     engine.ledger.restore(energy_j=prior.energy_j, emissions_g=prior.emissions_g,
                           counterfactual_g=prior.counterfactual_g, unpriced_energy_j=prior.unpriced_energy_j)
     stats = engine.io.job_stats

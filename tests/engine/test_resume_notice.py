@@ -48,8 +48,8 @@ class HourlyLookPolicy(Policy):
                         plan=((self.resume, self.resume + timedelta(hours=2)),))
 
 
-def _engine(tmp_path: Path, policy: Policy) -> tuple[Engine, FrozenClock]:
-    clock = FrozenClock(T0)
+def _engine(tmp_path: Path, policy: Policy, clock: FrozenClock | None = None) -> tuple[Engine, FrozenClock]:
+    clock = clock or FrozenClock(T0)
     engine = Engine(policy,
                     Collaborators(clock=clock, signals=TraceSignals(hourly(T0, varying(300.0, 24)), clock),
                                   event_log=EventLog(tmp_path / "run.jsonl")),
@@ -139,3 +139,38 @@ def test_the_kept_resume_is_the_plans_clamped_by_the_guard() -> None:
     assert kept_resume(pause, T0, T0 + timedelta(hours=2)) == T0 + timedelta(hours=2)
     assert kept_resume(Decision(action=Action.PAUSE, until=T0 + timedelta(hours=1)), T0, None) == T0 + timedelta(hours=1)
     assert kept_resume(Decision(action=Action.RUN), T0, None) is None
+
+
+@pytest.mark.parametrize("moved_h", [0, 1])
+def test_a_relaunch_inside_a_checkpoint_pause_continues_that_wait(tmp_path: Path, moved_h: int) -> None:
+    """A checkpoint pause ends the process; the relaunch, still before the resume, waits on. The run log holds
+    one ``pause`` action for the one wait; a resume the relaunch moves is a ``replan`` from the announced one."""
+    from greentrain.job.state import restore_into, state_of
+
+    engine, clock = _engine(tmp_path, HourlyLookPolicy(RESUME))
+    engine.begin()
+    engine.step_begin()
+    clock.advance(60)
+    decision = engine.step_end()
+    assert decision.action == Action.PAUSE
+    announced = engine.resume_of(decision)
+    assert announced == RESUME
+    saved = state_of(engine, "job", resume_at=announced, finished=False)
+    engine.close()
+
+    clock.advance(300)  # the relaunch, five minutes later
+    later = RESUME + timedelta(hours=moved_h)
+    relaunched, _ = _engine(tmp_path, HourlyLookPolicy(later), clock)
+    restore_into(relaunched, saved)
+    assert relaunched.begin().action == Action.PAUSE
+    assert relaunched.resume_of(relaunched.last_decision()) == later
+    relaunched.close()
+    actions = [e for e in read_events(tmp_path / "run.jsonl") if e["event"] == "action"]
+    assert [e["action"] for e in actions if e["action"] == "pause"] == ["pause"], "one wait, one pause"
+    replans = [e for e in actions if e["action"] == "replan"]
+    if moved_h:
+        assert len(replans) == 1
+        assert (replans[0]["previous_until"], replans[0]["until"]) == (RESUME.isoformat().replace("+00:00", "Z"),
+                                                                      later.isoformat().replace("+00:00", "Z"))
+    else:
+        assert not replans
