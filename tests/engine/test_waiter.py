@@ -106,7 +106,9 @@ def test_replan_never_extends_past_the_guard() -> None:
     decision = engine.begin()
     assert decision.action == Action.RUN  # nothing clean ahead: run
     engine.wait_until(T0 + timedelta(hours=20), "test")
-    assert clock.now() <= T0 + timedelta(hours=2, minutes=1)
+    # The guard's latest safe resume is 02:00; 15 trace minutes are 25 ms real at this speed-up, room for a
+    # loaded machine's wake-up latency (1 minute, 1.7 ms, failed under load), still far from the 20 h asked.
+    assert clock.now() <= T0 + timedelta(hours=2, minutes=15)
     engine.close()
 
 
