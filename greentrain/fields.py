@@ -141,13 +141,15 @@ def type_problem(hint: object, value: object) -> str | None:
 
 def read_value(hint: object, value: object) -> tuple[object, str | None]:
     """(``value`` as the field takes it, None) or (None, why it does not fit): an integer where only a float
-    fits becomes a float (TOML writes 3 for 3.0)."""
+    fits becomes a float (TOML writes 3 for 3.0), a list where a tuple fits a tuple."""
     problem = type_problem(hint, value)
     if problem is not None:
         return None, problem
     members = _members(hint)
     if float in members and int not in members and isinstance(value, int) and not isinstance(value, bool):
         return float(value), None
+    if isinstance(value, list) and any(typing.get_origin(m) is tuple for m in members):
+        return tuple(value), None  # TOML has arrays, the field a tuple
     return value, None
 
 

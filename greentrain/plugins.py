@@ -96,7 +96,7 @@ def load(family: str, name: str) -> Any:
             f"{family} plugin {name!r} needs a package that is not installed ({e.name}); "
             "install the package that provides it"
         ) from e
-    obj: Any = module
+    obj: object = module
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
     return obj

@@ -4,13 +4,20 @@ weighed against, greentrain's own forecaster."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from greentrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from greentrain.signals.archived import ArchiveForecaster, OwnForecaster
+    from greentrain.sim.forecastarchive import LoadedArchive
+
+Archived = tuple["LoadedArchive", "ArchiveForecaster"]
+"""An archive loaded for a replay, and the forecaster that reads it."""
 
 __all__ = ["archive_flags", "archive_forecaster", "archive_line", "archive_summary"]
 
@@ -39,7 +46,8 @@ def archive_flags(command: F) -> F:
     return command
 
 
-def archive_forecaster(opts: dict[str, Any], zone: str, own: Any, own_is_perfect: bool) -> tuple[Any, Any] | None:
+def archive_forecaster(opts: Mapping[str, Any], zone: str, own: OwnForecaster,
+                       own_is_perfect: bool) -> Archived | None:
     """(the loaded archive, its forecaster) when ``--forecast-archive`` was given, else None; ``own`` fills past
     its end and its gaps. A bad file, row set or flag is a ConfigError naming it."""
     if opts["archive_path"] is None:
@@ -56,14 +64,14 @@ def archive_forecaster(opts: dict[str, Any], zone: str, own: Any, own_is_perfect
                                            max_age_h=opts["archive_max_age_hours"])
 
 
-def archive_summary(archived: tuple[Any, Any], blend: str) -> dict[str, Any]:
+def archive_summary(archived: Archived, blend: str) -> dict[str, Any]:
     """The ``forecast_archive`` entry of a ``--json`` summary."""
     from greentrain.sim.forecastarchive import summary
 
     return summary(archived[0], archived[1], blend)
 
 
-def archive_line(archived: dict[str, Any]) -> str:
+def archive_line(archived: Mapping[str, Any]) -> str:
     """One line for the terminal: which forecasts were replayed, and how many decisions fell in a gap."""
     skipped = sum(archived["skipped_rows"].values())
     return (f"forecasts as issued: {archived['provider']}/{archived['zone']} from {archived['file']} "

@@ -89,7 +89,7 @@ def _build(
 
 def _why_no_forecast(chain: SignalChain) -> str:
     """What each provider of ``chain`` lacked: an error it gave, or no forecast and no history to make one from."""
-    names = [str(getattr(p, "name", p)) for p in chain.providers]
+    names = [p.name for p in chain.providers]
     error = chain.status().last_error
     said = f"{error}; " if error else ""
     offline = [n for n in names if n == "static"]
@@ -239,7 +239,7 @@ def providers(as_json: bool) -> None:
         try:
             instance = make_provider(name)
             configured = bool(instance.configured())
-            network = bool(getattr(instance, "uses_network", True))
+            network = instance.uses_network
             instance.close()
             note = _NOTES.get(name, "")
         except ConfigError as e:

@@ -103,7 +103,7 @@ def record(zone: str, provider_spec: str, every_text: str, archive_path: Path | 
         provider = make_provider(provider_spec, clock=clock, api_base=api_base, timeout_s=timeout_s)
     else:
         provider = make_provider(provider_spec, clock=clock, api_base=api_base)
-    if not getattr(provider, "issues_forecasts", True):
+    if not provider.issues_forecasts:
         raise ConfigError(f"--provider {provider_spec}: it has no forecast of its own to record")
     path = _archive_path(archive_path)
     recorder = ArchiveRecorder(path, max_bytes=DEFAULT_MAX_BYTES if max_mb is None else max_mb << 20,

@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from greentrain.cli.archiveflags import archive_flags, archive_forecaster, archive_line, archive_summary
 from greentrain.errors import ConfigError
-from greentrain.userfile import JSONObject
+from greentrain.userfile import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from greentrain.cli.archiveflags import Archived
+    from greentrain.cli.fleet_partitions import FleetSites
+    from greentrain.fleet.bound import Bound
+    from greentrain.fleet.feed import TraceFeed
+    from greentrain.fleet.jobs import FleetJob
+    from greentrain.fleet.policies import CarbonAware
+    from greentrain.fleet.simulate import Cluster, SimResult
 
 __all__ = ["fleet", "simulate"]
 
@@ -124,8 +133,9 @@ def simulate(jobs_path: Path, trace_path: Path | None, capacity_gpus: int | None
         _print(report, results)
 
 
-def _replay(jobs: list, sites: Any, cluster: Any, policy: str, forecast: str, several: bool,
-            archive_opts: dict) -> tuple[dict, Any, Any, Any, Any]:
+def _replay(jobs: list[FleetJob], sites: FleetSites, cluster: Cluster, policy: str, forecast: str, several: bool,
+            archive_opts: dict[str, Any]) -> tuple[dict[str, SimResult], CarbonAware | None, Bound,
+                                                   tuple[TraceFeed, TraceFeed], Archived | None]:
     """Every policy's replay, the plan's planner, the bound, the first zone's (actual, planned-on) feeds and the
     archive forecaster (None without one)."""
     from greentrain.fleet.bound import offline_bound
@@ -160,7 +170,8 @@ def _replay(jobs: list, sites: Any, cluster: Any, policy: str, forecast: str, se
     return results, planner, bound, (first, feed), archived
 
 
-def _report(results: dict, policy: str, bound: Any, actual: Any, planner: Any, capacity_gpus: int) -> dict:
+def _report(results: dict[str, SimResult], policy: str, bound: Bound, actual: TraceFeed, planner: CarbonAware | None,
+            capacity_gpus: int) -> dict:
     from greentrain.fleet.report import fraction_of_bound, jobs_json, summary_json
 
     chosen = results[policy]
@@ -175,14 +186,14 @@ def _report(results: dict, policy: str, bound: Any, actual: Any, planner: Any, c
                                              "note": "LP lower bound: all jobs and the trace known, no restart "
                                                      "or migration overhead, fractional GPU-hours"}
     if planner is not None:
-        summary["planner"] = {"plans": planner.plans, "cpu_s": round(planner.cpu_s, 3), "methods": planner.methods}
+        summary["planner"] = {"plans": planner.plans, "cpu_s": round(planner.cpu_s, 3), "methods": dict[str, JSONValue](planner.methods)}
     return {"jobs": jobs_json(chosen, actual), "summary": summary}
 
 
-def _forecast_summary(feed: Any, forecast: str) -> dict:
+def _forecast_summary(feed: TraceFeed, forecast: str) -> dict:
     """What the plans were made on, and how far off a causal forecast turned out a day ahead (measured:
     the replay's own forecasts against the trace)."""
-    out: dict[str, Any] = {"kind": forecast}
+    out: dict[str, object] = {"kind": forecast}
     error = feed.realised_error(24) if forecast == "causal" else None
     if error is not None:
         out |= {"day_ahead_mae_g_per_kwh": round(error.mae_g_per_kwh, 1),

@@ -43,6 +43,31 @@ def _members(hint: object) -> list[object]:
     return [a for a in args if a is not type(None)]
 
 
+class _Choices(click.Choice[str]):
+    """A field's ``Literal`` choices, listed in the help; any word passes, so that ``JobOptions`` refuses a
+    wrong one with the reason it gives from every other front end."""
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        return str(value)
+
+
+class _Number(click.ParamType):
+    """An int or float flag whose value, when it is not a number, passes as the word given, so that
+    ``JobOptions`` refuses it with its own reason (the same as from ``Session`` or a config file)."""
+
+    def __init__(self, kind: type[int] | type[float]) -> None:
+        self.kind = kind
+        self.name = "integer" if kind is int else "float"  # click's own names, shown in the help
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.kind(value)
+        except ValueError:
+            return value
+
+
 class _ParamType(TypedDict, total=False):
     type: click.ParamType
     multiple: bool
@@ -52,10 +77,10 @@ def _param_type(setting: Setting) -> _ParamType:
     """click's ``type`` (and ``multiple``) for ``setting``'s annotation."""
     members = _members(setting.hint)
     if setting.choices:
-        return {"type": click.Choice([str(c) for c in setting.choices])}
-    for kind, param in ((int, click.INT), (float, click.FLOAT)):
+        return {"type": _Choices([str(c) for c in setting.choices])}
+    for kind in (int, float):
         if kind in members:
-            return {"type": param}
+            return {"type": _Number(kind)}
     if str in members:
         return {"type": click.STRING}
     if Path in members:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -13,11 +14,11 @@ import click
 from greentrain.cli.archiveflags import archive_flags, archive_forecaster, archive_line, archive_summary
 from greentrain.cli.common import history_notes
 from greentrain.cli.jobflags import job_flags, job_options, take_settings
+from greentrain.job.options import JobOptions
 from greentrain.cli.simulate_zones import TraceSpec, check_cover, load_zone_traces, parse_trace_specs, zones_output
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError, DeadlineError
 from greentrain.policies import Policy, RunNowPolicy, load_policy
-from greentrain.policies.settings import DEADLINE_POLICIES
 from greentrain.signals.trace import load_trace
 from greentrain.sim import (PerfectForecaster, SimJob, TraceIndex, forecast_summary, parse_rate_noise, run_to_json,
                             summarize)
@@ -26,6 +27,12 @@ from greentrain.sim import simulate as run_simulation
 __all__ = ["make_forecaster", "parse_starts", "parse_time", "simulate"]
 
 FORECASTERS = ("default", "seasonal-naive", "perfect")
+_NOTES = {
+    "deadline_policy": "Here: 'best-effort' runs now (with a warning) if --deadline-hours is shorter than the work.",
+    "scaling_profile": "Here: an elastic job (with --replicas N); carbon-aware picks a count per hour.",
+    "min_replicas": "Here: needs --scaling-profile.",
+    "max_replicas": "Here: needs --scaling-profile.",
+}
 IDLE_TO_RUNNING = 0.12
 """Default idle/running draw ratio: 71 W at rest over 548-690 W training, one H100 (measured 2026-11-23)."""
 
@@ -68,15 +75,17 @@ def make_forecaster(name: str, trace: list) -> Any:
     return SeasonalNaiveForecaster() if name == "seasonal-naive" else Forecaster()
 
 
-def _build_job(opts: dict[str, Any]) -> SimJob:
+def _build_job(opts: dict[str, Any], settings: JobOptions, given: Mapping[str, object]) -> SimJob:
+    """The simulated job from the command's own flags and the job settings (``given``: those on the command
+    line)."""
     idle_kw = opts["idle_power_kw"]
     if idle_kw is not None and not 0 <= idle_kw < float("inf"):
         raise ConfigError(f"--idle-power-kw: must be a number >= 0 (0 = hardware released), got {idle_kw:g}")
     common = {"work_h": opts["work_hours"], "deadline_h": opts["deadline_hours"],
               "resume_overhead_min": opts["resume_overhead_min"]}
-    if opts["scaling_profile"] is not None or opts["replicas"] is not None:
-        return _scaling_job(opts, common)
-    if opts["min_replicas"] is not None or opts["max_replicas"] is not None:
+    if settings.scaling_profile is not None or opts["replicas"] is not None:
+        return _scaling_job(opts, settings, common)
+    if "min_replicas" in given or "max_replicas" in given:
         raise ConfigError("--min-replicas/--max-replicas: need --scaling-profile FILE and --replicas N")
     if opts["profile"] is None:
         if opts["workload"] is not None or opts["batch_size"] is not None:
@@ -94,19 +103,19 @@ def _build_job(opts: dict[str, Any]) -> SimJob:
     return replace(job, waiting_power_w=idle_w)
 
 
-def _scaling_job(opts: dict[str, Any], common: dict[str, Any]) -> SimJob:
+def _scaling_job(opts: dict[str, Any], settings: JobOptions, common: dict[str, Any]) -> SimJob:
     """An elastic job: work counted at --replicas N; unused replicas (and a paused job's) released, 0 W."""
     from greentrain.policies.scaling_profile import load_scaling_profile
 
-    if opts["scaling_profile"] is None or opts["replicas"] is None:
+    if settings.scaling_profile is None or opts["replicas"] is None:
         raise ConfigError("--scaling-profile FILE and --replicas N go together (N: the count the job runs at "
                           "without greentrain)")
     if opts["profile"] is not None or opts["workload"] is not None:
         raise ConfigError("--profile/--workload: not with --scaling-profile (its power_w is the job's draw)")
-    profile = load_scaling_profile(opts["scaling_profile"])
+    profile = load_scaling_profile(settings.scaling_profile)
     idle_kw = opts["idle_power_kw"] if opts["idle_power_kw"] is not None else 0.0
     return SimJob.from_scaling_profile(profile, opts["replicas"], idle_power_kw=idle_kw,
-                                       min_replicas=opts["min_replicas"] or 1, max_replicas=opts["max_replicas"],
+                                       min_replicas=settings.min_replicas, max_replicas=settings.max_replicas,
                                        **common)
 
 
@@ -114,7 +123,7 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
     policy = load_policy(spec)
     mode = deadline_policy or policy.settings.deadline_policy
     if job.deadline_s >= job.work_s:
-        return policy, getattr(policy, "name", spec)
+        return policy, policy.name
     message = (f"--deadline-hours: {job.deadline_s / 3600:g} h is shorter than the work "
                f"({job.work_s / 3600:g} h at full speed)")
     if mode != "best-effort":
@@ -143,18 +152,12 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
                    "default 0.12 x the running draw (H100 measured), 0 = hardware released "
                    "(the default with --scaling-profile). A delayed first start draws nothing.")
 @click.option("--policy", "policy_spec", default="carbon-aware", show_default=True, help="Preset name or TOML file.")
-@click.option("--deadline-policy", type=click.Choice(DEADLINE_POLICIES), default=None,
-              help="Override the policy's: 'best-effort' runs now (with a warning) if the deadline is too short.")
 @click.option("--profile", default=None, help="GPU profile: v100, a40, rtx6000 or a Zeus summary CSV.")
 @click.option("--workload", default=None, help="DATASET/NETWORK from the profile, e.g. imagenet/resnet50.")
 @click.option("--batch-size", type=int, default=None, help="Batch size (default: least energy per epoch).")
 @click.option("--gpus", type=int, default=1, show_default=True, help="GPUs the job uses (power × gpus).")
-@click.option("--scaling-profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Elastic job: CSV replicas,throughput,power_w (whole job); carbon-aware picks a count per hour.")
 @click.option("--replicas", type=int, default=None,
               help="With --scaling-profile: the count the job runs at without greentrain; --work-hours are at it.")
-@click.option("--min-replicas", type=int, default=None, help="Fewest replicas while running (default 1).")
-@click.option("--max-replicas", type=int, default=None, help="Most replicas (default: the profile's largest).")
 @click.option("--forecaster", type=click.Choice(FORECASTERS), default="default", show_default=True,
               help="'perfect' uses the trace's actual future (evaluation only).")
 @click.option("--rate-noise", "rate_noise", default="none", show_default=True,
@@ -162,7 +165,7 @@ def _choose_policy(spec: str, deadline_policy: str | None, job: SimJob) -> tuple
                    "realised rate): 'none'; 'steps:AMPLITUDE:HOLD[:SEED]', random step changes to a rate in "
                    "[1-AMPLITUDE, 1+AMPLITUDE] each held HOLD/2 to 3·HOLD/2 (e.g. steps:0.5:4h); or 'runlog:PATH', "
                    "the measured step times of a run log that greentrain wrote.")
-@job_flags("simulate")
+@job_flags("simulate", notes=_NOTES)
 @archive_flags
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {runs, summary}.")
 def simulate(trace_specs: tuple[str, ...], column: str, start_text: str | None, starts_text: str | None,
@@ -178,17 +181,18 @@ def simulate(trace_specs: tuple[str, ...], column: str, start_text: str | None, 
                         as_json, migration_overhead_min, opts)
         return
     trace_path = specs[0].path
-    waits = job_options(take_settings(opts, "simulate"))  # the engine's own settings, checked as the engine does
+    given = take_settings(opts, "simulate")
+    waits = job_options(given)  # the engine's own settings, checked as the engine does
     if (start_text is None) == (starts_text is None):
         raise ConfigError("give exactly one of --start ISO or --starts FROM,TO,EVERY_HOURS")
     starts = [parse_time(start_text, "--start")] if start_text is not None else parse_starts(starts_text or "")
     if opts["deadline_hours"] <= 0:
         raise DeadlineError(f"--deadline-hours: must be > 0 (a deadline in the past), got {opts['deadline_hours']:g}")
     noise = parse_rate_noise(rate_noise)  # a bad SPEC or run log fails before the trace is read
-    if noise.kind != "none" and opts["scaling_profile"] is not None:
+    if noise.kind != "none" and waits.scaling_profile is not None:
         raise ConfigError("--rate-noise: not with --scaling-profile (the scaling oracle has no realised rate yet)")
-    job = _build_job(opts)
-    policy, policy_name = _choose_policy(policy_spec, opts["deadline_policy"], job)
+    job = _build_job(opts, waits, given)
+    policy, policy_name = _choose_policy(policy_spec, waits.deadline_policy, job)
     points = load_trace(trace_path, column)
     trace = TraceIndex(points, str(trace_path))
     horizon = timedelta(seconds=max(job.deadline_s, job.work_s))  # best-effort runs past the deadline
@@ -206,7 +210,7 @@ def simulate(trace_specs: tuple[str, ...], column: str, start_text: str | None, 
                    idle_power_kw=round(job.waiting_power_w / 1000.0, 9), rate_noise=noise.spec,
                    estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving, notes=list(notes))
     if job.scaling is not None:
-        summary.update(scaling_profile=str(opts["scaling_profile"]), replicas=job.replicas)
+        summary.update(scaling_profile=str(waits.scaling_profile), replicas=job.replicas)
     summary["forecast"] = forecast_summary(results, _forecast_kind(forecaster, archived, opts["forecast_blend"]))
     if archived is not None:
         summary["forecast_archive"] = archive_summary(archived, opts["forecast_blend"])
@@ -223,8 +227,9 @@ def _simulate_zones(specs: list[TraceSpec], problems: list[str], column: str, st
     """One job across the zones of several ``--trace ZONE=FILE`` (``cli/simulate_zones.py``)."""
     from greentrain.sim.zones import simulate_zones
 
-    waits = job_options(take_settings(opts, "simulate"))
-    if opts["scaling_profile"] is not None:
+    given = take_settings(opts, "simulate")
+    waits = job_options(given)
+    if waits.scaling_profile is not None:
         problems.append("--scaling-profile: one zone only (not with several --trace ZONE=FILE)")
     if opts.get("archive_path") is not None:
         problems.append("--forecast-archive: one zone only (not with several --trace ZONE=FILE)")
@@ -238,8 +243,8 @@ def _simulate_zones(specs: list[TraceSpec], problems: list[str], column: str, st
     if problems:
         raise ConfigError("\n".join(problems))
     noise = parse_rate_noise(rate_noise)
-    job = replace(_build_job(opts), migration_overhead_s=migration_overhead_min * 60.0)
-    policy, policy_name = _choose_policy(policy_spec, opts["deadline_policy"], job)
+    job = replace(_build_job(opts, waits, given), migration_overhead_s=migration_overhead_min * 60.0)
+    policy, policy_name = _choose_policy(policy_spec, waits.deadline_policy, job)
     forecasters = {zone: make_forecaster(forecaster, trace.points) for zone, trace in traces.items()}
     results = simulate_zones(traces, starts, job, policy, forecasters, noise=noise,
                              estimate_error=waits.estimate_error, min_wait_saving=waits.min_wait_saving)

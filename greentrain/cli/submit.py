@@ -49,7 +49,9 @@ def _forecasts(provider: str | None, traces: tuple[str, ...], replay_start: str 
 @click.option("--replay-trace", "traces", multiple=True, type=click.Path(dir_okay=False),
               help="Plan on a recorded Electricity Maps CSV instead of a live forecast (repeat per zone).")
 @click.option("--replay-start", help="Trace time that stands for now (ISO-8601 with zone).")
-@click.option("--reschedule", "job_id", metavar="JOBID", help="Re-plan a pending job and move its start.")
+@click.option("--reschedule", "job_id", metavar="JOBID",
+              help="Re-plan a pending job (a requeued one too) and move its start, and its partition among the "
+                   "--place it was submitted with when another is cleaner (unless --zone is given).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; do not submit.")
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED)
 def submit(zone: str | None, places: tuple[str, ...], deadline: str, estimate_hours: float | None,
@@ -90,7 +92,8 @@ def _reschedule(job_id: str, forecasts, now: datetime, zone: str | None, deadlin
     _notes(forecasts)
     old = result.old_start.isoformat() if result.old_start else "unknown"
     verb = "moved" if result.moved else "kept"
-    click.echo(f"job {job_id}: {verb} start {old} -> {result.new_start.isoformat()} "
+    where = f" to {result.new_place.label}" if result.new_place is not None else ""
+    click.echo(f"job {job_id}: {verb}{where} start {old} -> {result.new_start.isoformat()} "
                f"(forecast mean {_g(result.mean_intensity_g_per_kwh)})")
     for note in result.notes:
         click.echo(f"  {note}")

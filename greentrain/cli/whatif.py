@@ -103,7 +103,7 @@ def whatif(emissions: tuple[Path, ...], as_json: bool, report_dir: Path | None, 
     files = _replay_files(emissions, source, policy, settings, _timezone(flags["tz_text"]))
     if not any(f.runs for f in files):
         raise ConfigError("\n".join(f"{f.path}:{s.row}: {s.reason}" for f in files for s in f.skipped[:10]))
-    name = getattr(policy, "name", flags["policy_spec"])
+    name = policy.name
     hours = flags["deadline_hours"]
     deadline = f"{hours:g} h after each start" if hours else f"the run's duration x {flags['slack']:g}"
     summary = totals([r for f in files for r in f.runs], name)

@@ -46,14 +46,14 @@ class GreenAccelerate:
     ``greentrain.job.JobOptions`` and the parts ``clock``, ``devices``, ``actuators``, ``monitor``).
     With ``precision=``, run the forward pass in ``with green.autocast():`` and pass ``loss=`` to ``step``.
 
-    ``checkpoint_dir`` (required): where the pause checkpoint goes. ``after_pause``: 'wait' (``end`` waits,
+    ``checkpoint_dir`` (the job's setting; required here): where the pause checkpoint and the job's state
+    file go. ``after_pause``: 'wait' (``end`` waits,
     returns True: run the loop again) or 'exit' (``end`` exits with status 75 for a scheduler to relaunch).
     """
 
     def __init__(self, accelerator: Accelerator, policy: PolicySpec | None = None, /, *, after_pause: str = "wait",
                  **keywords: Unpack[CallbackKeywords]) -> None:
-        # A setting too (CallbackKeywords has it), but this driver's own: where Accelerate saves the pause.
-        checkpoint_dir = keywords.pop("checkpoint_dir", None)
+        checkpoint_dir = keywords.get("checkpoint_dir")
         if checkpoint_dir is None:
             raise TypeError("GreenAccelerate() missing 1 required keyword-only argument: 'checkpoint_dir'")
         if after_pause not in ("wait", "exit"):

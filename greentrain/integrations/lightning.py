@@ -63,15 +63,16 @@ class GreenTrainCallback(DriverStatus, Callback):
     """Drives greentrain's engine from Lightning's batch boundaries.
 
     Arguments: the fields of ``greentrain.job.JobOptions`` (as ``Session``, ``power`` and ``precision``
-    included) and the parts ``clock``, ``devices``, ``actuators``, ``monitor``; ``checkpoint_dir`` is where
-    the pause checkpoint goes (default: the trainer's root dir).
+    included) and the parts ``clock``, ``devices``, ``actuators``, ``monitor``. ``checkpoint_dir`` (the job's
+    setting) is where the pause checkpoint and the job's state file go (default: the trainer's root dir for
+    the checkpoint, no state file).
     """
 
     def __init__(self, policy: PolicySpec | None = None, /, **keywords: Unpack[CallbackKeywords]) -> None:
-        checkpoint_dir = keywords.pop("checkpoint_dir", None)  # this callback's own, not the job's
         self.options, parts = callback_job(policy, **keywords)
         self.driver = StepDriver(self.options, parts)
-        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        folder = self.options.checkpoint_dir
+        self.checkpoint_dir = Path(folder) if folder is not None else None
         self.pause_checkpoint: Path | None = None
         """The checkpoint the last pause wrote (resume with ``ckpt_path=``)."""
         self.pauses = 0

@@ -59,6 +59,11 @@ class Place:
         return cls(zone=match.group(3), cluster=match.group(1) or None, partition=match.group(2) or None)
 
     @property
+    def spec(self) -> str:
+        """``[CLUSTER:]PARTITION=ZONE``, as ``parse`` reads it."""
+        return f"{self.cluster + ':' if self.cluster else ''}{self.partition or ''}={self.zone}"
+
+    @property
     def label(self) -> str:
         """Human-readable name, e.g. 'eu:gpu (DE-LU)'."""
         where = ":".join(p for p in (self.cluster, self.partition) if p) or "default"

@@ -135,11 +135,15 @@ class JobTag:
     estimate_h: float
     power_limit_w: int | None = None
     """GPU power limit the Slurm prolog applies to the job's GPUs (integrations/slurm/prolog.sh)."""
+    places: tuple[str, ...] = ()
+    """Every ``[CLUSTER:]PARTITION=ZONE`` the job was submitted to choose from (kept when more than one, so
+    that a pending or requeued job may be re-placed among them)."""
 
     def render(self) -> str:
         deadline = self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        places = f";places={','.join(self.places)}" if len(self.places) > 1 else ""
         power = f";power_limit_w={self.power_limit_w}" if self.power_limit_w is not None else ""
-        return f"greentrain(zone={self.zone};deadline={deadline};estimate_h={self.estimate_h:g}{power})"
+        return f"greentrain(zone={self.zone}{places};deadline={deadline};estimate_h={self.estimate_h:g}{power})"
 
     @classmethod
     def find(cls, comment: str, job_id: str) -> JobTag:
@@ -154,8 +158,9 @@ class JobTag:
         try:
             deadline = datetime.fromisoformat(fields["deadline"].replace("Z", "+00:00"))
             power = fields.get("power_limit_w")
+            places = tuple(p for p in fields.get("places", "").split(",") if p)
             return cls(zone=fields["zone"], deadline=deadline.astimezone(UTC), estimate_h=float(fields["estimate_h"]),
-                       power_limit_w=int(power) if power else None)
+                       power_limit_w=int(power) if power else None, places=places)
         except (KeyError, ValueError):
             raise ConfigError(f"job {job_id}: greentrain plan in its comment is damaged: {match.group(0)!r}") from None
 
@@ -235,6 +240,13 @@ class SlurmClient:
         if not re.fullmatch(r"[\w.-]+", partition):
             raise ConfigError(f"partition: {partition!r} is not a Slurm partition name")
         self._run([self._scontrol, "update", f"JobId={job_id}", f"Partition={partition}"])
+
+    def set_comment(self, job_id: str, comment: str) -> None:
+        """Replace a job's comment (``scontrol update JobId=.. Comment=..``): where its greentrain tag lives."""
+        _check_job_id(job_id)
+        if "\n" in comment or len(comment) > 1000:
+            raise ConfigError(f"job {job_id}: comment must be one line of at most 1000 characters")
+        self._run([self._scontrol, "update", f"JobId={job_id}", f"Comment={comment}"])
 
     def jobs(self) -> list[dict[str, str]]:
         """Fields of every job slurmctld knows (``scontrol -o show job``); [] when there are none."""

@@ -9,7 +9,7 @@ every step is testable on its own and against a real cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from greentrain.clock import ensure_aware_utc
@@ -84,6 +84,8 @@ class Reschedule:
     moved: bool
     mean_intensity_g_per_kwh: float | None
     notes: list[str] = field(default_factory=list)
+    new_place: Place | None = None
+    """The place it was moved to (another partition among those it was submitted with), or None: it stays."""
 
 
 def estimate_hours(sbatch_args: Sequence[str], given_h: float | None) -> float:
@@ -111,7 +113,7 @@ def submit(
     )
     begin = round_up_to_second(plan.window.start)
     tag = JobTag(zone=plan.place.zone, deadline=request.deadline, estimate_h=request.estimate_h,
-                 power_limit_w=request.power_limit_w)
+                 power_limit_w=request.power_limit_w, places=tuple(p.spec for p in request.places))
     args = _sbatch_args(request, plan.place, begin, tag)
     job_id = client.submit(args) if client is not None else None
     return Submission(plan=plan, begin=begin, sbatch_args=args, job_id=job_id)
@@ -138,22 +140,38 @@ def reschedule(
     deadline: datetime | None = None,
     estimate_h: float | None = None,
 ) -> Reschedule:
-    """Re-plan a pending job against the current forecast and move it if the best start changed."""
+    """Re-plan a pending job (one requeued after a pause is pending too) against the current forecast and move
+    it if the best start changed; a job submitted with several ``--place`` on one cluster (and no ``zone``
+    given here) may also move to another of those partitions, when its window there is cleaner."""
     now = ensure_aware_utc(now, "now")
     record = client.job(job_id)
     state = record.get("JobState", "UNKNOWN")
     if state != "PENDING":
         raise ConfigError(f"job {job_id}: is {state}; only a PENDING job can be rescheduled")
+    tag: JobTag | None = None
     if zone is None or deadline is None or estimate_h is None:
         tag = JobTag.find(record.get("Comment", ""), job_id)
-        zone, deadline, estimate_h = zone or tag.zone, deadline or tag.deadline, estimate_h or tag.estimate_h
-    points = forecast_for(zone)
+        deadline, estimate_h = deadline or tag.deadline, estimate_h or tag.estimate_h
     duration_s = estimate_h * 3600.0
-    window = best_window(points, now=now, deadline=deadline, duration_s=duration_s)
+    places = _movable_places(tag, record) if zone is None else []
+    new_place = None
+    if places:
+        plan = plan_placement({p.zone: forecast_for(p.zone) for p in places}, places, now=now, deadline=deadline,
+                              duration_s=duration_s)
+        points, window = forecast_for(plan.place.zone), plan.window
+        if plan.place.partition != record.get("Partition"):
+            new_place = plan.place
+    else:
+        points = forecast_for(zone or (tag.zone if tag else ""))
+        window = best_window(points, now=now, deadline=deadline, duration_s=duration_s)
     new_start = round_up_to_second(window.start)
+    if new_place is not None and new_place.partition is not None and tag is not None:
+        client.set_partition(job_id, new_place.partition)
+        comment = record.get("Comment", "")
+        client.set_comment(job_id, comment.replace(tag.render(), replace(tag, zone=new_place.zone).render()))
     old_start = parse_slurm_time(record.get("StartTime", "")) or parse_slurm_time(record.get("EligibleTime", ""))
     moved = old_start is None or abs((new_start - old_start).total_seconds()) >= _MOVE_THRESHOLD_S
-    if moved:
+    if moved or new_place is not None:
         client.set_start(job_id, new_start)
     notes = []
     if old_start is not None:
@@ -164,7 +182,21 @@ def reschedule(
         job_id=job_id,
         old_start=old_start,
         new_start=new_start,
-        moved=moved,
+        moved=moved or new_place is not None,
         mean_intensity_g_per_kwh=window.mean_intensity_g_per_kwh,
         notes=notes,
+        new_place=new_place,
     )
+
+
+def _movable_places(tag: JobTag | None, record: Mapping[str, str]) -> list[Place]:
+    """The places of ``tag`` a pending job can be moved among: partitions of the cluster it is queued on
+    (``scontrol update`` cannot move a job between clusters); [] when fewer than two."""
+    if tag is None or len(tag.places) < 2:
+        return []
+    places = [Place.parse(spec) for spec in tag.places]
+    current = next((p for p in places if p.partition == record.get("Partition")), None)
+    if current is None:
+        return []
+    same = [p for p in places if p.cluster == current.cluster and p.partition is not None]
+    return same if len(same) > 1 else []

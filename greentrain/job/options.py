@@ -23,6 +23,7 @@ probe) are ``JobParts`` in ``greentrain.job.build``.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,15 +36,15 @@ from greentrain.engine.collaborators import CarbonSignal
 from greentrain.errors import ConfigError
 from greentrain.fields import choices_in, did_you_mean, field_docs, hints, type_problem
 from greentrain.policies.base import Policy
+from greentrain.policies.settings import DeadlinePolicy, PauseMode
+from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC
 from greentrain.signals.base import CarbonIntensityProvider
 
 __all__ = ["JobOptions", "FrontEnd", "Setting", "PauseMode", "Relaunch", "DeadlinePolicy", "Actuation",
            "PowerSwitch", "PolicySpec", "ProviderSpec", "JobSettings", "SessionSettings", "offered", "settings_for",
            "choices_of", "option_problems", "unknown_settings"]
 
-PauseMode = Literal["checkpoint", "suspend", "auto"]
 Relaunch = Literal["exec", "exit", "none", "auto"]
-DeadlinePolicy = Literal["strict", "best-effort"]
 Actuation = Literal["apply", "advise"]
 PowerSwitch = bool | Literal["auto"]
 PolicySpec = str | Path | Policy
@@ -82,7 +83,8 @@ class JobOptions:
     deadline: datetime | str | None = field(default=None, metadata=offered("session", "run", "train", "demo"))
     """ISO-8601 with timezone (2026-11-22T06:00Z) or '+H' hours from the job's first start (+12); an aware
     datetime from Python."""
-    deadline_policy: DeadlinePolicy | None = field(default=None, metadata=offered("session", "run", "train", "demo"))
+    deadline_policy: DeadlinePolicy | None = field(default=None, metadata=offered(
+        "session", "run", "train", "demo", "simulate"))
     """'strict' (refuse a deadline shorter than the work; exit status 3 after a late finish) or 'best-effort'
     (say so, run on, no status 3); unset: the policy's setting. A likely miss is said on stderr either way."""
     steps_total: int | None = field(default=None, metadata=offered("session"))
@@ -91,7 +93,7 @@ class JobOptions:
     """Expected step time before one is measured, seconds (plans a delayed start before step 0)."""
     decide_interval_s: float = 300.0
     """Longest time between two policy decisions, seconds of job clock."""
-    min_wait_saving: float = field(default=0.005, metadata=offered("session", "run", "train", "simulate"))
+    min_wait_saving: float = field(default=DEFAULT_MIN_SAVING_FRAC, metadata=offered("session", "run", "train", "simulate"))
     """A delay or pause is taken only if its expected net saving (on the forecast with its measured bias
     taken out) exceeds this fraction of the job's expected emissions; ties run now."""
     estimate_error: float = field(default=0.0, metadata=offered("session", "run", "train", "demo", "simulate"))
@@ -105,7 +107,8 @@ class JobOptions:
     """After a checkpoint pause: 'exec' (wait, re-exec the script), 'exit' (exit 75 for a scheduler to requeue),
     'none' (return; the next run resumes) or 'auto' (exec for one process, exit for several)."""
     checkpoint_dir: str | Path | None = field(default=None, metadata=offered("session"))
-    """Folder of the default model+optimizer checkpoint and of the job's state file."""
+    """Folder of the job's checkpoint (``Session``'s default model+optimizer one; the framework's pause
+    checkpoint under the Lightning and Accelerate callbacks) and of the job's state file."""
     state_path: str | Path | None = field(default=None, metadata=offered("session"))
     """The job's deadline and totals across relaunches (default: the state file in ``checkpoint_dir``)."""
     stop_signals: tuple[int, ...] = field(default=(), metadata=offered())
@@ -118,16 +121,16 @@ class JobOptions:
     status 4)."""
     max_energy_j: float | None = None
     """Energy budget, joules (as the carbon budget)."""
-    scaling_profile: str | Path | None = field(default=None, metadata=offered("run", "train"))
+    scaling_profile: str | Path | None = field(default=None, metadata=offered("run", "train", "simulate"))
     """Carbon scaling: CSV ``replicas,throughput,power_w`` of this job; the policy picks its replica count per
     interval (``greentrain run``: the command's --nproc/--nproc-per-node, relaunched after the checkpoint signal,
     --estimate-hours being the running time at its own count; ``greentrain train``: the world size under
     --nproc, or where --profile-scaling writes it). Unset: the job keeps its size."""
     scaling_profile_steps: int = field(default=4, metadata=offered("train"))
     """With ``--profile-scaling`` (``greentrain train``): optimizer steps timed at each world size (after one warm-up)."""
-    max_replicas: int | None = None
+    max_replicas: int | None = field(default=None, metadata=offered("session", "run", "train", "simulate"))
     """The most data-parallel replicas carbon scaling may use (None: the scaling profile's largest count)."""
-    min_replicas: int = 1
+    min_replicas: int = field(default=1, metadata=offered("session", "run", "train", "simulate"))
     """The fewest data-parallel replicas carbon scaling may use (a pause, 0 replicas, is always allowed)."""
     power: PowerSwitch = field(default="auto", metadata=offered("session"))
     """Profile power limits in the first steps: True, False, or 'auto' (when the policy uses power and a GPU
@@ -290,6 +293,9 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     port = o["metrics_port"]
     if port is not None and not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
         yield "metrics_port", f"must be a port number 0..65535, got {port!r}"
+    addr = o["metrics_addr"]
+    if isinstance(addr, str) and not _is_listen_address(addr):
+        yield "metrics_addr", f"{addr!r} is not an IP address (e.g. 127.0.0.1, ::1, 0.0.0.0) or 'localhost'"
     if not isinstance(o["job"], str) or not o["job"].strip():
         yield "job", "must not be empty"
     signals = o["stop_signals"]
@@ -301,6 +307,17 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     why = _deadline_problem(o["deadline"])
     if why:
         yield "deadline", why
+
+
+def _is_listen_address(addr: str) -> bool:
+    """An address a metrics server can bind without a name lookup: an IP literal or 'localhost'."""
+    if addr == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(addr)
+    except ValueError:
+        return False
+    return True
 
 
 def _deadline_problem(value: object) -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import cast
 
 from greentrain.errors import ConfigError
 from greentrain.job.options import PauseMode
@@ -22,7 +21,7 @@ def resolve_pause_mode(requested: PauseMode | None, settings: PolicySettings, ha
     checked where they were given: ``JobOptions``, the policy file)."""
     mode = requested
     if mode is None:
-        mode = cast(PauseMode, settings.pause_mode)  # one of PAUSE_MODES: PolicySettings checks it
+        mode = settings.pause_mode
         if mode == "checkpoint" and not has_checkpoint:
             mode = "suspend"
     if mode == "checkpoint" and not has_checkpoint:

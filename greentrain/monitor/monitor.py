@@ -44,10 +44,10 @@ log = logging.getLogger("greentrain.monitor")
 _Mark = tuple[float, dict[str, float]]
 
 
-def validate_interval_s(value: Any, name: str = "interval_s") -> float:
+def validate_interval_s(value: object, name: str = "interval_s") -> float:
     """A finite number of seconds > 0, else ConfigError naming ``name``."""
     try:
-        seconds = float(value)
+        seconds = float(value)  # type: ignore[arg-type]  # any object: float() says whether it is a number
     except (TypeError, ValueError):
         raise ConfigError(f"{name}: {value!r} is not a number; give seconds > 0, e.g. 0.1") from None
     if not math.isfinite(seconds) or seconds <= 0:

@@ -141,7 +141,8 @@ class Decision:
 class Policy(ABC):
     """Decides timing (and optionally power/precision) from a Snapshot."""
 
-    name: ClassVar[str]
+    name: ClassVar[str] = "custom"
+    """The policy's kind in logs and summaries (a built-in's preset name; a plugin sets its own)."""
     Config: ClassVar[type | None] = None
     """The dataclass of a policy file's parameters (``ConfiguredPolicy``); None: it takes none."""
     power_use: ClassVar[PowerUse] = "none"

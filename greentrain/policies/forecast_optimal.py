@@ -28,6 +28,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.calibrate import calibrated
 from greentrain.policies.configured import ConfiguredPolicy
+from greentrain.policies.margins import PauseMargins
 from greentrain.policies.slot_planner import J_PER_KWH, Mode, Plan, plan_schedule
 from greentrain.policies.window import (
     capacity_s,
@@ -46,26 +47,14 @@ __all__ = ["ForecastOptimalConfig", "ForecastOptimalPolicy"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ForecastOptimalConfig:
-    """Parameters of the forecast-optimal planner."""
+class ForecastOptimalConfig(PauseMargins):
+    """Parameters of the forecast-optimal planner (its margins: ``PauseMargins``)."""
 
-    safety_z: float = 2.0
-    """Plan for steps this many standard deviations (measured) slower than their mean."""
-    reserve_s: float = 0.0
-    """Fixed time kept free before the deadline, seconds."""
     max_bins: int = 1500
     """Resolution of remaining work in the DP (more = finer, slower)."""
-    min_pause_saving: float = 0.02
-    """Margin for forecast error: pause a started job only if the expected net saving exceeds this
-    fraction of what running the current interval would emit (a delayed first start needs only > 0)."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.safety_z <= 10:
-            raise ConfigError(f"safety_z: must be in [0, 10] standard deviations, got {self.safety_z}")
-        if self.reserve_s < 0:
-            raise ConfigError(f"reserve_s: must be >= 0 seconds, got {self.reserve_s}")
-        if not 0 <= self.min_pause_saving <= 1:
-            raise ConfigError(f"min_pause_saving: must be in [0, 1] (a fraction), got {self.min_pause_saving}")
+        PauseMargins.__post_init__(self)
         if not 50 <= self.max_bins <= 100_000:
             raise ConfigError(f"max_bins: must be in [50, 100000], got {self.max_bins}")
 

@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import types
-import typing
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from greentrain import plugins
 from greentrain.errors import ConfigError
-from greentrain.fields import did_you_mean
+from greentrain.fields import did_you_mean, hints, read_value
 from greentrain.policies.base import Policy
 from greentrain.policies.power import CompositePolicy
 from greentrain.policies.settings import PolicySettings
@@ -186,7 +184,7 @@ def _build_policy(table: Mapping[str, object], source: str, prefix: str, setting
 def _build_dataclass(cls: type[D], params: Mapping[str, object], source: str, prefix: str) -> D:
     """Instantiate dataclass ``cls`` from TOML values, checking names and types."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    types = hints(cls)
     problems = Problems(source)
     typed: dict[str, object] = {}
     for key, value in params.items():
@@ -194,15 +192,13 @@ def _build_dataclass(cls: type[D], params: Mapping[str, object], source: str, pr
             valid = ", ".join(fields) or "(none)"
             problems.add(f"{prefix}.{key}", f"unknown key{did_you_mean(key, fields)}; valid: {valid}")
             continue
-        expected = _allowed_types(hints[key])
-        if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
-            names = " or ".join(t.__name__ for t in expected)
-            problems.add(f"{prefix}.{key}", f"expected {names}, got {value!r}")
-        elif isinstance(value, float) and not math.isfinite(value):
+        read, why = read_value(types[key], value)  # the one reader of annotations, as JobOptions's
+        if why is not None:
+            problems.add(f"{prefix}.{key}", why)
+        elif isinstance(read, float) and not math.isfinite(read):
             problems.add(f"{prefix}.{key}", f"must be a finite number, got {value}")
         else:
-            typed[key] = float(value) if float in expected and int in expected and isinstance(value, int) \
-                and not isinstance(value, bool) and int not in _declared(hints[key]) else value
+            typed[key] = read
     for key, value in typed.items():  # each value's own check too, so one pass reports every problem
         try:
             cls(**{key: value})
@@ -218,16 +214,3 @@ def _build_dataclass(cls: type[D], params: Mapping[str, object], source: str, pr
         raise ConfigError(f"{source}: {prefix}.{e}") from None
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{source}: {prefix}: {e}") from None
-
-
-def _declared(hint: Any) -> tuple[type, ...]:
-    return typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
-        else (hint,)
-
-
-def _allowed_types(hint: Any) -> tuple[type, ...]:
-    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
-    allowed = [a for a in args if a is not type(None)]
-    if float in allowed and int not in allowed:
-        allowed.append(int)  # TOML 300 means 300.0
-    return tuple(allowed)

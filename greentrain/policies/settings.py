@@ -9,25 +9,30 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from greentrain.errors import ConfigError
 
-__all__ = ["DEADLINE_POLICIES", "PAUSE_MODES", "PolicySettings"]
+__all__ = ["DEADLINE_POLICIES", "PAUSE_MODES", "DeadlinePolicy", "PauseMode", "PolicySettings"]
 
-PAUSE_MODES = ("checkpoint", "suspend", "auto")
-DEADLINE_POLICIES = ("strict", "best-effort")
+PauseMode = Literal["checkpoint", "suspend", "auto"]
+"""How a job pauses: declared here once; ``JobOptions.pause_mode`` and a policy file's ``[settings]`` take it."""
+DeadlinePolicy = Literal["strict", "best-effort"]
+"""What a deadline shorter than the work means: declared here once, as ``PauseMode``."""
+PAUSE_MODES: tuple[str, ...] = get_args(PauseMode)
+DEADLINE_POLICIES: tuple[str, ...] = get_args(DeadlinePolicy)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PolicySettings:
     """Engine-facing configuration of a loaded policy."""
 
-    pause_mode: str = "checkpoint"
+    pause_mode: PauseMode = "checkpoint"
     """'checkpoint': save, leave the step loop, resume later; 'suspend': keep the process, idle the GPU;
     'auto': per pause, release (checkpoint) when a relauncher exists and holding would cost more."""
     resume_overhead_s: float | None = None
     """Time lost per resume (restore, warm-up) at full power; None = the engine measures or assumes its default."""
-    deadline_policy: str = "strict"
+    deadline_policy: DeadlinePolicy = "strict"
     """'strict': a deadline shorter than the work is an error; 'best-effort': warn and run now."""
     waiting_power_w: float | None = None
     """Draw while paused, watts, instead of the held devices' measured idle draw (0 when released)."""

@@ -18,8 +18,8 @@ from greentrain.errors import ConfigError
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
+from greentrain.policies.margins import DeadlineRoom, PauseMargins
 from greentrain.policies.slot_planner import J_PER_KWH
-from greentrain.windows import cleanest_start
 from greentrain.policies.window import (
     capacity_after_pause_s,
     capacity_s,
@@ -32,6 +32,7 @@ from greentrain.policies.window import (
     run_decision,
     safety_margin_s,
 )
+from greentrain.windows import cleanest_start
 
 __all__ = [
     "BestWindowConfig",
@@ -41,13 +42,6 @@ __all__ = [
     "ThresholdConfig",
     "ThresholdPolicy",
 ]
-
-
-def _check_margin(safety_z: float, reserve_s: float) -> None:
-    if not 0 <= safety_z <= 10:
-        raise ConfigError(f"safety_z: must be in [0, 10] standard deviations, got {safety_z}")
-    if reserve_s < 0:
-        raise ConfigError(f"reserve_s: must be >= 0 seconds, got {reserve_s}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,29 +62,20 @@ class RunNowPolicy(ConfiguredPolicy):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ThresholdConfig:
+class ThresholdConfig(PauseMargins):
     """Run when intensity <= a level; otherwise pause while the deadline allows."""
 
     threshold_g_per_kwh: float | None = None
     """Absolute level in gCO2eq/kWh; when unset, ``percentile`` of the intensities up to the deadline is used."""
     percentile: float = 50.0
     """Percentile (0-100) of known/forecast intensity from now to the deadline that counts as clean."""
-    safety_z: float = 2.0
-    """Keep room for steps this many standard deviations slower than measured."""
-    reserve_s: float = 0.0
-    """Fixed time kept free before the deadline, seconds."""
-    min_pause_saving: float = 0.02
-    """Margin for forecast error: pause only if the expected net saving (waiting and resume
-    included) exceeds this fraction of what running the current interval would emit."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_pause_saving <= 1:
-            raise ConfigError(f"min_pause_saving: must be in [0, 1] (a fraction), got {self.min_pause_saving}")
+        PauseMargins.__post_init__(self)
         if self.threshold_g_per_kwh is not None and self.threshold_g_per_kwh < 0:
             raise ConfigError(f"threshold_g_per_kwh: must be >= 0, got {self.threshold_g_per_kwh}")
         if not 0 <= self.percentile <= 100:
             raise ConfigError(f"percentile: must be in [0, 100], got {self.percentile}")
-        _check_margin(self.safety_z, self.reserve_s)
 
 
 class ThresholdPolicy(ConfiguredPolicy):
@@ -129,16 +114,9 @@ class ThresholdPolicy(ConfiguredPolicy):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BestWindowConfig:
-    """Delay the start to the cleanest contiguous window that ends by the deadline."""
-
-    safety_z: float = 2.0
-    """Lengthen the window for steps this many standard deviations slower than measured."""
-    reserve_s: float = 0.0
-    """Fixed time kept free before the deadline, seconds."""
-
-    def __post_init__(self) -> None:
-        _check_margin(self.safety_z, self.reserve_s)
+class BestWindowConfig(DeadlineRoom):
+    """Delay the start to the cleanest contiguous window that ends by the deadline (the window lengthened
+    by the deadline's room)."""
 
 
 class BestWindowPolicy(ConfiguredPolicy):

@@ -323,8 +323,11 @@ class MetricsConfig:
     session reads the loss once per precision-guard window). Default: 10 on a GPU, 1 on the CPU."""
 
     def __post_init__(self) -> None:
+        from greentrain.job.options import option_problems
+
         c = Checks("metrics", self)
-        c.int_range("port", 0, 65535, none_ok=True)
+        for name, why in option_problems({"metrics_port": self.port, "metrics_addr": self.addr}):
+            c.need(False, name.removeprefix("metrics_"), why)  # the job's own checks of these two settings
         c.int_range("log_every", 1, MAX_STEPS)
         c.int_range("fetch_every", 1, MAX_STEPS, none_ok=True)
         c.done()

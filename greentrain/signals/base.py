@@ -67,8 +67,8 @@ class ProviderStatus:
 class CarbonIntensityProvider(ABC):
     """A source of carbon intensity for a grid zone."""
 
-    name: ClassVar[str]
-    """Registry name, e.g. 'electricitymaps', 'csv'."""
+    name: ClassVar[str] = "custom"
+    """Registry name, e.g. 'electricitymaps', 'csv' (a provider from Python that sets none: 'custom')."""
     uses_network: ClassVar[bool] = True
     """Whether answers may wait on the network (then the engine reads it off the training thread)."""
     issues_forecasts: ClassVar[bool] = True

@@ -61,7 +61,7 @@ def test_real_profile_with_causal_forecasts_meets_every_deadline(tmp_path, capsy
     [
         (["--replicas", "3"], "--replicas: 3 is not a count in"),
         ([], "--scaling-profile FILE and --replicas N go together"),
-        (["--replicas", "1", "--max-replicas", "0"], "--min-replicas/--max-replicas"),
+        (["--replicas", "1", "--max-replicas", "0"], "--max-replicas: must be >= min_replicas (1)"),
         (["--replicas", "1", "--profile", "v100", "--workload", "x/y"], "not with --scaling-profile"),
     ],
 )

@@ -111,3 +111,41 @@ def test_submit_picks_the_place_with_lowest_expected_emissions(slurm_cluster, tm
         assert "estimate_h=2;power_limit_w=220)" in record["Comment"]
     finally:
         subprocess.run(["scancel", job_id], env=slurm_cluster.env, timeout=30, check=False)
+
+
+@pytest.mark.timeout(150)
+def test_a_pending_or_requeued_job_is_re_placed_among_the_places_it_was_submitted_with(slurm_cluster,
+                                                                                     tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\ntrue\n")
+    gb = write_trace(tmp_path / "gb.csv", "GB", TRACE_START, [200] * 48)
+    de = write_trace(tmp_path / "de.csv", "DE-LU", TRACE_START, [450, 450, 450, 120, 110] + [450] * 43)
+    done = submit(slurm_cluster, "--place", "uk=GB", "--place", "de=DE-LU", "--deadline", "+24",
+                  "--replay-trace", str(gb), "--replay-trace", str(de), *REPLAY,
+                  "--", "--time=2:00:00", f"--output={tmp_path}/out-%j.txt", str(script))
+    assert done.returncode == 0, done.stderr
+    job_id = re.search(r"submitted job (\d+)", done.stdout).group(1)
+    try:
+        record = slurm_cluster.scontrol_job(job_id)
+        assert record["Partition"] == "de" and "greentrain(zone=DE-LU;places=uk=GB,de=DE-LU;" in record["Comment"]
+
+        # The forecast changes (as when the job comes back requeued after a pause): GB now has the clean spell.
+        gb_clean = write_trace(tmp_path / "gb2.csv", "GB", TRACE_START, [200, 200, 60, 50] + [200] * 44)
+        de_dirty = write_trace(tmp_path / "de2.csv", "DE-LU", TRACE_START, [450] * 48)
+        now = datetime.now(UTC)
+        done = submit(slurm_cluster, "--reschedule", job_id, "--replay-trace", str(gb_clean),
+                      "--replay-trace", str(de_dirty), *REPLAY)
+        assert done.returncode == 0, done.stderr
+        assert f"job {job_id}: moved to uk (GB)" in done.stdout, done.stdout
+        record = slurm_cluster.scontrol_job(job_id)
+        assert record["Partition"] == "uk" and record["JobState"] == "PENDING"
+        assert "greentrain(zone=GB;places=uk=GB,de=DE-LU;" in record["Comment"]  # the tag follows the move
+        assert abs((slurm_start(slurm_cluster, job_id) - (now + 2 * HOUR)).total_seconds()) <= 5
+
+        # Nothing cleaner elsewhere: it stays where it is (the start kept).
+        done = submit(slurm_cluster, "--reschedule", job_id, "--replay-trace", str(gb_clean),
+                      "--replay-trace", str(de_dirty), *REPLAY)
+        assert done.returncode == 0, done.stderr
+        assert "moved to" not in done.stdout and slurm_cluster.scontrol_job(job_id)["Partition"] == "uk"
+    finally:
+        subprocess.run(["scancel", job_id], env=slurm_cluster.env, timeout=30, check=False)

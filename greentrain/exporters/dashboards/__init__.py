@@ -12,22 +12,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
 from greentrain.exporters.dashboards.fleet import fleet_dashboard
 from greentrain.exporters.dashboards.job import job_dashboard
 from greentrain.exporters.dashboards.node import node_dashboard
+from greentrain.exporters.dashboards.panels import Json
 
 __all__ = ["DASHBOARDS", "queries", "render", "write_dashboards"]
 
-DASHBOARDS: dict[str, Callable[[], dict[str, Any]]] = {
+DASHBOARDS: dict[str, Callable[[], Json]] = {
     "greentrain-job.json": job_dashboard,
     "greentrain-node.json": node_dashboard,
     "greentrain-fleet.json": fleet_dashboard,
 }
 
 
-def render(build: Callable[[], dict[str, Any]]) -> str:
+def render(build: Callable[[], Json]) -> str:
     """Dashboard JSON text, stable (sorted keys, 2-space indent, trailing newline)."""
     return json.dumps(build(), indent=2, sort_keys=True) + "\n"
 
@@ -44,7 +43,7 @@ def write_dashboards(out_dir: str | Path) -> list[Path]:
     return written
 
 
-def queries(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
+def queries(dashboard: Json) -> Iterator[tuple[str, str]]:
     """(where, PromQL) for every panel target, annotation and query variable of a dashboard."""
     for panel in dashboard.get("panels", []):
         for target in panel.get("targets", []):

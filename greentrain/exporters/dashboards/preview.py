@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 import httpx
@@ -28,6 +28,10 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 from greentrain.errors import ConfigError, GreentrainError  # noqa: E402
+from greentrain.exporters.dashboards.panels import Json  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["Series", "prometheus_range", "substitute", "render_preview"]
 
@@ -70,7 +74,7 @@ def _dt(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
 
 
-def _draw(ax: Any, panel: dict[str, Any], data: list[tuple[str, list[tuple[float, float]]]]) -> None:
+def _draw(ax: Axes, panel: Json, data: list[tuple[str, list[tuple[float, float]]]]) -> None:
     kind = panel["type"]
     if not data:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
@@ -90,7 +94,7 @@ def _draw(ax: Any, panel: dict[str, Any], data: list[tuple[str, list[tuple[float
         ax.set_yticks(range(len(data)), [name for name, _ in data], fontsize=6)
     else:
         for name, points in data:
-            ax.plot([_dt(t) for t, _ in points], [v for _, v in points], lw=1, label=name)
+            ax.plot(mdates.date2num([_dt(t) for t, _ in points]), [v for _, v in points], lw=1, label=name)
         ax.legend(fontsize=5, loc="upper left")
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=UTC))
     if kind == "state-timeline" and data:
@@ -104,7 +108,7 @@ def _draw(ax: Any, panel: dict[str, Any], data: list[tuple[str, list[tuple[float
     ax.set_title(panel["title"], fontsize=8)
 
 
-def render_preview(board: dict[str, Any], query: RangeQuery, out_png: Path, *, variables: dict[str, str],
+def render_preview(board: Json, query: RangeQuery, out_png: Path, *, variables: dict[str, str],
                    range_s: float, step_s: float) -> list[str]:
     """Draw every panel of ``board`` to ``out_png``; returns the titles of panels that had no data."""
     panels = board["panels"]
