@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -169,7 +170,7 @@ class FleetController:
                 eligible=parse_slurm_time(record.get("EligibleTime", "")),
                 started=parse_slurm_time(record.get("StartTime", "")) if state in _ACTIVE else None,
                 restarts=int(record.get("Restarts", "0") or 0), requeue=record.get("Requeue", "0") == "1",
-                held="Held" in record.get("Reason", "")))
+                held=_is_held(record)))
         return managed, unmanaged
 
     def _book(self, job: FleetManagedJob, now: datetime, report: RoundReport) -> None:
@@ -390,3 +391,9 @@ class FleetController:
         return self.stats.meter.round(self.journal.hours(report.now), zones=self.config.partitions, capacity=capacity,
                                       intensity_g_per_kwh=self._now_g_per_kwh, jobs=jobs, plan=plan,
                                       statuses=self._statuses.values())
+
+
+def _is_held(record: Mapping[str, str]) -> bool:
+    """Held, as ``scontrol release`` undoes: ``--hold`` (Reason JobHeldUser/JobHeldAdmin) or a requeue in the
+    held state (Reason job_requeued_in_held_state); both leave the job at priority 0."""
+    return "held" in record.get("Reason", "").lower() or record.get("Priority") == "0"

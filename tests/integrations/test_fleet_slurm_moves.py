@@ -280,6 +280,9 @@ def test_a_running_job_is_checkpointed_requeued_and_resumed_in_the_other_partiti
     assert ("pause", "clean") in events() and events()[-2:] == [("resume", "dirty"), ("end", "dirty")], (events(), out)
     assert f"job {job_id}: pause (USR1: checkpoint and requeue to move to dirty)" in out, out
     assert f"job {job_id}: move clean -> dirty" in out, out
+    # Requeued held (the template, for a fleet job): no scheduling pass could restart it in clean before the
+    # controller moved it; it ran again only once released, after the move.
+    assert out.index(f"job {job_id}: move clean -> dirty") < out.rindex(f"job {job_id}: release"), out
     journal = _journal(tmp_path)
     assert journal["migrations"] == 2, (journal, out)  # dirty -> clean before its start, clean -> dirty after the pause
 
