@@ -7,7 +7,8 @@ from datetime import datetime
 
 import click
 
-from greentrain.cli.common import DEADLINE_HELP, parse_deadline
+from greentrain.cli.common import parse_deadline
+from greentrain.cli.jobflags import job_flags, job_options
 from greentrain.clock import SystemClock
 from greentrain.integrations.forecasts import ProviderForecasts, TraceForecasts
 from greentrain.integrations.placement import Place
@@ -37,15 +38,16 @@ def _forecasts(provider: str | None, traces: tuple[str, ...], replay_start: str 
 
 
 @click.command(epilog=_EPILOG, context_settings={"ignore_unknown_options": True})
-@click.option("--zone", help="Grid zone of the default partition (e.g. GB, DE-LU, US-CAL-CISO).")
+@job_flags("submit", defaults={"deadline": "+24"}, notes={
+    "zone": "Here: the zone of the default partition (or give --place).",
+    "provider": "Here: the live forecast's source (default: electricitymaps).",
+    "deadline": "Here: '+H' counts from now."})
 @click.option("--place", "places", multiple=True, metavar="[CLUSTER:]PARTITION=ZONE",
               help="A place the job may run and its grid zone; repeat to let greentrain choose.")
-@click.option("--deadline", default="+24", show_default=True, help=DEADLINE_HELP)
 @click.option("--estimate-hours", type=float, help="Expected running time (default: the job's --time).")
 @click.option("--power-kw", type=float, help="Job power draw, to report expected emissions in grams.")
 @click.option("--power-limit-w", type=click.IntRange(min=1), help="GPU power cap the Slurm prolog applies, W.")
 @click.option("--enforce-deadline", is_flag=True, help="Also pass --deadline to sbatch (Slurm cancels late jobs).")
-@click.option("--provider", help="Carbon signal provider spec (default: electricitymaps).")
 @click.option("--replay-trace", "traces", multiple=True, type=click.Path(dir_okay=False),
               help="Plan on a recorded Electricity Maps CSV instead of a live forecast (repeat per zone).")
 @click.option("--replay-start", help="Trace time that stands for now (ISO-8601 with zone).")
@@ -59,6 +61,8 @@ def submit(zone: str | None, places: tuple[str, ...], deadline: str, estimate_ho
            dry_run: bool, sbatch_args: tuple[str, ...], provider: str | None, traces: tuple[str, ...],
            replay_start: str | None) -> None:
     """Submit SBATCH_ARGS (options, script, script args) at the lowest-carbon start before the deadline."""
+    given = {"zone": zone, "deadline": deadline, "provider": provider}
+    job_options({name: value for name, value in given.items() if value is not None})  # one line per bad flag
     now = SystemClock().now()
     forecasts = _forecasts(provider, traces, replay_start, now)
     try:

@@ -52,11 +52,11 @@ PolicySpec = str | Path | Policy
 ProviderSpec = str | CarbonIntensityProvider | CarbonSignal
 """A provider spec ('csv:PATH', 'electricitymaps', 'static', ...), a provider, or a ``SignalChain``."""
 
-FrontEnd = Literal["session", "run", "train", "demo", "simulate"]
+FrontEnd = Literal["session", "run", "train", "demo", "simulate", "submit"]
 """Where a setting can be given besides the framework callbacks (which take every one): ``Session``'s
 keywords, the flags of ``greentrain run``, ``greentrain train`` (its flags and the runtime's ``[greentrain]``
-section), ``greentrain demo`` and ``greentrain simulate`` (the settings the simulator replays as the engine
-does)."""
+section), ``greentrain demo``, ``greentrain simulate`` (the settings the simulator replays as the engine
+does) and ``greentrain submit`` (where and by when a Slurm job is planned)."""
 
 _OFFERED = "offered"
 _FLAG = "flag"
@@ -75,12 +75,13 @@ class JobOptions:
 
     policy: PolicySpec = field(default="carbon-aware", metadata=offered("session", "run", "train", "demo"))
     """Policy: a preset name or a policy TOML file (a ``Policy`` object from Python)."""
-    zone: str | None = field(default=None, metadata=offered("session", "run", "train", "demo"))
+    zone: str | None = field(default=None, metadata=offered("session", "run", "train", "demo", "submit"))
     """Grid zone (e.g. GB, US-CAL-CISO); with no zone and no provider the job runs now and records energy."""
-    provider: ProviderSpec | None = None
+    provider: ProviderSpec | None = field(default=None, metadata=offered("session", "run", "train", "submit"))
     """Carbon source: electricitymaps, watttime, ukgrid, static, csv:PATH (or a provider or ``SignalChain``
     from Python)."""
-    deadline: datetime | str | None = field(default=None, metadata=offered("session", "run", "train", "demo"))
+    deadline: datetime | str | None = field(default=None, metadata=offered(
+        "session", "run", "train", "demo", "submit"))
     """ISO-8601 with timezone (2026-11-22T06:00Z) or '+H' hours from the job's first start (+12); an aware
     datetime from Python."""
     deadline_policy: DeadlinePolicy | None = field(default=None, metadata=offered(
