@@ -36,7 +36,7 @@ from greentrain.engine.collaborators import CarbonSignal
 from greentrain.errors import ConfigError
 from greentrain.fields import choices_in, did_you_mean, field_docs, hints, type_problem
 from greentrain.policies.base import Policy
-from greentrain.policies.settings import DeadlinePolicy, PauseMode
+from greentrain.policies.settings import DeadlinePolicy, PauseMode, budget_problems
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC
 from greentrain.signals.base import CarbonIntensityProvider
 
@@ -263,11 +263,8 @@ def _value_problems(o: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     if precision is not None and (isinstance(precision, str) or not isinstance(precision, list | tuple)
                                   or not all(isinstance(p, str) for p in precision)):
         yield "precision", f"give a list of names such as ['fp32', 'bf16'], got {precision!r}"
-    if o["waiting_power_w"] is not None and not _number(o["waiting_power_w"], low_ok=True):
-        yield "waiting_power_w", f"must be a number of watts >= 0, got {o['waiting_power_w']!r}"
-    for name in ("max_emissions_g", "max_energy_j"):
-        if o[name] is not None and not _number(o[name], low_ok=False):
-            yield name, f"must be a number > 0, got {o[name]!r}"
+    yield from budget_problems(waiting_power_w=o["waiting_power_w"], max_emissions_g=o["max_emissions_g"],
+                               max_energy_j=o["max_energy_j"])  # as a policy file's [settings] checks them
     saving, error = o["min_wait_saving"], o["estimate_error"]
     if not (_number(saving, low_ok=True) and saving <= 1):
         yield "min_wait_saving", f"must be a fraction in [0, 1], got {saving!r}"

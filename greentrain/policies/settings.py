@@ -8,12 +8,13 @@ to do when the deadline cannot be met.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from greentrain.errors import ConfigError
 
-__all__ = ["DEADLINE_POLICIES", "PAUSE_MODES", "DeadlinePolicy", "PauseMode", "PolicySettings"]
+__all__ = ["DEADLINE_POLICIES", "PAUSE_MODES", "DeadlinePolicy", "PauseMode", "PolicySettings", "budget_problems"]
 
 PauseMode = Literal["checkpoint", "suspend", "auto"]
 """How a job pauses: declared here once; ``JobOptions.pause_mode`` and a policy file's ``[settings]`` take it."""
@@ -51,14 +52,26 @@ class PolicySettings:
             raise ConfigError(
                 f"deadline_policy: {self.deadline_policy!r} is not one of {', '.join(DEADLINE_POLICIES)}"
             )
-        for name, value, low in (("waiting_power_w", self.waiting_power_w, 0.0),
-                                 ("max_emissions_g", self.max_emissions_g, None),
-                                 ("max_energy_j", self.max_energy_j, None)):
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and (
-                low is not None and low <= value < math.inf or low is None and 0 < value < math.inf)
-            if value is not None and not ok:
-                raise ConfigError(f"{name}: must be a number {'>= 0' if low is not None else '> 0'}, got {value!r}")
+        for name, why in budget_problems(waiting_power_w=self.waiting_power_w, max_emissions_g=self.max_emissions_g,
+                                         max_energy_j=self.max_energy_j):
+            raise ConfigError(f"{name}: {why}")
         if self.on_budget not in ("stop", "warn", "shift"):
             raise ConfigError(f"on_budget: {self.on_budget!r} is not 'stop', 'warn' or 'shift'")
         if self.resume_overhead_s is not None and not 0 <= self.resume_overhead_s < 86400:
             raise ConfigError(f"resume_overhead_s: must be in [0, 86400) seconds, got {self.resume_overhead_s}")
+
+
+def _number(value: object, *, zero_ok: bool) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and (
+        value >= 0 if zero_ok else value > 0)
+
+
+def budget_problems(*, waiting_power_w: object, max_emissions_g: object,
+                    max_energy_j: object) -> Iterator[tuple[str, str]]:
+    """``(setting, why)`` for a bad waiting draw or budget: the one check of these settings, which a job
+    (``JobOptions``) and a policy file's ``[settings]`` both declare."""
+    if waiting_power_w is not None and not _number(waiting_power_w, zero_ok=True):
+        yield "waiting_power_w", f"must be a number of watts >= 0, got {waiting_power_w!r}"
+    for name, value in (("max_emissions_g", max_emissions_g), ("max_energy_j", max_energy_j)):
+        if value is not None and not _number(value, zero_ok=False):
+            yield name, f"must be a number > 0, got {value!r}"

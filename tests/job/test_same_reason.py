@@ -23,8 +23,10 @@ CASES = [
     ("metrics_addr", "not-an-address", "not-an-address", '"not-an-address"'),
     ("max_replicas", 0, "0", "0"),
     ("scaling_profile", " ", " ", '" "'),
+    ("waiting_power_w", -5.0, "-5.0", "-5.0"),
+    ("max_emissions_g", -1.0, "-1.0", "-1.0"),
 ]
-POLICY_SETTINGS = ("deadline_policy", "pause_mode")
+POLICY_SETTINGS = ("deadline_policy", "pause_mode", "waiting_power_w", "max_emissions_g")
 FILE_KEY = {"metrics_port": ("metrics", "port"), "metrics_addr": ("metrics", "addr")}
 
 
