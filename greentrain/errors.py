@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "GreentrainError",
     "ConfigError",
+    "InvalidConfig",
     "DeviceError",
     "DeviceNotFoundError",
     "NotSupportedError",
@@ -32,6 +33,15 @@ class GreentrainError(Exception):
 
 class ConfigError(GreentrainError, ValueError):
     """Bad configuration or argument; the message names the key and the fix."""
+
+
+class InvalidConfig(ConfigError):
+    """One or more bad values of one input; ``problems`` holds ``(key, reason)`` for each (a settings class's
+    checks raise it to report every problem at once; ``greentrain.tables`` collects them)."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("\n".join(f"{key}: {why}" for key, why in problems))
+        self.problems = problems
 
 
 class DeadlineError(ConfigError):

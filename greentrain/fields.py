@@ -114,6 +114,8 @@ def _fits(member: object, value: object) -> bool:
         args = [a for a in typing.get_args(member) if a is not Ellipsis]
         return (isinstance(value, list | tuple) and not isinstance(value, str)
                 and (not args or all(_fits(args[0], item) for item in value)))
+    if origin in (dict, Mapping):
+        return isinstance(value, dict)
     if member is object or member is typing.Any:
         return True
     if isinstance(member, type):
@@ -141,7 +143,8 @@ def type_problem(hint: object, value: object) -> str | None:
 
 def read_value(hint: object, value: object) -> tuple[object, str | None]:
     """(``value`` as the field takes it, None) or (None, why it does not fit): an integer where only a float
-    fits becomes a float (TOML writes 3 for 3.0), a list where a tuple fits a tuple."""
+    fits becomes a float (TOML writes 3 for 3.0), a list where a tuple fits a tuple, a string where a path fits
+    (and no string) a path."""
     problem = type_problem(hint, value)
     if problem is not None:
         return None, problem
@@ -150,6 +153,8 @@ def read_value(hint: object, value: object) -> tuple[object, str | None]:
         return float(value), None
     if isinstance(value, list) and any(typing.get_origin(m) is tuple for m in members):
         return tuple(value), None  # TOML has arrays, the field a tuple
+    if isinstance(value, str) and Path in members and str not in members:
+        return Path(value), None  # TOML has strings, the field a path
     return value, None
 
 

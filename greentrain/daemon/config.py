@@ -32,17 +32,18 @@ Example (``/etc/greentrain/daemon.toml``)::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeGuard, TypeVar
+from typing import TypeGuard
 
-from greentrain.errors import ConfigError
+from greentrain.errors import ConfigError, InvalidConfig
+from greentrain.fields import did_you_mean
+from greentrain.tables import Problem, read_table
 from greentrain.userfile import load_toml
 
-T = TypeVar("T")
-
-__all__ = ["GPULimits", "NodePolicyConfig", "DaemonConfig", "load_config", "parse_config", "DEFAULT_SOCKET"]
+__all__ = ["GPULimits", "NodePolicyConfig", "DaemonConfig", "DaemonSection", "load_config", "parse_config",
+           "DEFAULT_SOCKET"]
 
 DEFAULT_SOCKET = Path("/run/greentrain/daemon.sock")
 
@@ -59,6 +60,16 @@ class GPULimits:
     """Whether clients may lock SM clocks."""
     min_sm_clock_mhz: float | None = None
     """Lowest SM clock a client may lock to (any number > 0 is accepted, as for the power limits)."""
+
+    def __post_init__(self) -> None:
+        problems = [(name, _POSITIVE.format(value=value)) for name, value in (
+            ("min_power_limit_w", self.min_power_limit_w), ("max_power_limit_w", self.max_power_limit_w),
+            ("min_sm_clock_mhz", self.min_sm_clock_mhz)) if value is not None and not _positive(value)]
+        low, high = self.min_power_limit_w, self.max_power_limit_w
+        if not problems and low is not None and high is not None and low > high:
+            problems.append(("min_power_limit_w", f"{low:g} is above max_power_limit_w ({high:g})"))
+        if problems:
+            raise InvalidConfig(problems)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,7 +89,65 @@ class NodePolicyConfig:
     provider_options: dict[str, object] = field(default_factory=dict)
     """Keyword arguments for the provider plugin."""
     interval_s: float = 300.0
-    """How often to re-check the grid."""
+    """How often to re-check the grid, seconds (>= 1)."""
+
+    def __post_init__(self) -> None:
+        problems = [(name, _POSITIVE.format(value=value)) for name, value in (
+            ("dirty_above_g_per_kwh", self.dirty_above_g_per_kwh),
+            ("dirty_power_limit_w", self.dirty_power_limit_w)) if not _positive(value)]
+        if not (_positive(self.interval_s) and self.interval_s >= 1):
+            problems.append(("interval_s", f"must be a number >= 1 and finite, got {self.interval_s!r}"))
+        if (self.trace is None) == (self.provider is None):
+            problems.append(("trace", "give exactly one of 'trace' (CSV path) or 'provider' (+ 'zone')"))
+        elif self.provider is not None and self.zone is None:
+            problems.append(("zone", "'provider' needs 'zone'"))
+        if problems:
+            raise InvalidConfig(problems)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonSection:
+    """The ``[daemon]`` table: the socket, who may connect, and the connection limits."""
+
+    socket: Path = DEFAULT_SOCKET
+    """Unix socket path."""
+    group: str | None = None
+    """Group that owns the socket; its members may connect. None: root only."""
+    socket_mode: str | int = "0660"
+    """Permission bits of the socket file: octal text ('0660') or a TOML octal number (0o660)."""
+    allowed_uids: tuple[int, ...] = ()
+    """Extra uids allowed to send requests (checked with SO_PEERCRED)."""
+    state_dir: Path = Path("/var/lib/greentrain")
+    """Journal and lock directory."""
+    admin_uids: tuple[int, ...] = (0,)
+    """Uids whose ``status`` shows every job's pid and name (others see only their own)."""
+    max_connections: int = 1024
+    """Connections served at once; more are refused with an error line."""
+    max_connections_per_uid: int = 256
+    """Connections one uid may hold at once."""
+    idle_timeout_s: float = 600.0
+    """A connection that holds no GPU setting and sends nothing this long is closed."""
+
+    def __post_init__(self) -> None:
+        problems = [(name, f"must be in [1, 1000000], got {value!r}") for name, value in (
+            ("max_connections", self.max_connections), ("max_connections_per_uid", self.max_connections_per_uid),
+            ("idle_timeout_s", self.idle_timeout_s)) if not 1 <= value <= 1_000_000]
+        try:
+            self.mode()
+        except ConfigError as e:
+            problems.append(("socket_mode", str(e)))
+        if problems:
+            raise InvalidConfig(problems)
+
+    def mode(self) -> int:
+        """The socket's permission bits; ConfigError for text that is not octal or a mode open to every user."""
+        try:
+            mode = self.socket_mode if isinstance(self.socket_mode, int) else int(self.socket_mode, 8)
+        except ValueError:
+            raise ConfigError(f"{self.socket_mode!r} is not octal like '0660'") from None
+        if mode & 0o007:
+            raise ConfigError(f"{self.socket_mode!r} gives access to every user; use 0660 or 0600")
+        return mode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,11 +189,8 @@ class DaemonConfig:
         return replace(self.limits, **merged)
 
 
-def _table(raw: Mapping[str, object], key: str, where: str) -> dict[str, object]:
-    value = raw.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: [{key}] must be a table")
-    return value
+_POSITIVE = "must be a number > 0 and finite, got {value!r}"
+_TABLES = ("daemon", "limits", "gpu", "node_policy", "gpu_access")
 
 
 def _positive(value: object) -> TypeGuard[float]:
@@ -132,169 +198,46 @@ def _positive(value: object) -> TypeGuard[float]:
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
-def _optional_positive(raw: Mapping[str, object], key: str, where: str) -> float | None:
-    value = raw.get(key)
-    if value is not None and not _positive(value):
-        raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {value!r}")
-    return value
-
-
-def _required_positive(raw: Mapping[str, object], key: str, where: str) -> float:
-    if key not in raw:
-        raise ConfigError(f"{where}: missing {key}")
-    value = raw[key]
-    if not _positive(value):
-        raise ConfigError(f"{where}.{key}: must be a number > 0 and finite, got {value!r}")
-    return value
-
-
-def _optional_str(raw: Mapping[str, object], key: str, where: str) -> str | None:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"{where}.{key}: must be a string, got {value!r}")
-    return value
-
-
-def _limits(raw: Mapping[str, object], where: str, allow_clock_lock_default: bool = True) -> GPULimits:
-    """One limits table; a GPU's own table that leaves ``allow_clock_lock`` out keeps the [limits] value
-    (``allow_clock_lock_default``): an override never turns clock locking back on by saying nothing."""
-    known = set(GPULimits.__dataclass_fields__)
-    unknown = set(raw) - known
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
-    min_w, max_w, min_mhz = (_optional_positive(raw, key, where)
-                             for key in ("min_power_limit_w", "max_power_limit_w", "min_sm_clock_mhz"))
-    allow_clock_lock = raw.get("allow_clock_lock", allow_clock_lock_default)
-    if not isinstance(allow_clock_lock, bool):
-        raise ConfigError(f"{where}.allow_clock_lock: must be true or false")
-    limits = GPULimits(min_power_limit_w=min_w, max_power_limit_w=max_w, allow_clock_lock=allow_clock_lock,
-                       min_sm_clock_mhz=min_mhz)
-    if limits.min_power_limit_w and limits.max_power_limit_w and limits.min_power_limit_w > limits.max_power_limit_w:
-        raise ConfigError(f"{where}: min_power_limit_w > max_power_limit_w")
-    return limits
-
-
-def _node_policy(raw: Mapping[str, object], where: str) -> NodePolicyConfig:
-    known = set(NodePolicyConfig.__dataclass_fields__)
-    unknown = set(raw) - known
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
-    dirty_above = _required_positive(raw, "dirty_above_g_per_kwh", where)
-    dirty_limit = _required_positive(raw, "dirty_power_limit_w", where)
-    if ("trace" in raw) == ("provider" in raw):
-        raise ConfigError(f"{where}: give exactly one of 'trace' (CSV path) or 'provider' (+ 'zone')")
-    if "provider" in raw and "zone" not in raw:
-        raise ConfigError(f"{where}: 'provider' needs 'zone'")
-    interval_s = raw.get("interval_s", 300.0)
-    if not _positive(interval_s) or interval_s < 1:
-        raise ConfigError(f"{where}.interval_s: must be a number >= 1 and finite, got {interval_s!r}")
-    trace = _optional_str(raw, "trace", where)
-    options = _table(raw, "provider_options", where) if "provider_options" in raw else {}
-    return NodePolicyConfig(
-        dirty_above_g_per_kwh=dirty_above,
-        dirty_power_limit_w=dirty_limit,
-        trace=Path(trace) if trace is not None else None,
-        provider=_optional_str(raw, "provider", where),
-        zone=_optional_str(raw, "zone", where),
-        provider_options=options,
-        interval_s=interval_s,
-    )
-
-
-def _caps(daemon: Mapping[str, object], where: str, errors: list[str]) -> dict[str, float]:
-    """The connection limits of [daemon]; a bad one is reported in ``errors`` and left at its default."""
-    caps: dict[str, float] = {}
-    for key, default, low in (("max_connections", 1024, 1), ("max_connections_per_uid", 256, 1),
-                              ("idle_timeout_s", 600.0, 1)):
-        value = daemon.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= 1_000_000:
-            errors.append(f"{where}: daemon.{key} must be a number in [{low}, 1000000], got {value!r}")
-            value = default
-        caps[key] = value if key == "idle_timeout_s" else int(value)
-    return caps
+def _table(raw: Mapping[str, object], key: str, problems: list[Problem], prefix: str = "") -> Mapping[str, object]:
+    value = raw.get(key, {})
+    if isinstance(value, dict):
+        return value
+    problems.append((f"{prefix}{key}", f"must be a table [{prefix}{key}]"))
+    return {}
 
 
 def parse_config(raw: Mapping[str, object], where: str = "daemon config") -> DaemonConfig:
-    """Validate a parsed TOML document; one ConfigError listing every problem, one line each."""
-    errors: list[str] = []
-
-    def check(parse: Callable[[], T], default: T) -> T:
-        # ``default`` only stands in until the errors are raised together below.
-        try:
-            return parse()
-        except ConfigError as e:
-            errors.append(str(e))
-            return default
-
-    unknown = set(raw) - {"daemon", "limits", "gpu", "node_policy", "gpu_access"}
-    if unknown:
-        errors.append(f"{where}: unknown table(s) {sorted(unknown)}; valid: daemon, limits, gpu, node_policy, gpu_access")
-    daemon: dict[str, object] = check(lambda: _table(raw, "daemon", where), {})
-    bad = set(daemon) - {"socket", "group", "socket_mode", "allowed_uids", "state_dir", "admin_uids",
-                         "max_connections", "max_connections_per_uid", "idle_timeout_s"}
-    if bad:
-        errors.append(f"{where}: [daemon] unknown key(s) {sorted(bad)}")
-    socket_mode = check(lambda: _socket_mode(daemon.get("socket_mode", "0660"), where), 0o660)
-    uids: tuple[int, ...] = check(lambda: _uid_list(daemon, "allowed_uids", [], where), ())
-    admins: tuple[int, ...] = check(lambda: _uid_list(daemon, "admin_uids", [0], where), (0,))
-    caps = _caps(daemon, where, errors)
-    socket = check(lambda: _path(daemon, "socket", DEFAULT_SOCKET, where), DEFAULT_SOCKET)
-    group = check(lambda: _optional_str(daemon, "group", f"{where}: daemon"), None)
-    state_dir = check(lambda: _path(daemon, "state_dir", Path("/var/lib/greentrain"), where), Path())
-    access: dict[str, object] = check(lambda: _table(raw, "gpu_access", where), {})
+    """Validate a parsed TOML document (``greentrain.tables``, the reader of every settings file): one
+    ConfigError with every problem, one line each, naming ``where`` and the key."""
+    problems: list[Problem] = []
+    for name in raw:
+        if name not in _TABLES:
+            problems.append(("", f"unknown table [{name}]{did_you_mean(name, _TABLES)}; valid: {', '.join(_TABLES)}"))
+    daemon = read_table(DaemonSection, _table(raw, "daemon", problems), "daemon", problems)
+    limits = read_table(GPULimits, _table(raw, "limits", problems), "limits", problems) or GPULimits()
+    gpus = _table(raw, "gpu", problems)
+    gpu_limits = {}
+    for key in gpus:  # a GPU's table that says nothing of clock locking keeps [limits]'s: never re-enabled by silence
+        own = read_table(GPULimits, _table(gpus, key, problems, "gpu."), f"gpu.{key}", problems,
+                         defaults={"allow_clock_lock": limits.allow_clock_lock})
+        if own is not None:
+            gpu_limits[key] = own
+    node_policy = None
+    if "node_policy" in raw:
+        node_policy = read_table(NodePolicyConfig, _table(raw, "node_policy", problems), "node_policy", problems)
     gpu_access: dict[str, tuple[str, ...]] = {}
-    for user, allowed in access.items():
+    for user, allowed in _table(raw, "gpu_access", problems).items():
         if not isinstance(allowed, list) or not all(isinstance(g, str) and g.isprintable() for g in allowed):
-            errors.append(f"{where}: gpu_access.{user} must be a list of GPU indices or UUIDs as strings")
+            problems.append((f"gpu_access.{user}", "must be a list of GPU indices or UUIDs as strings"))
         else:
             gpu_access[str(user)] = tuple(allowed)
-    gpus: dict[str, object] = check(lambda: _table(raw, "gpu", where), {})
-    limits = check(lambda: _limits(_table(raw, "limits", where), f"{where}: [limits]"), GPULimits())
-    gpu_limits = {k: check(lambda: _limits(_table(gpus, k, where), f"{where}: [gpu.{k!r}]", limits.allow_clock_lock),
-                           GPULimits()) for k in gpus}
-    node_policy = (check(lambda: _node_policy(_table(raw, "node_policy", where), f"{where}: [node_policy]"), None)
-                   if "node_policy" in raw else None)
-    if errors:
-        raise ConfigError("\n".join(errors))
+    if problems or daemon is None:
+        raise ConfigError("\n".join(f"{where}: {key}: {why}" if key else f"{where}: {why}" for key, why in problems))
     return DaemonConfig(
-        admin_uids=admins,
-        gpu_access=gpu_access,
-        max_connections=int(caps["max_connections"]),
-        max_connections_per_uid=int(caps["max_connections_per_uid"]),
-        idle_timeout_s=float(caps["idle_timeout_s"]),
-        socket=socket,
-        group=group,
-        socket_mode=socket_mode,
-        allowed_uids=uids,
-        state_dir=state_dir,
-        limits=limits,
-        gpu_limits=gpu_limits,
-        node_policy=node_policy,
-    )
-
-
-def _socket_mode(mode: object, where: str) -> int:
-    try:
-        socket_mode = int(str(mode), 8)
-    except ValueError:
-        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} is not octal like '0660'") from None
-    if socket_mode & 0o007:
-        raise ConfigError(f"{where}: daemon.socket_mode {mode!r} gives access to every user; use 0660 or 0600")
-    return socket_mode
-
-
-def _path(daemon: Mapping[str, object], key: str, default: Path, where: str) -> Path:
-    value = daemon.get(key, default)
-    if not isinstance(value, str | Path):
-        raise ConfigError(f"{where}: daemon.{key} must be a path as a string, got {value!r}")
-    return Path(value)
-
-
-def _uid_list(daemon: Mapping[str, object], key: str, default: list[int], where: str) -> tuple[int, ...]:
-    uids = daemon.get(key, default)
-    if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) for u in uids):
-        raise ConfigError(f"{where}: daemon.{key} must be a list of integers")
-    return tuple(uids)
+        socket=daemon.socket, group=daemon.group, socket_mode=daemon.mode(), allowed_uids=daemon.allowed_uids,
+        state_dir=daemon.state_dir, admin_uids=daemon.admin_uids, max_connections=daemon.max_connections,
+        max_connections_per_uid=daemon.max_connections_per_uid, idle_timeout_s=float(daemon.idle_timeout_s),
+        limits=limits, gpu_limits=gpu_limits, node_policy=node_policy, gpu_access=gpu_access)
 
 
 def load_config(path: str | Path) -> DaemonConfig:

@@ -21,7 +21,6 @@ Presets are such files shipped in ``greentrain/policies/presets``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -29,10 +28,11 @@ from typing import ClassVar, Protocol, TypeVar
 
 from greentrain import plugins
 from greentrain.errors import ConfigError
-from greentrain.fields import did_you_mean, hints, read_value
+from greentrain.fields import did_you_mean
 from greentrain.policies.base import Policy
 from greentrain.policies.power import CompositePolicy
 from greentrain.policies.settings import PolicySettings
+from greentrain.tables import Problem, read_table
 from greentrain.userfile import Problems, parse_toml, read_text
 
 __all__ = ["PRESETS", "policy_kinds", "load_policy", "policy_from_mapping", "preset_text"]
@@ -182,35 +182,10 @@ def _build_policy(table: Mapping[str, object], source: str, prefix: str, setting
 
 
 def _build_dataclass(cls: type[D], params: Mapping[str, object], source: str, prefix: str) -> D:
-    """Instantiate dataclass ``cls`` from TOML values, checking names and types."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    types = hints(cls)
-    problems = Problems(source)
-    typed: dict[str, object] = {}
-    for key, value in params.items():
-        if key not in fields:
-            valid = ", ".join(fields) or "(none)"
-            problems.add(f"{prefix}.{key}", f"unknown key{did_you_mean(key, fields)}; valid: {valid}")
-            continue
-        read, why = read_value(types[key], value)  # the one reader of annotations, as JobOptions's
-        if why is not None:
-            problems.add(f"{prefix}.{key}", why)
-        elif isinstance(read, float) and not math.isfinite(read):
-            problems.add(f"{prefix}.{key}", f"must be a finite number, got {value}")
-        else:
-            typed[key] = read
-    for key, value in typed.items():  # each value's own check too, so one pass reports every problem
-        try:
-            cls(**{key: value})
-        except ConfigError as e:
-            if str(e).startswith(f"{key}: "):
-                problems.add(f"{prefix}.{key}", str(e).removeprefix(f"{key}: "))
-        except (ValueError, TypeError):
-            pass  # a check across fields, or required fields: the whole construction below says it
-    problems.raise_if_any()
-    try:
-        return cls(**typed)
-    except ConfigError as e:  # the dataclass names the field first: "safety_z: must be ..."
-        raise ConfigError(f"{source}: {prefix}.{e}") from None
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{source}: {prefix}: {e}") from None
+    """Instantiate dataclass ``cls`` from TOML values (``greentrain.tables``: names, types, its own checks)."""
+    problems: list[Problem] = []
+    built = read_table(cls, params, prefix, problems)
+    if built is None:
+        raise ConfigError("\n".join(f"{source}: {key}: {why}" if key else f"{source}: {why}"
+                                     for key, why in problems))
+    return built

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from greentrain.errors import ConfigError
+from greentrain.errors import InvalidConfig
 
 __all__ = ["Checks", "InvalidConfig", "MAX_COUNT", "MAX_DIM", "MAX_EXPERTS", "MAX_PARAMS", "MAX_SEQ_LEN", "MAX_STEPS",
            "MAX_VOCAB"]
@@ -27,14 +27,6 @@ MAX_COUNT = 1 << 20
 MAX_STEPS = 10**12
 MAX_EXPERTS = 1 << 12
 """Cap for routed experts per block (and top-k)."""
-
-
-class InvalidConfig(ConfigError):
-    """One or more bad values; ``problems`` holds ``(section.key, reason)`` for each."""
-
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
-        super().__init__("\n".join(f"{key}: {why}" for key, why in problems))
-        self.problems = problems
 
 
 class Checks:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from greentrain.errors import ConfigError
-from greentrain.fields import did_you_mean, hints, read_value
+from greentrain.fields import did_you_mean
 from greentrain.runtime.checks import Checks, InvalidConfig
 from greentrain.runtime import sections
 from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __all__)
@@ -35,6 +35,7 @@ from greentrain.runtime.sections import (  # noqa: F401 (re-exported through __a
     TrainConfig,
 )
 from greentrain.runtime.greentrain_section import GreentrainSection
+from greentrain.tables import read_table
 from greentrain.userfile import TOMLTable, load_toml, parse_toml
 
 # The sections are re-exported: ``greentrain.runtime.config`` is where users find the whole configuration.
@@ -104,22 +105,9 @@ def config_from_dict(data: Mapping[str, object], origin: str = "<dict>",
         if not isinstance(value, dict):
             add(name, f"must be a table [{name}]")
             continue
-        cls = SECTIONS[name]
-        fields = hints(cls)
-        kwargs = {}
-        for key, item in value.items():
-            if key not in fields:
-                add(f"{name}.{key}", f"unknown key{did_you_mean(key, fields)}; valid: {', '.join(fields)}")
-                continue
-            converted, wrong = read_value(fields[key], item)
-            if wrong:
-                add(f"{name}.{key}", wrong)
-            else:
-                kwargs[key] = converted
-        try:
-            sections[name] = cls(**kwargs)
-        except InvalidConfig as e:
-            problems.extend(e.problems)
+        section = read_table(SECTIONS[name], value, name, problems)
+        if section is not None:
+            sections[name] = section
     if not problems:
         try:
             return JobConfig(**sections)

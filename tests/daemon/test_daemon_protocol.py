@@ -86,23 +86,37 @@ def test_a_gpu_table_that_says_nothing_of_clock_locking_keeps_the_limits_setting
 @pytest.mark.parametrize(
     ("raw", "needle"),
     [
-        ({"limts": {}}, "unknown table(s) ['limts']"),
-        ({"daemon": {"socket_mode": "0666"}}, "gives access to every user"),
-        ({"daemon": {"socket_mode": "rw"}}, "is not octal"),
-        ({"daemon": {"allowed_uids": ["root"]}}, "allowed_uids must be a list of integers"),
-        ({"limits": {"max_power_limit_w": -5}}, "[limits].max_power_limit_w: must be a number > 0"),
-        ({"limits": {"min_power_limit_w": 300, "max_power_limit_w": 200}}, "min_power_limit_w > max_power_limit_w"),
-        ({"limits": {"max_power": 200}}, "unknown key(s) ['max_power']"),
-        ({"node_policy": {"dirty_power_limit_w": 200, "trace": "x.csv"}}, "missing dirty_above_g_per_kwh"),
-        ({"node_policy": {"dirty_power_limit_w": 200, "dirty_above_g_per_kwh": 300}}, "exactly one of 'trace'"),
-        ({"node_policy": {"dirty_power_limit_w": 200, "dirty_above_g_per_kwh": 300, "provider": "x"}}, "needs 'zone'"),
+        ({"limts": {}}, "unknown table [limts] (did you mean 'limits'?)"),
+        ({"daemon": {"socket_mode": "0666"}}, "daemon.socket_mode: '0666' gives access to every user"),
+        ({"daemon": {"socket_mode": "rw"}}, "daemon.socket_mode: 'rw' is not octal"),
+        ({"daemon": {"allowed_uids": ["root"]}}, "daemon.allowed_uids: expected a list of int"),
+        ({"limits": {"max_power_limit_w": -5}}, "limits.max_power_limit_w: must be a number > 0"),
+        ({"limits": {"min_power_limit_w": 300, "max_power_limit_w": 200}},
+         "limits.min_power_limit_w: 300 is above max_power_limit_w (200)"),
+        ({"limits": {"max_power": 200}}, "limits.max_power: unknown key (did you mean 'max_power_limit_w'?)"),
+        ({"gpu": {"0": {"max_power_limit_w": 0}}}, "gpu.0.max_power_limit_w: must be a number > 0"),
+        ({"node_policy": {"dirty_power_limit_w": 200, "trace": "x.csv"}}, "node_policy: missing dirty_above_g_per_kwh"),
+        ({"node_policy": {"dirty_power_limit_w": 200, "dirty_above_g_per_kwh": 300}},
+         "node_policy.trace: give exactly one of 'trace'"),
+        ({"node_policy": {"dirty_power_limit_w": 200, "dirty_above_g_per_kwh": 300, "provider": "x"}},
+         "node_policy.zone: 'provider' needs 'zone'"),
     ],
 )
 def test_bad_config_names_the_key(raw: dict, needle: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(raw, "daemon.toml")
     assert needle in str(info.value)
-    assert str(info.value).startswith("daemon.toml")
+    assert str(info.value).startswith("daemon.toml: ")
+
+
+def test_every_problem_of_a_daemon_config_is_one_line_naming_its_key() -> None:
+    raw = {"daemon": {"max_connections": 0, "idle_timeout_s": "1", "admin_uids": "root", "socket_mode": "0666"},
+           "limits": {"max_power": 200}, "gpu_access": {"alice": "0"}, "node_policy": {"interval_s": 0.5}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "daemon.toml")
+    keys = [line.split(": ")[1] for line in str(info.value).splitlines()]
+    assert sorted(keys) == ["daemon.admin_uids", "daemon.idle_timeout_s", "daemon.max_connections",
+                            "daemon.socket_mode", "gpu_access.alice", "limits.max_power", "node_policy"], keys
 
 
 def test_unreadable_or_invalid_toml(tmp_path: Path) -> None:
