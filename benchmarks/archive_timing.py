@@ -46,11 +46,11 @@ import numpy as np
 
 from greentrain.policies import load_policy
 from greentrain.policies.slot_planner import Mode
-from greentrain.signals.archive import ForecastArchive
-from greentrain.signals.archived import ArchiveForecaster
+from greentrain.signals.archive.store import ForecastArchive
+from greentrain.signals.archive.replay import ArchiveForecaster
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.forecast import Forecaster
-from greentrain.signals.issued import IssuedForecasts
+from greentrain.signals.forecast.forecaster import Forecaster
+from greentrain.signals.archive.issued import IssuedForecasts
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, oracle, run_now, simulate_run
 
@@ -66,8 +66,8 @@ SMALL_ORACLE_SAVING = 0.05
 
 
 def _source_version() -> str:
-    import greentrain.signals.forecast as autocov
-    import greentrain.signals.lagregression as direct
+    import greentrain.signals.forecast.forecaster as autocov
+    import greentrain.signals.forecast.lagregression as direct
 
     return hashlib.sha256((inspect.getsource(autocov) + inspect.getsource(direct)).encode()).hexdigest()[:12]
 

@@ -52,11 +52,11 @@ from greentrain.fleet.jobs import load_jobs  # noqa: E402
 from greentrain.fleet.model import PlannerConfig  # noqa: E402
 from greentrain.fleet.policies import DEFAULT_HEDGE, CarbonAware, PerJobWindow, RunNowFIFO  # noqa: E402
 from greentrain.fleet.simulate import Cluster, simulate_fleet  # noqa: E402
-from greentrain.signals.archive import ForecastArchive  # noqa: E402
-from greentrain.signals.archived import ArchiveForecaster  # noqa: E402
-from greentrain.signals.blend import SkillBlendForecaster  # noqa: E402
-from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster  # noqa: E402
-from greentrain.signals.issued import IssuedForecasts  # noqa: E402
+from greentrain.signals.archive.store import ForecastArchive  # noqa: E402
+from greentrain.signals.archive.replay import ArchiveForecaster  # noqa: E402
+from greentrain.signals.forecast.blend import SkillBlendForecaster  # noqa: E402
+from greentrain.signals.forecast.forecaster import Forecaster, SeasonalNaiveForecaster  # noqa: E402
+from greentrain.signals.archive.issued import IssuedForecasts  # noqa: E402
 from greentrain.signals.trace import load_trace  # noqa: E402
 
 HORIZON_H = 128

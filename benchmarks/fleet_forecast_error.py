@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from greentrain.fleet.feed import TraceFeed, blend_forecaster
-from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
+from greentrain.signals.forecast.forecaster import Forecaster, SeasonalNaiveForecaster
 from greentrain.signals.trace import load_trace
 
 AHEAD_H = (1, 6, 24, 48, 72)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
+from greentrain.signals.forecast.forecaster import Forecaster, SeasonalNaiveForecaster
 from greentrain.signals.trace import load_trace
 
 HORIZON_H = 72

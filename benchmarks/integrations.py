@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from greentrain.integrations.placement import best_window, window_mean  # noqa: E402
-from greentrain.signals.forecast import Forecaster  # noqa: E402
+from greentrain.signals.forecast.forecaster import Forecaster  # noqa: E402
 from greentrain.signals.trace import load_trace  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "carbon"

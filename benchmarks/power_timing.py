@@ -34,7 +34,7 @@ from timing import DATA, HISTORY_DAYS, forecaster_version
 
 from greentrain.device.profiles import BUILTIN_GPUS, load_gpu_profile
 from greentrain.policies import load_policy
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim.fcache import HourlyForecastCache
 from greentrain.sim import (

@@ -106,7 +106,7 @@ def hostile_apis(rounds: int, calls_per_case: str = "latest,forecast,history") -
 
 def session_blocking() -> dict:
     from greentrain import Session
-    from greentrain.signals.ukgrid import UKGridProvider
+    from greentrain.signals.providers.ukgrid import UKGridProvider
     from tests.signals.gt_hostile_server import HostileServer
 
     with Session("run-now", steps_total=1, devices=False, relaunch="none", progress=False) as warm:

@@ -42,7 +42,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from greentrain.policies import load_policy
 from greentrain.policies.scaling_profile import ScalingProfile, load_scaling_profile
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, run_now, scaling_oracle, simulate_run, timing_only
 from greentrain.sim.fcache import HourlyForecastCache

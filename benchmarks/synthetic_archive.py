@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from greentrain.signals.archive import ForecastArchive
+from greentrain.signals.archive.store import ForecastArchive
 
 __all__ = ["DEFAULT_SEED", "MAPE_DAY_AHEAD", "RHO_PER_HOUR", "log_errors", "sigma_for_mape", "write_archive"]
 
@@ -114,7 +114,7 @@ def main() -> None:
     from datetime import datetime
 
     from greentrain.clock import ensure_aware_utc
-    from greentrain.signals.archivecsv import write_forecast_csv
+    from greentrain.signals.archive.longcsv import write_forecast_csv
     from greentrain.signals.trace import load_trace
 
     parser = argparse.ArgumentParser(description=main.__doc__)

@@ -4,7 +4,7 @@ For each trace in ../shared/data/carbon, jobs of 8 h (24 h deadline) and 24 h
 (72 h deadline) start at times spread over the year (every ``--every-days``
 days, at a start hour that rotates through the day, after 28 days of history
 for the forecaster). Each built-in timing policy is replayed through the
-simulator twice: with the real forecaster (``greentrain.signals.forecast``)
+simulator twice: with the real forecaster (``greentrain.signals.forecast.forecaster``)
 and with perfect forecasts, so policy quality and forecast quality are
 separated. Baselines come from the same cost model. Everything is net:
 for each ``--idle`` level (kW drawn per kW of running draw while paused after
@@ -47,7 +47,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from greentrain.policies import Policy, load_policy
 from greentrain.policies.forecast_optimal import ForecastOptimalConfig, ForecastOptimalPolicy
 from greentrain.policies.slot_planner import Mode
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim.noise import parse_rate_noise
 from greentrain.sim import (
@@ -219,8 +219,8 @@ def forecaster_version() -> str:
     import hashlib
     import inspect
 
-    import greentrain.signals.forecast as autocov
-    import greentrain.signals.lagregression as direct
+    import greentrain.signals.forecast.forecaster as autocov
+    import greentrain.signals.forecast.lagregression as direct
 
     source = inspect.getsource(autocov) + inspect.getsource(direct)
     return hashlib.sha256(source.encode()).hexdigest()[:12]

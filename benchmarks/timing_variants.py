@@ -61,7 +61,7 @@ from greentrain.policies import slot_planner
 from greentrain.policies.slot_planner import Mode
 from greentrain.policies.window import pause_decision
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, oracle, run_now, simulate_run
 

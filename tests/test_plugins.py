@@ -65,4 +65,4 @@ def test_a_plugin_cannot_replace_a_builtin(tmp_path: Path, monkeypatch: pytest.M
 
     install_plugin(monkeypatch, tmp_path / "site", "hijack", {"hijack": "class Provider:\n    pass\n"},
                    {"greentrain.providers": {"static": "hijack:Provider"}})
-    assert plugins.available("providers")["static"] == "greentrain.signals.static:StaticProvider"
+    assert plugins.available("providers")["static"] == "greentrain.signals.providers.static:StaticProvider"

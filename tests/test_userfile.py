@@ -147,7 +147,7 @@ def test_daemon_config_refuses_non_finite_and_non_positive_limits(value: str, tm
 
 
 def test_secret_files_never_quote_their_bytes(tmp_path: Path) -> None:
-    from greentrain.signals.credentials import read_secret
+    from greentrain.signals.transport.credentials import read_secret
 
     path = tmp_path / "token"
     path.write_bytes(b"s3cr\xe9t-token\n")

@@ -13,7 +13,7 @@ import click
 from greentrain.errors import ConfigError
 
 if TYPE_CHECKING:
-    from greentrain.signals.archived import ArchiveForecaster, OwnForecaster
+    from greentrain.signals.archive.replay import ArchiveForecaster, OwnForecaster
     from greentrain.sim.forecastarchive import LoadedArchive
 
 Archived = tuple["LoadedArchive", "ArchiveForecaster"]

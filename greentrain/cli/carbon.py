@@ -53,12 +53,12 @@ def _build(
     in the trace's year), so every time printed is trace time, consistently.
     """
     from greentrain.signals import SignalChain, make_provider
-    from greentrain.signals.zones import require_zone
+    from greentrain.signals.providers.zones import require_zone
 
     require_zone(zone, provider, "--zone")
     clock: Clock = SystemClock()
     if provider and provider.strip().lower().startswith("csv:"):
-        from greentrain.signals.csvtrace import CSVTraceProvider
+        from greentrain.signals.providers.csvtrace import CSVTraceProvider
 
         probe = make_provider(provider, clock=clock, column=column)
         assert isinstance(probe, CSVTraceProvider)  # what a 'csv:' spec makes

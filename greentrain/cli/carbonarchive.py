@@ -25,10 +25,10 @@ from greentrain.userfile import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from greentrain.clock import Clock
-    from greentrain.signals.archive import ForecastArchive
+    from greentrain.signals.archive.store import ForecastArchive
     from greentrain.signals.base import CarbonIntensityProvider
-    from greentrain.signals.recording import ArchiveRecorder
-    from greentrain.signals.skillreport import ZoneSkill
+    from greentrain.signals.archive.recording import ArchiveRecorder
+    from greentrain.signals.archive.skillreport import ZoneSkill
 
 __all__ = ["archive", "parse_every", "record", "skill"]
 
@@ -48,7 +48,7 @@ def parse_every(text: str, option: str = "--every") -> float:
 
 
 def _archive_path(path: Path | None) -> Path:
-    from greentrain.signals.recording import default_archive_path
+    from greentrain.signals.archive.recording import default_archive_path
 
     if path is not None:
         return path
@@ -59,7 +59,7 @@ def _archive_path(path: Path | None) -> Path:
 
 
 def _open(path: Path | None, *, create: bool) -> ForecastArchive:
-    from greentrain.signals.archive import ForecastArchive
+    from greentrain.signals.archive.store import ForecastArchive
 
     return ForecastArchive(_archive_path(path), create=create)
 
@@ -93,8 +93,8 @@ def record(zone: str, provider_spec: str, every_text: str, archive_path: Path | 
 
     from greentrain.clock import SystemClock
     from greentrain.signals import make_provider
-    from greentrain.signals.recording import DEFAULT_MAX_BYTES, ArchiveRecorder
-    from greentrain.signals.zones import require_zone
+    from greentrain.signals.archive.recording import DEFAULT_MAX_BYTES, ArchiveRecorder
+    from greentrain.signals.providers.zones import require_zone
 
     every_s = parse_every(every_text)
     require_zone(zone, provider_spec, "--zone")
@@ -164,7 +164,7 @@ def archive() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_series(archive_path: Path | None, as_json: bool) -> None:
     """The series (provider, zone) in an archive, with their rows and issue times."""
-    from greentrain.signals.archivecsv import iso_z
+    from greentrain.signals.archive.longcsv import iso_z
 
     with _open(archive_path, create=False) as store:
         series = store.series()
@@ -201,7 +201,7 @@ def _one_series(store: ForecastArchive, provider: str | None, zone: str | None) 
 def export(archive_path: Path | None, as_csv: bool, provider: str | None, zone: str | None,
            output: Path | None) -> None:
     """Write one series as issued_at,target_time,intensity_g_per_kwh rows."""
-    from greentrain.signals.archivecsv import write_forecast_csv
+    from greentrain.signals.archive.longcsv import write_forecast_csv
 
     with _open(archive_path, create=False) as store:
         provider, zone = _one_series(store, provider, zone)
@@ -233,7 +233,7 @@ def import_(archive_path: Path | None, csv_path: Path | None, provider: str | No
             watttime_historical: bool, start_text: str | None, end_text: str | None, every_text: str,
             api_base: str | None, timeout_s: float) -> None:
     """Add a long-format CSV (CSV_PATH, with --provider and --zone), or WattTime's past forecasts."""
-    from greentrain.signals.archiveimport import import_csv
+    from greentrain.signals.archive.importers import import_csv
 
     if watttime_historical:
         if csv_path is not None:
@@ -255,7 +255,7 @@ def _import_watttime(archive_path: Path | None, zone: str | None, start_text: st
                      every_text: str, api_base: str | None, timeout_s: float) -> None:
     from greentrain.cli.simulate import parse_time
     from greentrain.signals import make_provider
-    from greentrain.signals.archiveimport import ForecastHistorySource, import_watttime_history
+    from greentrain.signals.archive.importers import ForecastHistorySource, import_watttime_history
 
     if zone is None or start_text is None or end_text is None:
         raise ConfigError("--watttime-historical: needs --zone REGION, --start and --end")
@@ -289,7 +289,7 @@ def _import_watttime(archive_path: Path | None, zone: str | None, start_text: st
 def skill(archive_path: Path | None, zone: str, providers: tuple[str, ...], actuals_path: Path | None,
           with_own: bool, hours: int, max_age_hours: float | None, as_json: bool) -> None:
     """Each source's error by hours ahead, against the actuals that arrived later."""
-    from greentrain.signals.skillreport import zone_skill
+    from greentrain.signals.archive.skillreport import zone_skill
     from greentrain.signals.trace import load_trace
 
     actuals = load_trace(actuals_path) if actuals_path is not None else None

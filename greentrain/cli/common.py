@@ -27,7 +27,7 @@ def parse_deadline(value: str, now: datetime, param: str = "--deadline") -> date
 def history_notes(points: Sequence[IntensityPoint], first: datetime) -> list[str]:
     """Notes for a replay whose first decision has too little trace behind it for the forecaster; each is
     also printed on stderr (standard output may be JSON)."""
-    from greentrain.signals.forecast import thin_history_note
+    from greentrain.signals.forecast.forecaster import thin_history_note
 
     note = thin_history_note(points, first)
     if note is None:

@@ -67,7 +67,7 @@ def _parse_start(text: str) -> datetime:
 
 def _trace_zone(trace: Path, zone: str | None) -> str:
     """The zone of ``trace`` (``zone`` None), or ``zone`` when the trace is for it; one line naming --zone if not."""
-    from greentrain.signals.csvtrace import CSVTraceProvider
+    from greentrain.signals.providers.csvtrace import CSVTraceProvider
 
     provider = CSVTraceProvider(trace)
     try:

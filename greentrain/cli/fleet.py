@@ -142,7 +142,7 @@ def _replay(jobs: list[FleetJob], sites: FleetSites, cluster: Cluster, policy: s
     from greentrain.fleet.feed import TraceFeed
     from greentrain.fleet.policies import CarbonAware, GreenestNow, PerJobWindow, RunNowFIFO
     from greentrain.fleet.simulate import simulate_fleet
-    from greentrain.signals.forecast import Forecaster
+    from greentrain.signals.forecast.forecaster import Forecaster
 
     actual = {zone: TraceFeed(points, sites.trace_paths[zone], None) for zone, points in sites.traces.items()}
     first = actual[sites.first_zone]

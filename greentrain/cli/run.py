@@ -166,7 +166,7 @@ def _check_numbers(**values: float | None) -> None:
 
 def _check_output(options: JobOptions) -> None:
     """Zone and log folder checked before the command starts (a typo must not run unnoticed)."""
-    from greentrain.signals.zones import require_zone
+    from greentrain.signals.providers.zones import require_zone
     from greentrain.userfile import check_writable_dir
 
     require_zone(options.zone, options.provider if isinstance(options.provider, str) else None, "--zone")

@@ -70,7 +70,7 @@ def make_forecaster(name: str, trace: list) -> Any:
     """The forecaster named on the command line; imported lazily."""
     if name == "perfect":
         return PerfectForecaster(trace)
-    from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
+    from greentrain.signals.forecast.forecaster import Forecaster, SeasonalNaiveForecaster
 
     return SeasonalNaiveForecaster() if name == "seasonal-naive" else Forecaster()
 

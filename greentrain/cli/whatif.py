@@ -23,8 +23,8 @@ from greentrain.codecarbon import read_emissions
 from greentrain.device.profiles import load_gpu_profile
 from greentrain.errors import ConfigError
 from greentrain.policies import Policy, load_policy
-from greentrain.signals.forecast import Forecaster
-from greentrain.signals.zones import require_zone
+from greentrain.signals.forecast.forecaster import Forecaster
+from greentrain.signals.providers.zones import require_zone
 from greentrain.sim.sources import IntensitySource, ProviderSource, TraceSource
 from greentrain.sim.whatif import WhatIfFile, WhatIfSettings, what_if
 from greentrain.sim.whatif_report import schedule_text, write_report
@@ -59,7 +59,7 @@ def _source(trace: Path | None, provider: str | None, column: str) -> IntensityS
         trace = Path(provider.split(":", 1)[1])
     if trace is not None:
         return TraceSource(trace, column)
-    from greentrain.signals.registry import make_provider
+    from greentrain.signals.providers.registry import make_provider
 
     return ProviderSource(make_provider(str(provider)), str(provider))
 

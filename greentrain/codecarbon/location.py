@@ -37,7 +37,7 @@ def zone_for(country_iso_code: str, region: str = "", country_name: str = "") ->
         return None
     state = region.strip().lower()
     if record.alpha_2 == "US" and state:
-        from greentrain.signals.static import us_zone_states  # its providers load httpx: only when needed
+        from greentrain.signals.providers.static import us_zone_states  # its providers load httpx: only when needed
 
         for zone, zone_state in us_zone_states().items():
             if zone_state == state:
@@ -55,6 +55,6 @@ def location_for(zone: str | None) -> Location:
         return "", "", ""
     if record.alpha_2 != "US":
         return record.name, record.alpha_3, ""
-    from greentrain.signals.static import us_zone_states
+    from greentrain.signals.providers.static import us_zone_states
 
     return record.name, record.alpha_3, us_zone_states().get(key, "")

@@ -123,7 +123,7 @@ def find_scenarios(trace: Path, *, work_h: float = 8.0, deadline_h: float = 24.0
     (default: the whole trace after its first week).
     """
     from greentrain.policies import load_policy
-    from greentrain.signals.forecast import Forecaster
+    from greentrain.signals.forecast.forecaster import Forecaster
     from greentrain.signals.trace import load_trace
     from greentrain.sim import SimJob, TraceIndex, simulate
 

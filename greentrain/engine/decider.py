@@ -19,7 +19,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Action, Decision, Snapshot
 from greentrain.policies.power import CompositePolicy
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, worth_waiting
-from greentrain.signals.liveskill import ForecastSkill
+from greentrain.signals.forecast.liveskill import ForecastSkill
 
 if TYPE_CHECKING:
     from greentrain.engine.core import EngineCore

@@ -9,7 +9,7 @@ not depend on the horizon asked: ``horizon_independent``).
 
 ``blend_forecaster`` is greentrain's ``Forecaster`` and same-hour-yesterday
 weighed by their errors at each hour ahead over the last four weeks
-(``signals/blend.py``). On the development weeks it planned no better than
+(``signals/forecast/blend.py``). On the development weeks it planned no better than
 ``Forecaster`` alone (docs/benchmarks.md, "Fleet"), which ``greentrain fleet
 simulate`` therefore keeps. A forecaster that measures its own error by hours
 ahead (``errors_g_per_kwh``, as the blend does) gives ``errors``: what the
@@ -26,9 +26,9 @@ import numpy as np
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint
-from greentrain.signals.blend import HourlyForecaster, SkillBlendForecaster
-from greentrain.signals.deviation import ForecastDeviation
-from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
+from greentrain.signals.forecast.blend import HourlyForecaster, SkillBlendForecaster
+from greentrain.signals.forecast.deviation import ForecastDeviation
+from greentrain.signals.forecast.forecaster import Forecaster, SeasonalNaiveForecaster
 
 __all__ = ["ForecastDeviation", "TraceFeed", "HourlyForecaster", "blend_forecaster"]
 

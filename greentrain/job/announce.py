@@ -28,7 +28,7 @@ from greentrain.engine.collaborators import ReportsReadings
 from greentrain.signals.base import CarbonIntensityProvider
 from greentrain.signals.cache import CachedProvider
 from greentrain.signals.chain import SignalChain
-from greentrain.signals.csvtrace import CSVTraceProvider
+from greentrain.signals.providers.csvtrace import CSVTraceProvider
 from greentrain.units import format_duration_s, format_energy_j, format_masses_g, format_time
 
 if TYPE_CHECKING:

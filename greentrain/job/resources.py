@@ -37,7 +37,7 @@ def build_signals(zone: str | None, provider: ProviderSpec | None, clock: Clock)
     if provider is None and zone is None:
         return None
     if zone is not None and (provider is None or isinstance(provider, str)):
-        from greentrain.signals.zones import require_zone
+        from greentrain.signals.providers.zones import require_zone
 
         require_zone(zone, provider, "zone")
     if provider is not None and not isinstance(provider, (str, CarbonIntensityProvider)):
@@ -48,7 +48,7 @@ def build_signals(zone: str | None, provider: ProviderSpec | None, clock: Clock)
     try:
         from greentrain.signals import make_provider
         from greentrain.signals.chain import SignalChain
-        from greentrain.signals.csvtrace import CSVTraceProvider
+        from greentrain.signals.providers.csvtrace import CSVTraceProvider
     except ImportError as e:
         raise ConfigError(f"provider: the signals package is not available ({e})") from None
     if isinstance(provider, CarbonIntensityProvider):
@@ -82,7 +82,7 @@ def _default_providers(make_provider: MakeProvider, clock: Clock) -> list[Carbon
 
 def _zone_of(provider: CarbonIntensityProvider) -> str:
     """The zone of a trace (its file says); "" for a provider that serves any zone."""
-    from greentrain.signals.csvtrace import CSVTraceProvider
+    from greentrain.signals.providers.csvtrace import CSVTraceProvider
 
     return provider.zone if isinstance(provider, CSVTraceProvider) else ""
 

@@ -71,7 +71,7 @@ class Snapshot:
     wait is to beat running now with it (``policies/worth.py``)."""
     forecast_bias_g_per_kwh: tuple[float, ...] = ()
     """The forecast's measured bias by hours ahead (forecast minus actual, index 0: one hour ahead; only
-    what stands out of the noise, ``signals/liveskill.py``); empty when none is measured. Planners subtract
+    what stands out of the noise, ``signals/forecast/liveskill.py``); empty when none is measured. Planners subtract
     it (``policies/calibrate.py``)."""
     carbon_now: IntensityPoint | None = None
     forecast: tuple[IntensityPoint, ...] = ()

@@ -3,7 +3,7 @@
 A forecaster (or a provider) that runs low 12 h ahead in one zone makes every
 wait look better there than it is, and a plan on it keeps waiting for a clean
 hour that is not coming. The engine (and the simulator) measure each
-signal's signed error by hours ahead (``signals/liveskill.py``) and hand the
+signal's signed error by hours ahead (``signals/forecast/liveskill.py``) and hand the
 part that stands out of the noise to the policy as
 ``Snapshot.forecast_bias_g_per_kwh``; ``calibrated`` subtracts it from the
 forecast. What is left is the forecast's expected value, which is what

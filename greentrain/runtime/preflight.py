@@ -132,7 +132,7 @@ def _check_policy(spec: str) -> None:
 
 
 def _check_provider(spec: str) -> None:
-    from greentrain.signals.registry import provider_names
+    from greentrain.signals.providers.registry import provider_names
 
     name, _, argument = spec.partition(":")
     name = name.strip().lower()
@@ -147,7 +147,7 @@ def _check_provider(spec: str) -> None:
 
 
 def _check_zone(zone: str, provider: str | None) -> None:
-    from greentrain.signals.zones import check_zone
+    from greentrain.signals.providers.zones import check_zone
 
     reason = check_zone(zone, provider)
     if reason is not None:

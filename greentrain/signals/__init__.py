@@ -4,6 +4,13 @@
 order with caching and fallback; ``Forecaster`` predicts hours a provider
 does not cover. Everything returns ``IntensityPoint``s labelled with kind,
 provider, zone and emission factor.
+
+Here: the point and provider types (``base``), the chain with its cache and
+backoff (``chain``, ``cache``, ``backoff``) and reading CSV traces (``trace``,
+``shipped``). In subpackages: ``providers/`` (each source, and building them by
+name), ``transport/`` (the bounded HTTP client, secrets and redaction),
+``forecast/`` (the forecasters and their measured error) and ``archive/`` (the
+forecast archive).
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ from greentrain.signals.base import (
     ProviderStatus,
 )
 from greentrain.signals.chain import SignalChain
-from greentrain.signals.forecast import Forecaster, SeasonalNaiveForecaster
-from greentrain.signals.registry import make_provider, provider_names
+from greentrain.signals.forecast.forecaster import Forecaster, SeasonalNaiveForecaster
+from greentrain.signals.providers.registry import make_provider, provider_names
 
 __all__ = [
     "CarbonIntensityProvider",

@@ -8,7 +8,7 @@ the horizon (or all of it) with the causal ``Forecaster`` over recent history.
 
 Every forecast a provider issues, the actuals read and greentrain's own
 forecast (hourly) are recorded in the forecast archive (``archive``: on by
-default, in ``cache_dir`` or the user cache; see ``signals/chainarchive``),
+default, in ``cache_dir`` or the user cache; see ``signals/archive/chain``),
 and the provider's forecast is blended with greentrain's own by the skill
 that archive measured.
 """
@@ -27,9 +27,9 @@ from greentrain.errors import GreentrainError, RateLimitedError, SignalError
 from greentrain.signals.backoff import Backoff
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, ProviderStatus
 from greentrain.signals.cache import CachedProvider
-from greentrain.signals.chainarchive import ChainArchive
-from greentrain.signals.forecast import Forecaster, floor_hour
-from greentrain.signals.recording import ArchiveRecorder, default_archive_path
+from greentrain.signals.archive.chain import ChainArchive
+from greentrain.signals.forecast.forecaster import Forecaster, floor_hour
+from greentrain.signals.archive.recording import ArchiveRecorder, default_archive_path
 
 __all__ = ["SignalChain"]
 

@@ -3,7 +3,7 @@
 Loads the archive (the SQLite file or the long CSV format) for the trace's
 zone, leaves out what does not belong (other zones or units, malformed rows,
 targets before their issue, negative values), counting each, and builds the
-``signals.archived.ArchiveForecaster`` the replay asks at every decision.
+``signals.archive.replay.ArchiveForecaster`` the replay asks at every decision.
 ``summary`` is what ``simulate`` prints about it: the file, the series, the
 rows left out, and the decision hours that fell back to the trace-only
 forecaster because the archive had a gap there.
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from greentrain.errors import ConfigError
-from greentrain.signals.archive import UNIT, ForecastArchive, is_sqlite_file
-from greentrain.signals.archivecsv import read_forecast_csv
-from greentrain.signals.archived import ArchiveForecaster, OwnForecaster
-from greentrain.signals.issued import IssuedForecasts
+from greentrain.signals.archive.store import UNIT, ForecastArchive, is_sqlite_file
+from greentrain.signals.archive.longcsv import read_forecast_csv
+from greentrain.signals.archive.replay import ArchiveForecaster, OwnForecaster
+from greentrain.signals.archive.issued import IssuedForecasts
 
 __all__ = ["BLENDS", "LoadedArchive", "load_forecast_archive", "make_archive_forecaster", "summary"]
 

@@ -14,7 +14,7 @@ sample, and while the job waits a probe of the rate it would run at now (the
 engine's ``rate_probe``) is one. Deadlines are planned and guarded with the
 room their spread asks for (``RateEstimator.spread_room_s``: none for a steady
 job). The forecast's error is scored as the run goes, as the engine scores it
-(``signals/liveskill.py``; ``calibrate_days`` also scores the forecaster's
+(``signals/forecast/liveskill.py``; ``calibrate_days`` also scores the forecaster's
 record before the start), and its bias by hours ahead goes to the policy
 (``Snapshot.forecast_bias_g_per_kwh``).
 """
@@ -36,8 +36,8 @@ from greentrain.policies.slot_planner import Mode, StartState
 from greentrain.policies.rate import RateEstimator
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, keep_latest_start, worth_waiting
 from greentrain.signals.base import IntensityPoint
-from greentrain.signals.deviation import DeviationTally
-from greentrain.signals.liveskill import ForecastSkill
+from greentrain.signals.forecast.deviation import DeviationTally
+from greentrain.signals.forecast.liveskill import ForecastSkill
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger
 from greentrain.sim.noise import RateProfile
@@ -54,7 +54,7 @@ _STATES = {StartState.FRESH: JobState.WAITING, StartState.RUNNING: JobState.RUNN
 
 
 class ForecasterLike(Protocol):
-    """What the simulator needs from a forecaster (``greentrain.signals.forecast.Forecaster``).
+    """What the simulator needs from a forecaster (``greentrain.signals.forecast.forecaster.Forecaster``).
 
     Optional class attribute ``horizon_independent = True``: the value for h
     hours ahead does not depend on ``horizon_h``, so ``simulate()`` may ask once

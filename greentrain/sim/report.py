@@ -9,7 +9,7 @@ from datetime import datetime
 from greentrain.policies.base import Policy
 import greentrain.sim.baselines as baselines
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC
-from greentrain.signals.deviation import DeviationTally
+from greentrain.signals.forecast.deviation import DeviationTally
 from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from greentrain.errors import SignalError
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kind
-from greentrain.signals.csvtrace import shift_years
-from greentrain.signals.forecast import floor_hour
+from greentrain.signals.providers.csvtrace import shift_years
+from greentrain.signals.forecast.forecaster import floor_hour
 from greentrain.signals.trace import load_trace
 
 __all__ = ["IntensityWindow", "IntensitySource", "TraceSource", "ProviderSource", "NoIntensity"]

@@ -24,8 +24,8 @@ from greentrain.policies.base import Action, Policy
 from greentrain.policies.rate import RateEstimator
 from greentrain.policies.slot_planner import StartState
 from greentrain.policies.worth import DEFAULT_MIN_SAVING_FRAC, keep_latest_start, worth_waiting
-from greentrain.signals.deviation import DeviationTally
-from greentrain.signals.liveskill import ForecastSkill
+from greentrain.signals.forecast.deviation import DeviationTally
+from greentrain.signals.forecast.liveskill import ForecastSkill
 from greentrain.sim.fcache import shared_per_hour
 from greentrain.sim.job import SimJob
 from greentrain.sim.ledger import Ledger

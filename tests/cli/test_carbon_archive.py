@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "signals"))
 from gt_signal_server import Reply, Request, SignalServer, recorded  # noqa: E402
 
 from greentrain.cli import main  # noqa: E402
-from greentrain.signals.archive import ForecastArchive  # noqa: E402
+from greentrain.signals.archive.store import ForecastArchive  # noqa: E402
 from greentrain.signals.base import Kind  # noqa: E402
-from greentrain.signals.recording import ArchiveRecorder  # noqa: E402
+from greentrain.signals.archive.recording import ArchiveRecorder  # noqa: E402
 from greentrain.signals.trace import load_trace  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from greentrain.clock import Clock
 from greentrain.signals.base import IntensityPoint, ProviderStatus
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 
 __all__ = ["TraceChain"]

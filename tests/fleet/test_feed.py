@@ -7,7 +7,7 @@ import pytest
 from gt_fleet import feed
 
 from greentrain.fleet.feed import TraceFeed
-from greentrain.signals.forecast import SeasonalNaiveForecaster
+from greentrain.signals.forecast.forecaster import SeasonalNaiveForecaster
 
 
 def test_the_day_ahead_error_is_the_forecasts_made_against_the_trace() -> None:

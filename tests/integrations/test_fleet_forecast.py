@@ -13,7 +13,7 @@ import pytest
 import greentrain.signals as signals
 from greentrain.clock import FrozenClock
 from greentrain.integrations.fleet_forecast import ProviderIntensity
-from greentrain.signals.archive import ForecastArchive
+from greentrain.signals.archive.store import ForecastArchive
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kind
 
 pytestmark = pytest.mark.timeout(60)

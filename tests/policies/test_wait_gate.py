@@ -12,7 +12,7 @@ from greentrain.policies import Action, Decision, ForecastOptimalPolicy, Snapsho
 from greentrain.policies.calibrate import calibrated
 from greentrain.policies.worth import win_probability, worth_waiting
 from greentrain.signals.base import Kind
-from greentrain.signals.liveskill import ForecastSkill
+from greentrain.signals.forecast.liveskill import ForecastSkill
 from greentrain.sim import SimJob, TraceIndex, simulate_run
 from greentrain.sim.noise import RateProfile
 from tests.policies.helpers import HOUR, T0, PerfectTestForecaster, points

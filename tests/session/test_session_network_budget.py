@@ -14,7 +14,7 @@ import time
 from greentrain import Session
 from greentrain.clock import SystemClock
 from greentrain.signals import SignalChain, make_provider
-from greentrain.signals.ukgrid import UKGridProvider
+from greentrain.signals.providers.ukgrid import UKGridProvider
 from tests.signals.gt_hostile_server import HostileServer
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from greentrain.clock import FrozenClock
-from greentrain.signals.archive import ForecastArchive
+from greentrain.signals.archive.store import ForecastArchive
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kind
 from greentrain.signals.chain import SignalChain
 from greentrain.signals.trace import load_trace

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.deviation import DeviationTally, ForecastDeviation
+from greentrain.signals.forecast.deviation import DeviationTally, ForecastDeviation
 
 T0 = datetime(2022, 3, 1, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import EmissionFactor, IntensityPoint, Kind
-from greentrain.signals.forecast import (
+from greentrain.signals.forecast.forecaster import (
     FULL_HISTORY_H,
     Forecaster,
     SeasonalNaiveForecaster,

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from greentrain.errors import ConfigError
-from greentrain.signals.archive import ArchiveError, ForecastArchive
-from greentrain.signals.archivecsv import read_forecast_csv, write_forecast_csv
+from greentrain.signals.archive.store import ArchiveError, ForecastArchive
+from greentrain.signals.archive.longcsv import read_forecast_csv, write_forecast_csv
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.recording import ArchiveRecorder, default_archive_path, hourly_rows
+from greentrain.signals.archive.recording import ArchiveRecorder, default_archive_path, hourly_rows
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from greentrain.errors import ConfigError
-from greentrain.signals.archive import ForecastArchive
-from greentrain.signals.issued import IssuedForecasts
-from greentrain.signals.skill import actual_table, blend_weights, horizon_errors
-from greentrain.signals.skillreport import COMPUTED_OWN, zone_skill
+from greentrain.signals.archive.store import ForecastArchive
+from greentrain.signals.archive.issued import IssuedForecasts
+from greentrain.signals.forecast.skill import actual_table, blend_weights, horizon_errors
+from greentrain.signals.archive.skillreport import COMPUTED_OWN, zone_skill
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -18,7 +18,7 @@ from greentrain.cli import main
 from greentrain.clock import FrozenClock
 from greentrain.errors import SignalError
 from greentrain.signals import make_provider
-from greentrain.signals.body import MAX_BODY_BYTES
+from greentrain.signals.transport.body import MAX_BODY_BYTES
 from tests.signals.gt_hostile_server import PROVIDER_ZONES, SCENARIOS, HostileServer
 
 NOW = datetime(2026, 11, 23, 10, 5, tzinfo=UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from greentrain.signals.lagregression import LAGS_H, MIN_FIT_ORIGINS, lag_regression
+from greentrain.signals.forecast.lagregression import LAGS_H, MIN_FIT_ORIGINS, lag_regression
 
 
 def ar1(n: int, phi: float, seed: int = 0) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The forecast's measured error by hours ahead (signals/liveskill.py), against hand-computed values."""
+"""The forecast's measured error by hours ahead (signals/forecast/liveskill.py), against hand-computed values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.liveskill import ForecastSkill
+from greentrain.signals.forecast.liveskill import ForecastSkill
 
 T0 = datetime(2022, 3, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -21,9 +21,9 @@ from greentrain.clock import FrozenClock
 from greentrain.errors import SignalError
 from greentrain.signals import SignalChain, make_provider
 from greentrain.signals.base import EmissionFactor, IntensityPoint, Kind
-from greentrain.signals.electricitymaps import parse_point, parse_series
-from greentrain.signals.ukgrid import parse_periods
-from greentrain.signals.watttime import parse_data, parse_signal_index
+from greentrain.signals.providers.electricitymaps import parse_point, parse_series
+from greentrain.signals.providers.ukgrid import parse_periods
+from greentrain.signals.providers.watttime import parse_data, parse_signal_index
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from greentrain.clock import FrozenClock
 from greentrain.errors import AuthError, SignalError
 from greentrain.signals import make_provider
 from greentrain.signals.base import Kind
-from greentrain.signals.watttime import parse_data
+from greentrain.signals.providers.watttime import parse_data
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -27,7 +27,7 @@ from greentrain.errors import SignalError
 from greentrain.events import EventLog
 from greentrain.exporters.collector import GreentrainCollector
 from greentrain.signals import SignalChain, make_provider
-from greentrain.signals.redact import FRAGMENT_CHARS
+from greentrain.signals.transport.redact import FRAGMENT_CHARS
 from tests.engine.gt_engine_doubles import RunNowPolicy
 from tests.signals.gt_hostile_server import PROVIDER_ZONES, HostileServer, echo_credentials
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.blend import SkillBlendForecaster
-from greentrain.signals.forecast import SeasonalNaiveForecaster
+from greentrain.signals.forecast.blend import SkillBlendForecaster
+from greentrain.signals.forecast.forecaster import SeasonalNaiveForecaster
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from greentrain.errors import ConfigError
-from greentrain.signals.zones import check_zone, require_zone
+from greentrain.signals.providers.zones import check_zone, require_zone
 from greentrain.job.resources import build_signals
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from greentrain.policies import CarbonAwarePolicy
 from greentrain.policies.slot_planner import Mode
-from greentrain.signals.archived import ArchiveForecaster
-from greentrain.signals.forecast import Forecaster
-from greentrain.signals.issued import IssuedForecasts
+from greentrain.signals.archive.replay import ArchiveForecaster
+from greentrain.signals.forecast.forecaster import Forecaster
+from greentrain.signals.archive.issued import IssuedForecasts
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, simulate_run
 from greentrain.sim.fcache import HourlyForecastCache

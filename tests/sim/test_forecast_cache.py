@@ -9,7 +9,7 @@ import pytest
 
 from greentrain.policies import ForecastOptimalPolicy
 from greentrain.policies.slot_planner import Mode
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, simulate
 from greentrain.sim.fcache import HourlyForecastCache, shared_per_hour

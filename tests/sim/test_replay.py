@@ -16,7 +16,7 @@ from greentrain.policies import (
     Policy,
 )
 from greentrain.policies.slot_planner import Mode
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 from greentrain.sim import SimJob, TraceIndex, oracle, simulate, simulate_run
 from tests.policies.helpers import (

@@ -10,7 +10,7 @@ import pytest
 
 from greentrain.codecarbon import CodeCarbonRun
 from greentrain.policies import load_policy
-from greentrain.signals.static import StaticProvider
+from greentrain.signals.providers.static import StaticProvider
 from greentrain.sim import PerfectForecaster, SimJob, TraceIndex, simulate
 from greentrain.sim.sources import ProviderSource, TraceSource
 from greentrain.sim.whatif import WhatIfSettings, match_profile, what_if

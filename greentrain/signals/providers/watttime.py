@@ -20,10 +20,10 @@ import httpx
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.errors import AuthError, SignalError
-from greentrain.signals import validate as v
+from greentrain.signals.providers import validate as v
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
-from greentrain.signals.credentials import read_secret
-from greentrain.signals.http import JSONClient, QueryParams, QueryValue
+from greentrain.signals.transport.credentials import read_secret
+from greentrain.signals.transport.client import JSONClient, QueryParams, QueryValue
 from greentrain.userfile import JSONValue
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Direct multi-horizon regression of future anomalies on the last day of anomalies.
 
 The forecaster's second model family. Where the autocovariance model
-(``forecast._anomaly_model``) predicts from five hand-picked lags under a
+(``forecaster._anomaly_model``) predicts from five hand-picked lags under a
 stationarity assumption, this one fits, by ridge least squares on the history
 itself, one linear map from the last ``lags_h`` hourly anomalies to each of
 the next ``horizon_h`` anomalies ("direct" forecasting: no recursion, so one

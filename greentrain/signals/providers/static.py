@@ -18,8 +18,8 @@ import pycountry  # a dependency of codecarbon
 from greentrain.clock import Clock, SystemClock
 from greentrain.errors import ConfigError, SignalError
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
-from greentrain.signals.forecast import floor_hour
-from greentrain.signals.watttime import LBS_PER_MWH_TO_G_PER_KWH
+from greentrain.signals.forecast.forecaster import floor_hour
+from greentrain.signals.providers.watttime import LBS_PER_MWH_TO_G_PER_KWH
 
 __all__ = ["StaticProvider", "static_intensity", "us_zone_states"]
 

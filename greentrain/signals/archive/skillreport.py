@@ -1,6 +1,6 @@
 """Error by hours ahead for every source of one zone in an archive (``greentrain carbon skill``).
 
-The frame is the planner's (``signals/skill``): at every hour from the
+The frame is the planner's (``signals/forecast/skill``): at every hour from the
 first issue on, the latest forecast issued at or before it (not older than
 ``max_age_h``; by default 6 h or twice the source's usual time between
 issues), against the actual of each hour ahead. Actuals come from the
@@ -16,11 +16,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from greentrain.errors import ConfigError
-from greentrain.signals.archive import UNIT, ForecastArchive
+from greentrain.signals.archive.store import UNIT, ForecastArchive
 from greentrain.signals.base import IntensityPoint
-from greentrain.signals.forecast import Forecaster
-from greentrain.signals.issued import IssuedForecasts
-from greentrain.signals.skill import HorizonErrors, actual_table, horizon_errors
+from greentrain.signals.forecast.forecaster import Forecaster
+from greentrain.signals.archive.issued import IssuedForecasts
+from greentrain.signals.forecast.skill import HorizonErrors, actual_table, horizon_errors
 
 __all__ = ["COMPUTED_OWN", "ZoneSkill", "hourly_actuals_from_points", "zone_skill"]
 

@@ -38,7 +38,7 @@ ZONE_CHECKED_PROVIDERS = frozenset({"electricitymaps", "static"})
 @cache
 def known_zones() -> dict[str, str]:
     """Zone id -> a human name, for every zone the static table maps."""
-    from greentrain.signals.static import _US_ZONES, _data
+    from greentrain.signals.providers.static import _US_ZONES, _data
 
     zones = {c.alpha_2: c.name for c in pycountry.countries}
     zones.update({zone: f"US, {state.title()}" for zone, state in _US_ZONES.items()})

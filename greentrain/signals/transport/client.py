@@ -28,8 +28,8 @@ from typing import Any, TypeAlias
 import httpx
 
 from greentrain.errors import AuthError, ConfigError, RateLimitedError, SignalError
-from greentrain.signals.body import MAX_BODY_BYTES, BodyError, loads_bounded, read_capped
-from greentrain.signals.redact import Redactor
+from greentrain.signals.transport.body import MAX_BODY_BYTES, BodyError, loads_bounded, read_capped
+from greentrain.signals.transport.redact import Redactor
 from greentrain.userfile import JSONValue
 
 __all__ = ["JSONClient", "QueryParams", "QueryValue", "retry_after_s", "ERROR_BODY_BYTES"]

@@ -16,9 +16,9 @@ import httpx
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.errors import ConfigError, SignalError
-from greentrain.signals import validate as v
+from greentrain.signals.providers import validate as v
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
-from greentrain.signals.http import JSONClient
+from greentrain.signals.transport.client import JSONClient
 from greentrain.userfile import JSONValue
 
 __all__ = ["UKGridProvider", "parse_periods", "zone_paths", "DEFAULT_API_BASE"]

@@ -31,7 +31,7 @@ from typing import ClassVar
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.errors import ConfigError, SignalError
 from greentrain.signals.base import CarbonIntensityProvider, IntensityPoint, Kind
-from greentrain.signals.forecast import Forecaster
+from greentrain.signals.forecast.forecaster import Forecaster
 from greentrain.signals.trace import load_trace
 
 __all__ = ["CSVTraceProvider", "shift_years"]

@@ -29,8 +29,8 @@ import numpy as np
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.forecast import floor_hour, hourly_series
-from greentrain.signals.skill import actual_table, blend_weights, combine, horizon_errors
+from greentrain.signals.forecast.forecaster import floor_hour, hourly_series
+from greentrain.signals.forecast.skill import actual_table, blend_weights, combine, horizon_errors
 
 __all__ = ["HourlyForecaster", "SKILL_WINDOW_H", "SkillBlendForecaster", "extend_last", "forecast_values",
            "past_actuals"]

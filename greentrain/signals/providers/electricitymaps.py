@@ -17,10 +17,10 @@ import httpx
 
 from greentrain.clock import Clock, SystemClock, ensure_aware_utc
 from greentrain.errors import AuthError, ConfigError
-from greentrain.signals import validate as v
+from greentrain.signals.providers import validate as v
 from greentrain.signals.base import CarbonIntensityProvider, EmissionFactor, IntensityPoint, Kind
-from greentrain.signals.credentials import read_secret
-from greentrain.signals.http import JSONClient, QueryValue
+from greentrain.signals.transport.credentials import read_secret
+from greentrain.signals.transport.client import JSONClient, QueryValue
 from greentrain.userfile import JSONValue
 
 __all__ = ["ElectricityMapsProvider", "parse_point", "parse_series", "DEFAULT_API_BASE", "TOKEN_ENV"]

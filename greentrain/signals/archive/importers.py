@@ -1,6 +1,6 @@
 """Filling an archive from outside: the long CSV format, and WattTime's past forecasts.
 
-``import_csv`` adds a checked long-format file (``archivecsv``) as one
+``import_csv`` adds a checked long-format file (``longcsv``) as one
 series. ``import_watttime_history`` pulls ``/v3/forecast/historical`` for a
 region and date range, an hour of issue times per request (WattTime issues a
 forecast every five minutes, 72 h of five-minute values each: a day per
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from greentrain.errors import ConfigError
-from greentrain.signals.archive import ForecastArchive
-from greentrain.signals.archivecsv import read_forecast_csv
+from greentrain.signals.archive.store import ForecastArchive
+from greentrain.signals.archive.longcsv import read_forecast_csv
 from greentrain.signals.base import IntensityPoint
-from greentrain.signals.recording import hourly_rows
+from greentrain.signals.archive.recording import hourly_rows
 
 __all__ = ["ImportResult", "import_csv", "import_watttime_history"]
 

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from greentrain.clock import Clock, SystemClock
 from greentrain.hours import floor_hour
-from greentrain.signals.archive import (
+from greentrain.signals.archive.store import (
     UNIT,
     ArchiveCorruptError,
     ArchiveError,

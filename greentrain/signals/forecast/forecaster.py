@@ -15,7 +15,7 @@
 
 The model is fitted twice, to the values (additive) and to their logarithm
 (multiplicative, which suits spiky clean grids), and the two are averaged.
-A second model family, ``lag_regression`` (greentrain/signals/lagregression),
+A second model family, ``lag_regression`` (greentrain/signals/forecast/lagregression),
 maps the whole last day of anomalies to each future hour directly, also on
 both scales; the forecast is the plain mean of the two families. On the dev
 traces the mean schedules better than either family alone, and it lifts the
@@ -49,7 +49,7 @@ import numpy as np
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.lagregression import LAGS_H, MIN_FIT_ORIGINS, lag_regression
+from greentrain.signals.forecast.lagregression import LAGS_H, MIN_FIT_ORIGINS, lag_regression
 
 __all__ = ["Forecaster", "SeasonalNaiveForecaster", "floor_hour", "hourly_series", "FULL_HISTORY_H",
            "thin_history_note"]
@@ -62,7 +62,7 @@ _PROFILE_MIN_H = 48
 _FULL_HORIZON_H = 72
 FULL_HISTORY_H = MIN_FIT_ORIGINS + LAGS_H + _FULL_HORIZON_H
 """History at which the default ``Forecaster`` has its whole model ``_FULL_HORIZON_H`` ahead: the direct family
-needs a week of complete (lags + horizon) examples (``signals/lagregression.py``); with less it is left out."""
+needs a week of complete (lags + horizon) examples (``signals/forecast/lagregression.py``); with less it is left out."""
 _POOL_H = 2
 """Neighbouring horizons pooled (each side) when comparing the candidates at one horizon."""
 _RECENT_LAGS_H = (0, 2, 6)

@@ -32,10 +32,10 @@ import numpy as np
 
 from greentrain.errors import ConfigError
 from greentrain.signals.base import IntensityPoint, Kind
-from greentrain.signals.blend import SKILL_WINDOW_H, HourlyForecaster, extend_last, forecast_values, past_actuals
-from greentrain.signals.forecast import floor_hour
-from greentrain.signals.issued import IssuedForecasts
-from greentrain.signals.skill import blend_weights, combine
+from greentrain.signals.forecast.blend import SKILL_WINDOW_H, HourlyForecaster, extend_last, forecast_values, past_actuals
+from greentrain.signals.forecast.forecaster import floor_hour
+from greentrain.signals.archive.issued import IssuedForecasts
+from greentrain.signals.forecast.skill import blend_weights, combine
 
 __all__ = ["ArchiveForecaster", "OwnForecaster", "SKILL_WINDOW_H", "hourly_points"]
 
@@ -44,7 +44,7 @@ _HOUR = timedelta(hours=1)
 
 
 OwnForecaster = HourlyForecaster
-"""greentrain's own forecaster (``signals.forecast.Forecaster`` or anything with its ``forecast``)."""
+"""greentrain's own forecaster (``signals.forecast.forecaster.Forecaster`` or anything with its ``forecast``)."""
 
 
 def hourly_points(values: Iterable[float], first: datetime, template: IntensityPoint,

@@ -21,13 +21,13 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from greentrain.signals.archive import ForecastArchive
-from greentrain.signals.archived import SKILL_WINDOW_H, hourly_points
+from greentrain.signals.archive.store import ForecastArchive
+from greentrain.signals.archive.replay import SKILL_WINDOW_H, hourly_points
 from greentrain.signals.base import IntensityPoint
-from greentrain.signals.forecast import floor_hour
-from greentrain.signals.issued import IssuedForecasts
-from greentrain.signals.recording import OWN_SOURCE, ArchiveRecorder, hourly_rows
-from greentrain.signals.skill import actual_table, blend_weights, combine
+from greentrain.signals.forecast.forecaster import floor_hour
+from greentrain.signals.archive.issued import IssuedForecasts
+from greentrain.signals.archive.recording import OWN_SOURCE, ArchiveRecorder, hourly_rows
+from greentrain.signals.forecast.skill import actual_table, blend_weights, combine
 
 __all__ = ["ChainArchive"]
 
