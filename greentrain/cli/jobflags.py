@@ -21,9 +21,10 @@ from typing import TypedDict, TypeVar
 import click
 
 from greentrain.errors import ConfigError
+from greentrain.fields import choices_in, field_docs, hints
 from greentrain.job.options import FrontEnd, JobOptions, Setting, option_problems, settings_for
 
-__all__ = ["job_flags", "take_settings", "job_options", "flag_of", "flag_argv"]
+__all__ = ["job_flags", "section_flags", "take_settings", "job_options", "flag_of", "flag_argv"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -119,6 +120,32 @@ def job_flags(front_end: FrontEnd, *, defaults: Mapping[str, object] | None = No
     ``defaults``: this command's own default of a field (given when the flag is not); ``notes``: a sentence
     appended to a field's help here."""
     options = [_option(s, defaults or {}, notes or {}) for s in settings_for(front_end)]
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def section_flags(sections: Mapping[str, type], keys: Mapping[str, tuple[str, str]], *,
+                  spellings: Mapping[str, str] | None = None) -> Callable[[F], F]:
+    """Add one option per ``keys`` entry (flag name -> ``(section, key)`` of a config file's sections, e.g. the
+    runtime's ``[train]``): its type, ``Literal`` choices and help from that section's field, so a flag and
+    its file key are one declaration. Not given, a flag stays out (None) and the file or preset decides; a
+    boolean is ``--name/--no-name`` unless ``spellings`` gives its own."""
+    options = []
+    for name, (section, key) in keys.items():
+        cls = sections[section]
+        hint, doc = hints(cls)[key], field_docs(cls).get(key, "")
+        setting = Setting(name=name, hint=hint, default=None, doc=doc, choices=choices_in(hint), flag=None)
+        if _members(hint) == [bool]:
+            flag = "--" + name.replace("_", "-")
+            spelling = (spellings or {}).get(name, f"{flag}/--no-{flag[2:]}")
+            options.append(click.option(spelling, name, default=None, help=_CODE.sub(r"\1", doc)))
+        else:
+            options.append(_option(setting, {}, {}))
 
     def decorate(command: F) -> F:
         for option in reversed(options):

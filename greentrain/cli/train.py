@@ -18,9 +18,10 @@ from pathlib import Path
 
 import click
 
-from greentrain.cli.jobflags import flag_argv, flag_of, job_flags
+from greentrain.cli.jobflags import flag_argv, flag_of, job_flags, section_flags
 from greentrain.errors import ConfigError
 from greentrain.exitcodes import RESUME_EXIT_CODE
+from greentrain.runtime.sections import SECTIONS
 from greentrain.userfile import TOMLTable, TOMLValue
 
 __all__ = ["train"]
@@ -28,18 +29,20 @@ __all__ = ["train"]
 # flag -> (section, key) of the training config; the job settings are generated from JobOptions (job_flags) and
 # land in [greentrain] under their own names.
 FLAG_KEYS: dict[str, tuple[str, str]] = {
-    "steps": ("train", "steps"), "seed": ("train", "seed"), "dtype": ("train", "dtype"),
-    "global_batch": ("train", "global_batch"), "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"),
-    "lr": ("train", "lr"), "ac": ("train", "ac"), "compile": ("train", "compile"), "device": ("train", "device"),
+    "steps": ("train", "steps"), "seed": ("train", "seed"), "global_batch": ("train", "global_batch"),
+    "seq_len": ("train", "seq_len"), "grad_accum": ("train", "grad_accum"), "lr": ("train", "lr"),
     "mesh": ("parallel", "mesh"), "dp_replicate": ("parallel", "dp_replicate"), "dp_shard": ("parallel", "dp_shard"),
     "tp": ("parallel", "tp"), "pp": ("parallel", "pp"), "cp": ("parallel", "cp"), "ep": ("parallel", "ep"),
-    "pp_schedule": ("parallel", "pp_schedule"),
-    "microbatches": ("parallel", "microbatches"), "virtual_stages": ("parallel", "virtual_stages"),
+    "pp_schedule": ("parallel", "pp_schedule"), "microbatches": ("parallel", "microbatches"),
+    "virtual_stages": ("parallel", "virtual_stages"),
+    "dtype": ("train", "dtype"), "ac": ("train", "ac"), "compile": ("train", "compile"), "device": ("train", "device"),
     "metrics_jsonl": ("metrics", "jsonl"), "metrics_port": ("metrics", "port"), "metrics_addr": ("metrics", "addr"),
     "metrics_allow_public": ("metrics", "allow_public"),
     "checkpoint_dir": ("checkpoint", "dir"), "checkpoint_interval": ("checkpoint", "interval"),
     "async_checkpoint": ("checkpoint", "async_save"),
 }
+"""Each flag's key in the training config: the flag is generated from that section's field (its type, choices
+and docstring; ``jobflags.section_flags``), so flag and file key are one declaration and one check."""
 
 
 def _parse_set(items: tuple[str, ...]) -> dict[str, TOMLTable]:
@@ -241,35 +244,7 @@ def _train_here(cfg) -> None:
 @click.option("--config", "config", default="tiny", show_default=True,
               help="TOML file or preset (tiny, tiny-moe, 125m, 1b, 1b-moe).")
 @click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE", help="Override any config key.")
-@click.option("--steps", type=int, help="Optimizer steps in total.")
-@click.option("--seed", type=int, help="Seed for weights and data order.")
-@click.option("--global-batch", type=int, help="Sequences per step across all data-parallel ranks.")
-@click.option("--seq-len", type=int, help="Tokens per sequence.")
-@click.option("--grad-accum", type=int, help="Micro-steps per optimizer step.")
-@click.option("--lr", type=float, help="Peak learning rate.")
-@click.option("--mesh", type=click.Choice(["manual", "auto"]), help="auto: plan the layout (prints why).")
-@click.option("--dp-replicate", type=int, help="Data-parallel replicas (DDP/HSDP).")
-@click.option("--dp-shard", type=int, help="FSDP2 shard group size (-1: the rest of the world).")
-@click.option("--tp", type=int, help="Tensor-parallel degree.")
-@click.option("--pp", type=int, help="Pipeline stages.")
-@click.option("--cp", type=int, help="Context-parallel degree (sequence split; seq len must divide by 2 x cp).")
-@click.option("--ep", type=int, help="Expert-parallel degree (MoE models: experts spread over N ranks).")
-@click.option("--pp-schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), help="Pipeline schedule.")
-@click.option("--microbatches", type=int, help="Pipeline microbatches per step.")
-@click.option("--virtual-stages", type=int, help="Stages per rank (interleaved).")
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16", "tf32"]), help="Compute precision.")
-@click.option("--ac", type=click.Choice(["none", "full", "selective-op", "selective-layer"]),
-              help="Activation checkpointing.")
-@click.option("--compile/--no-compile", default=None, help="torch.compile each block.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="Device (auto: CUDA if present).")
-@click.option("--metrics-jsonl", type=click.Path(dir_okay=False), help="One JSON line per step (rank 0).")
-@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port (0: any free one).")
-@click.option("--metrics-addr", help="Metrics bind address (default 127.0.0.1).")
-@click.option("--metrics-allow-public", is_flag=True, default=None,
-              help="Allow a non-loopback --metrics-addr (the endpoint is unauthenticated).")
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="DCP checkpoints; resume from the newest.")
-@click.option("--checkpoint-interval", type=int, help="Save every N steps.")
-@click.option("--async-checkpoint/--sync-checkpoint", "async_checkpoint", default=None, help="Save in the background.")
+@section_flags(SECTIONS, FLAG_KEYS, spellings={"async_checkpoint": "--async-checkpoint/--sync-checkpoint"})
 @job_flags("train")
 @click.option("--profile-scaling", is_flag=True,
               help="Measure throughput and power at each replica count up to --nproc; write --scaling-profile.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, make_dataclass
-from typing import cast
+from typing import Literal, cast, get_args
 
 from greentrain.runtime.checks import (
     MAX_COUNT,
@@ -41,9 +41,14 @@ __all__ = [
     "RUNTIME_DEFAULTS",
 ]
 
-PRECISIONS = ("fp32", "bf16", "fp16", "tf32")
-PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
-AC_MODES = ("none", "full", "selective-op", "selective-layer")
+Precision = Literal["fp32", "bf16", "fp16", "tf32"]
+PpSchedule = Literal["gpipe", "1f1b", "interleaved"]
+AcMode = Literal["none", "full", "selective-op", "selective-layer"]
+TrainDevice = Literal["auto", "cpu", "cuda"]
+MeshMode = Literal["manual", "auto"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+PP_SCHEDULES: tuple[str, ...] = get_args(PpSchedule)
+AC_MODES: tuple[str, ...] = get_args(AcMode)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -149,7 +154,7 @@ class ModelConfig:
 class ParallelConfig:
     """Mesh sizes and per-parallelism options. Product of sizes = world size."""
 
-    mesh: str = "manual"
+    mesh: MeshMode = "manual"
     """``manual`` (use the sizes below) or ``auto`` (the planner picks them)."""
     dp_replicate: int = 1
     """Data-parallel replicas (DDP; HSDP when ``dp_shard > 1`` too)."""
@@ -165,7 +170,7 @@ class ParallelConfig:
     ep: int = 1
     """Expert-parallel degree (MoE models only): routed experts are spread over this many ranks, which are
     data-parallel ranks for every other parameter; tokens reach their experts by all-to-all."""
-    pp_schedule: str = "1f1b"
+    pp_schedule: PpSchedule = "1f1b"
     """``gpipe``, ``1f1b`` or ``interleaved`` (interleaved 1F1B)."""
     microbatches: int | None = None
     """Pipeline microbatches per step (default: the number of stages)."""
@@ -229,9 +234,9 @@ class TrainConfig:
     """Final LR as a fraction of ``lr``."""
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 disables clipping)."""
-    dtype: str = "fp32"
+    dtype: Precision = "fp32"
     """Compute precision: fp32, bf16, fp16 or tf32 (parameters stay fp32)."""
-    ac: str = "none"
+    ac: AcMode = "none"
     """Activation checkpointing: none, full, selective-op or selective-layer."""
     ac_every: int = 2
     """For selective-layer: checkpoint every N-th block."""
@@ -239,7 +244,7 @@ class TrainConfig:
     """torch.compile each transformer block."""
     compile_backend: str = "inductor"
     """torch.compile backend (``aot_eager`` compiles fast, for tests)."""
-    device: str = "auto"
+    device: TrainDevice = "auto"
     """``auto`` (CUDA when present, else CPU), ``cpu`` or ``cuda``."""
     peak_flops: float | None = None
     """Per-device peak FLOP/s for the MFU estimate (default: known GPUs only)."""

@@ -20,13 +20,13 @@ def test_presets_exist_with_their_sizes() -> None:
 
 
 @pytest.mark.parametrize(("data", "message"), [
-    ({"train": {"dtype": "fp8"}}, "train.dtype: 'fp8' is not one of"),
+    ({"train": {"dtype": "fp8"}}, "train.dtype: 'fp8' is not 'fp32', 'bf16', 'fp16' or 'tf32'"),
     ({"train": {"steps": 0}}, "train.steps: must be >= 1"),
     ({"train": {"lr": "fast"}}, "train.lr: expected float"),
     ({"train": {"steps": True}}, "train.steps: expected int, got a boolean"),
     ({"model": {"dim": 30, "n_heads": 4}}, "model.dim: 30 must divide by model.n_heads=4"),
     ({"model": {"n_kv_heads": 3}}, "model.n_kv_heads: 3 must divide n_heads"),
-    ({"parallel": {"pp_schedule": "zb"}}, "parallel.pp_schedule: 'zb' is not one of gpipe, 1f1b, interleaved"),
+    ({"parallel": {"pp_schedule": "zb"}}, "parallel.pp_schedule: 'zb' is not 'gpipe', '1f1b' or 'interleaved'"),
     ({"parallel": {"tpp": 2}}, "parallel.tpp: unknown key"),
     ({"trian": {}}, "unknown section [trian]"),
     ({"train": {"seq_len": 4096}}, "train.seq_len: 4096 exceeds model.max_seq_len"),
