@@ -19,6 +19,7 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
 from greentrain.policies.margins import DeadlineRoom, PauseMargins
+from greentrain.policies.slot_planner import Mode
 from greentrain.policies.window import (
     capacity_after_pause_s,
     capacity_s,
@@ -48,16 +49,27 @@ class RunNowConfig:
     """run-now has no parameters."""
 
 
-class RunNowPolicy(ConfiguredPolicy):
+class _FastestModePolicy(ConfiguredPolicy):
+    """A simple timing policy: it runs at the fastest mode (operating points are not its business) or waits."""
+
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        now = ensure_aware_utc(now, "now")
+        mode = fastest(modes_of(snapshot, power=False))
+        return self._decide_at(snapshot, now, mode, max(snapshot.work_remaining_s, 0.0))
+
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
+        """The decision at ``now`` (aware UTC) with ``work_s`` of full-speed work left, running at ``mode``."""
+        raise NotImplementedError
+
+
+class RunNowPolicy(_FastestModePolicy):
     """Always run, at full speed: the baseline every saving is measured against."""
 
     name = "run-now"
     Config = RunNowConfig
 
-    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
-        now = ensure_aware_utc(now, "now")
-        mode = fastest(modes_of(snapshot, power=False))
-        return run_decision(mode, now, max(snapshot.work_remaining_s, 0.0), "run-now: always run")
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
+        return run_decision(mode, now, work_s, "run-now: always run")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,16 +89,13 @@ class ThresholdConfig(PauseMargins):
             raise ConfigError(f"percentile: must be in [0, 100], got {self.percentile}")
 
 
-class ThresholdPolicy(ConfiguredPolicy):
+class ThresholdPolicy(_FastestModePolicy):
     """Run in clean intervals, pause in dirty ones; run unconditionally once the slack is gone."""
 
     name = "threshold"
     Config = ThresholdConfig
 
-    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
-        now = ensure_aware_utc(now, "now")
-        mode = fastest(modes_of(snapshot, power=False))
-        work_s = max(snapshot.work_remaining_s, 0.0)
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
         end, slots = horizon_slots(snapshot, now)
         if work_s <= 0 or not slots or end is None:  # no end: no slots either
             return run_decision(mode, now, work_s, "threshold: nothing to plan (no work or no carbon signal)")
@@ -115,16 +124,13 @@ class BestWindowConfig(DeadlineRoom):
     by the deadline's room)."""
 
 
-class BestWindowPolicy(ConfiguredPolicy):
+class BestWindowPolicy(_FastestModePolicy):
     """Start-only: choose the start minimising forecast emissions, then never pause."""
 
     name = "best-window"
     Config = BestWindowConfig
 
-    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
-        now = ensure_aware_utc(now, "now")
-        mode = fastest(modes_of(snapshot, power=False))
-        work_s = max(snapshot.work_remaining_s, 0.0)
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
         if snapshot.state != JobState.WAITING or work_s <= 0:
             return run_decision(mode, now, work_s, "best-window: started, running to the end")
         end, slots = horizon_slots(snapshot, now)
