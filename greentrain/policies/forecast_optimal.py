@@ -24,19 +24,18 @@ from datetime import datetime
 
 from greentrain.clock import ensure_aware_utc
 from greentrain.errors import ConfigError
-from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.calibrate import calibrated
 from greentrain.policies.configured import ConfiguredPolicy
 from greentrain.policies.margins import PauseMargins
-from greentrain.policies.slot_planner import J_PER_KWH, Mode, Plan, plan_schedule
+from greentrain.policies.slot_planner import Mode, Plan, plan_schedule
 from greentrain.policies.window import (
     capacity_s,
     fastest,
-    horizon_end,
-    intensity_slots,
+    horizon_slots,
     modes_of,
     pause_decision,
+    pause_pays,
     run_decision,
     run_now_g,
     safety_margin_s,
@@ -71,8 +70,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         modes = modes_of(snapshot, power=self.power_use != "none")
         top = fastest(modes)
         work_s = max(snapshot.work_remaining_s, 0.0)
-        end = horizon_end(snapshot, now)
-        slots = intensity_slots(snapshot, now, end) if end is not None else []
+        end, slots = horizon_slots(snapshot, now)
         if end is not None and end <= now:
             return run_decision(top, now, work_s, f"{self.name}: deadline reached; running flat out", to_the_end=True)
         if work_s <= 0 or not slots or end is None:  # no end: no slots either
@@ -123,11 +121,7 @@ class ForecastOptimalPolicy(ConfiguredPolicy):
         """The decision for the first interval of ``plan``: pause (if it pays beyond the margin) or run."""
         now_g = slots[0].intensity_g_per_kwh
         if first is None:
-            # The margin guards pauses that cost waiting and a resume if the forecast is wrong; a delayed
-            # first start costs neither and is re-planned every interval.
-            margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
-            run_g = top.power_w * slots[0].duration_s * now_g / J_PER_KWH
-            if plan.pause_saving_g > margin * run_g:
+            if pause_pays(snapshot, plan.pause_saving_g, slots[0], top.power_w, self.config.min_pause_saving):
                 reason = (f"{self.name}: {now_g:.0f} g/kWh now; pausing saves {_grams(plan.pause_saving_g)} net "
                           f"of {snapshot.waiting_power_w:.0f} W waiting")
                 return pause_decision(snapshot, slots[0].end, reason, intervals, saving_g=plan.pause_saving_g)

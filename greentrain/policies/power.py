@@ -47,22 +47,34 @@ def _point_decision(point: OperatingPoint | None, reason: str) -> Decision:
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EnergyOptimalConfig:
-    """energy-optimal has no parameters."""
+class _PointPolicy(ConfiguredPolicy):
+    """A power policy: always run, at the operating point ``choose`` picks among the usable ones."""
 
-
-class EnergyOptimalPolicy(ConfiguredPolicy):
-    """Always run, at the point with the least energy per unit of work."""
-
-    name = "energy-optimal"
-    Config = EnergyOptimalConfig
     power_use = "power"
 
     def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
         ensure_aware_utc(now, "now")
         points = _usable(snapshot)
-        return _point_decision(_least_energy(points) if points else None, self.name)
+        return _point_decision(self.choose(points) if points else None, self.name)
+
+    def choose(self, points: list[OperatingPoint]) -> OperatingPoint:
+        """The point to run at among ``points`` (not empty)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnergyOptimalConfig:
+    """energy-optimal has no parameters."""
+
+
+class EnergyOptimalPolicy(_PointPolicy):
+    """Always run, at the point with the least energy per unit of work."""
+
+    name = "energy-optimal"
+    Config = EnergyOptimalConfig
+
+    def choose(self, points: list[OperatingPoint]) -> OperatingPoint:
+        return _least_energy(points)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,21 +89,15 @@ class MaxSlowdownConfig:
             raise ConfigError(f"max_slowdown: must be in [0, 10] (a fraction), got {self.max_slowdown}")
 
 
-class MaxSlowdownPolicy(ConfiguredPolicy):
+class MaxSlowdownPolicy(_PointPolicy):
     """Always run, at the least-energy point within the slowdown bound."""
 
     name = "max-slowdown"
     Config = MaxSlowdownConfig
-    power_use = "power"
 
-    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
-        ensure_aware_utc(now, "now")
-        points = _usable(snapshot)
-        if not points:
-            return _point_decision(None, self.name)
+    def choose(self, points: list[OperatingPoint]) -> OperatingPoint:
         floor = max(p.relative_speed for p in points) / (1.0 + self.config.max_slowdown)
-        allowed = [p for p in points if p.relative_speed >= floor * (1 - 1e-9)]
-        return _point_decision(_least_energy(allowed), self.name)
+        return _least_energy([p for p in points if p.relative_speed >= floor * (1 - 1e-9)])
 
 
 class CompositePolicy(Policy):

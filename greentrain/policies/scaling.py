@@ -23,9 +23,14 @@ from typing import Protocol
 
 from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
-from greentrain.policies.slot_planner import FRESH, PAUSED, Mode, Plan, Slot, plan_scaling, running_state
-from greentrain.units import J_PER_KWH
-from greentrain.policies.window import horizon_end, intensity_slots, pause_decision, run_decision, safety_margin_s
+from greentrain.policies.slot_planner import FRESH, PAUSED, Mode, Plan, plan_scaling, running_state
+from greentrain.policies.window import (
+    horizon_slots,
+    pause_decision,
+    run_decision,
+    safety_margin_s,
+    slot_emissions_g,
+)
 
 __all__ = ["MarginsLike", "replica_options", "decide_scaling"]
 
@@ -77,8 +82,7 @@ def decide_scaling(config: MarginsLike, name: str, snapshot: Snapshot, now: date
     top = max(options, key=lambda m: (m.speed, -m.power_w))
     current = (snapshot.replicas or reference) if snapshot.state == JobState.RUNNING else 0
     work_s = max(snapshot.work_remaining_s, 0.0)
-    end = horizon_end(snapshot, now)
-    slots = intensity_slots(snapshot, now, end) if end is not None else []
+    end, slots = horizon_slots(snapshot, now)
     if end is not None and end <= now:
         return _run(top, now, work_s, f"{name}: deadline reached; running flat out at {top.replicas} replicas",
                     to_the_end=True)
@@ -122,7 +126,7 @@ def _commit(config: MarginsLike, name: str, snapshot: Snapshot, now: datetime, p
     if state not in (FRESH, PAUSED) and best != current and math.isfinite(costs.get(current, math.inf)):
         saving_g = costs[current] - costs[best]
         margin = config.min_pause_saving if best == 0 else config.min_change_saving
-        if saving_g <= margin * _emitted_g(by_count[current], slot):
+        if saving_g <= margin * slot_emissions_g(by_count[current].power_w, slot):
             reason = (f"{name}: {current} replicas at {slot.intensity_g_per_kwh:.0f} g/kWh; "
                       f"{_describe(best)} would save only {saving_g:.3g} g net of its restart (margin {margin:.0%})")
             return _run(by_count[current], now, work_s, reason, until=slot.end)
@@ -131,7 +135,7 @@ def _commit(config: MarginsLike, name: str, snapshot: Snapshot, now: datetime, p
         if runs:
             resume = min(runs, key=lambda r: (runs[r], -by_count[r].speed))
             saving_g = runs[resume] - costs[0]
-            if saving_g <= config.min_pause_saving * _emitted_g(by_count[resume], slot):
+            if saving_g <= config.min_pause_saving * slot_emissions_g(by_count[resume].power_w, slot):
                 reason = (f"{name}: a longer pause would save only {saving_g:.3g} g net of "
                           f"{snapshot.waiting_power_w:.0f} W waiting; resuming at {resume} replicas")
                 return _run(by_count[resume], now, work_s, reason, until=slot.end)
@@ -144,10 +148,6 @@ def _commit(config: MarginsLike, name: str, snapshot: Snapshot, now: datetime, p
     if state not in (FRESH, PAUSED) and best != current:
         reason += f" (from {current}: saves {costs[current] - costs[best]:.3g} g net of the restart)"
     return _run(by_count[best], now, work_s, reason, until=slot.end, plan=intervals)
-
-
-def _emitted_g(mode: Mode, slot: Slot) -> float:
-    return mode.power_w * slot.duration_s * slot.intensity_g_per_kwh / J_PER_KWH
 
 
 def _describe(replicas: int) -> str:

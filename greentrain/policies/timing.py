@@ -19,16 +19,16 @@ from greentrain.jobstats import JobState
 from greentrain.policies.base import Decision, Snapshot
 from greentrain.policies.configured import ConfiguredPolicy
 from greentrain.policies.margins import DeadlineRoom, PauseMargins
-from greentrain.policies.slot_planner import J_PER_KWH
+from greentrain.policies.slot_planner import Mode
 from greentrain.policies.window import (
     capacity_after_pause_s,
     capacity_s,
     fastest,
-    horizon_end,
-    intensity_slots,
+    horizon_slots,
     modes_of,
     pause_decision,
     pause_net_saving_g,
+    pause_pays,
     run_decision,
     safety_margin_s,
 )
@@ -49,16 +49,27 @@ class RunNowConfig:
     """run-now has no parameters."""
 
 
-class RunNowPolicy(ConfiguredPolicy):
+class _FastestModePolicy(ConfiguredPolicy):
+    """A simple timing policy: it runs at the fastest mode (operating points are not its business) or waits."""
+
+    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
+        now = ensure_aware_utc(now, "now")
+        mode = fastest(modes_of(snapshot, power=False))
+        return self._decide_at(snapshot, now, mode, max(snapshot.work_remaining_s, 0.0))
+
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
+        """The decision at ``now`` (aware UTC) with ``work_s`` of full-speed work left, running at ``mode``."""
+        raise NotImplementedError
+
+
+class RunNowPolicy(_FastestModePolicy):
     """Always run, at full speed: the baseline every saving is measured against."""
 
     name = "run-now"
     Config = RunNowConfig
 
-    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
-        now = ensure_aware_utc(now, "now")
-        mode = fastest(modes_of(snapshot, power=False))
-        return run_decision(mode, now, max(snapshot.work_remaining_s, 0.0), "run-now: always run")
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
+        return run_decision(mode, now, work_s, "run-now: always run")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,18 +89,14 @@ class ThresholdConfig(PauseMargins):
             raise ConfigError(f"percentile: must be in [0, 100], got {self.percentile}")
 
 
-class ThresholdPolicy(ConfiguredPolicy):
+class ThresholdPolicy(_FastestModePolicy):
     """Run in clean intervals, pause in dirty ones; run unconditionally once the slack is gone."""
 
     name = "threshold"
     Config = ThresholdConfig
 
-    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
-        now = ensure_aware_utc(now, "now")
-        mode = fastest(modes_of(snapshot, power=False))
-        work_s = max(snapshot.work_remaining_s, 0.0)
-        end = horizon_end(snapshot, now)
-        slots = intensity_slots(snapshot, now, end) if end is not None else []
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
+        end, slots = horizon_slots(snapshot, now)
         if work_s <= 0 or not slots or end is None:  # no end: no slots either
             return run_decision(mode, now, work_s, "threshold: nothing to plan (no work or no carbon signal)")
         level = self.config.threshold_g_per_kwh
@@ -104,9 +111,7 @@ class ThresholdPolicy(ConfiguredPolicy):
         # The paused interval's work runs later in a clean interval: expect their mean intensity.
         clean = [s.intensity_g_per_kwh for s in slots[1:] if s.intensity_g_per_kwh <= level] or [level]
         saving_g = pause_net_saving_g(snapshot, slots[0], mode.power_w, sum(clean) / len(clean))
-        run_g = mode.power_w * slots[0].duration_s * current / J_PER_KWH
-        margin = self.config.min_pause_saving if snapshot.state != JobState.WAITING else 0.0
-        if saving_g <= margin * run_g:
+        if not pause_pays(snapshot, saving_g, slots[0], mode.power_w, self.config.min_pause_saving):
             return run_decision(mode, now, work_s, f"threshold: {current:.0f} > {level:.0f} g/kWh, but a pause "
                                 f"saves only {saving_g:.2f} g net of {snapshot.waiting_power_w:.0f} W waiting")
         return pause_decision(snapshot, slots[0].end, f"threshold: {current:.0f} > {level:.0f} g/kWh; "
@@ -119,20 +124,16 @@ class BestWindowConfig(DeadlineRoom):
     by the deadline's room)."""
 
 
-class BestWindowPolicy(ConfiguredPolicy):
+class BestWindowPolicy(_FastestModePolicy):
     """Start-only: choose the start minimising forecast emissions, then never pause."""
 
     name = "best-window"
     Config = BestWindowConfig
 
-    def decide(self, snapshot: Snapshot, now: datetime) -> Decision:
-        now = ensure_aware_utc(now, "now")
-        mode = fastest(modes_of(snapshot, power=False))
-        work_s = max(snapshot.work_remaining_s, 0.0)
+    def _decide_at(self, snapshot: Snapshot, now: datetime, mode: Mode, work_s: float) -> Decision:
         if snapshot.state != JobState.WAITING or work_s <= 0:
             return run_decision(mode, now, work_s, "best-window: started, running to the end")
-        end = horizon_end(snapshot, now)
-        slots = intensity_slots(snapshot, now, end) if end is not None else []
+        end, slots = horizon_slots(snapshot, now)
         need_s = work_s + safety_margin_s(snapshot, self.config.safety_z, self.config.reserve_s)
         length_s = need_s / mode.speed
         if not slots or end is None or capacity_s(snapshot, now, end, mode.speed) <= need_s:

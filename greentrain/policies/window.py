@@ -22,13 +22,16 @@ __all__ = [
     "capacity_s",
     "fastest",
     "horizon_end",
+    "horizon_slots",
     "intensity_slots",
     "modes_of",
     "pause_decision",
     "pause_net_saving_g",
+    "pause_pays",
     "run_decision",
     "run_now_g",
     "safety_margin_s",
+    "slot_emissions_g",
     "start_state",
 ]
 
@@ -126,6 +129,12 @@ def horizon_end(snapshot: Snapshot, now: datetime) -> datetime | None:
     return max(ends) if ends else None
 
 
+def horizon_slots(snapshot: Snapshot, now: datetime) -> tuple[datetime | None, list[Slot]]:
+    """``horizon_end`` and the intensity slots from ``now`` up to it (none without an end)."""
+    end = horizon_end(snapshot, now)
+    return end, intensity_slots(snapshot, now, end) if end is not None else []
+
+
 def safety_margin_s(snapshot: Snapshot, safety_z: float, reserve_s: float) -> float:
     """Extra work to plan for: ``reserve_s`` plus the pessimistic rate's extra time when the snapshot has
     it, else ``safety_z`` standard deviations of step time.
@@ -172,6 +181,19 @@ def pause_net_saving_g(snapshot: Snapshot, slot: Slot, power_w: float, later_g_p
     if snapshot.state == JobState.RUNNING:
         saving_j_g -= power_w * snapshot.resume_overhead_s * later_g_per_kwh
     return saving_j_g / J_PER_KWH
+
+
+def slot_emissions_g(power_w: float, slot: Slot) -> float:
+    """Emissions of drawing ``power_w`` through the whole of ``slot``, grams."""
+    return power_w * slot.duration_s * slot.intensity_g_per_kwh / J_PER_KWH
+
+
+def pause_pays(snapshot: Snapshot, saving_g: float, slot: Slot, power_w: float, min_pause_saving: float) -> bool:
+    """Whether a pause through ``slot`` saving ``saving_g`` beats the margin: ``min_pause_saving`` of what
+    running the slot at ``power_w`` emits. The margin guards pauses that cost waiting and a resume if the
+    forecast is wrong; a delayed first start costs neither (it is re-planned every interval), so any saving pays."""
+    margin = min_pause_saving if snapshot.state != JobState.WAITING else 0.0
+    return saving_g > margin * slot_emissions_g(power_w, slot)
 
 
 def run_now_g(slots: list[Slot], work_s: float, mode: Mode) -> float:

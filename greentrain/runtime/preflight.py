@@ -25,13 +25,7 @@ _MESH_KEYS = ("pp", "dp_replicate", "dp_shard", "cp", "ep", "tp")
 def preflight(cfg: JobConfig, where: Callable[[str], str], *, world_size: int, probe_folders: bool = True) -> None:
     """Raise one ConfigError listing every problem; ``where(key)`` names the source of ``section.key``."""
     lines: list[str] = []
-
-    def check(key: str, run: Callable[[], None]) -> None:
-        try:
-            run()
-        except ConfigError as e:
-            lines.extend(f"{where(key)}: {line}" for line in str(e).splitlines())
-
+    check = _checker(lines, where)
     if cfg.train.device == "cuda":
         check("train.device", _check_cuda)
     if cfg.parallel.mesh == "manual":
@@ -56,13 +50,7 @@ def outside_problems(policy: object, provider: object, zone: object, where: Call
     """One line per ``[greentrain]`` policy, provider or zone that does not resolve (values of another type are
     the section's own problem). Also asked while the rest of a file has problems, so one pass says them all."""
     lines: list[str] = []
-
-    def check(key: str, run: Callable[[], None]) -> None:
-        try:
-            run()
-        except ConfigError as e:
-            lines.extend(f"{where(key)}: {line}" for line in str(e).splitlines())
-
+    check = _checker(lines, where)
     provider_text = provider if isinstance(provider, str) else None
     if isinstance(policy, str) and policy:
         check("greentrain.policy", lambda: _check_policy(policy))
@@ -71,6 +59,19 @@ def outside_problems(policy: object, provider: object, zone: object, where: Call
     if isinstance(zone, str) and zone:
         check("greentrain.zone", lambda: _check_zone(zone, provider_text))
     return lines
+
+
+def _checker(lines: list[str], where: Callable[[str], str]) -> Callable[[str, Callable[[], None]], None]:
+    """``check(key, run)``: calls ``run()``; each line of a ConfigError it raises goes to ``lines``, named
+    ``where(key)``."""
+
+    def check(key: str, run: Callable[[], None]) -> None:
+        try:
+            run()
+        except ConfigError as e:
+            lines.extend(f"{where(key)}: {line}" for line in str(e).splitlines())
+
+    return check
 
 
 def _check_addr(addr: str, allow_public: bool) -> None:
