@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 import click
 
+from greentrain.cli.jobflags import job_flags, job_options
 from greentrain.errors import ConfigError
 
 __all__ = ["monitor", "select_gpus"]
@@ -176,14 +177,6 @@ def _render(report: MonitorReport, to_stderr: bool) -> None:
         console.print(f"note: {note}", markup=False)
 
 
-def _port(value: str | None) -> int | None:
-    if value is None:
-        return None
-    if not value.strip().isdigit() or int(value) > 65535:
-        raise ConfigError(f"--metrics-port: {value!r} is not a port number 0-65535")
-    return int(value)
-
-
 def _start_metrics(port: int | None, addr: str, mon: Monitor, job: str,
                    allow_public: bool = False) -> MetricsServer | None:
     if port is None:
@@ -220,15 +213,12 @@ def _start_metrics(port: int | None, addr: str, mon: Monitor, job: str,
     multiple=True,
     help="GPU to measure: NVML index (as nvidia-smi numbers it) or UUID prefix; repeatable. Default: all visible.",
 )
-@click.option(
-    "--metrics-port", default=None, metavar="PORT", help="Serve Prometheus metrics on this port (0: any free port)."
-)
-@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
-@click.option("--metrics-allow-public", is_flag=True, help="Allow a non-loopback --metrics-addr (logs a warning).")
+@job_flags("monitor")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def monitor(
     interval_s: str, duration_s: str | None, jsonl: str | None, as_json: bool, gpu_selectors: tuple[str, ...],
-    metrics_port: str | None, metrics_addr: str, metrics_allow_public: bool, command: tuple[str, ...],
+    metrics_port: int | str | None, metrics_addr: str | None, metrics_allow_public: bool | None,
+    command: tuple[str, ...],
 ) -> None:  # fmt: skip
     """Measure energy while CMD runs (or for --duration-s, or until Ctrl-C); exit with CMD's status."""
     from greentrain.cli.doctor import rapl_root_from_env
@@ -241,7 +231,8 @@ def monitor(
     duration = None if duration_s is None else validate_interval_s(duration_s, "--duration-s")
     if command and duration is not None:
         raise ConfigError("--duration-s: give either a command to measure or --duration-s, not both")
-    port = _port(metrics_port)
+    given = {"metrics_port": metrics_port, "metrics_addr": metrics_addr, "metrics_allow_public": metrics_allow_public}
+    metrics = job_options({name: value for name, value in given.items() if value is not None})  # the job's checks
     if command:
         _check_command(command)
     with discover(rapl_root=rapl_root_from_env()) as devices:
@@ -252,8 +243,8 @@ def monitor(
         exit_code: int | None = None
         try:
             mon.start()
-            server = _start_metrics(port, metrics_addr, mon, Path(command[0]).name if command else "monitor",
-                                    metrics_allow_public)
+            server = _start_metrics(metrics.metrics_port, metrics.metrics_addr, mon,
+                                    Path(command[0]).name if command else "monitor", metrics.metrics_allow_public)
             if command:
                 exit_code = _run_command(command)
             else:

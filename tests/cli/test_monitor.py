@@ -59,7 +59,7 @@ def test_duration_mode_prints_a_table(tmp_path: Path) -> None:
         (["--duration-s", "-3"], "--duration-s: must be a finite number of seconds > 0"),
         (["--", "definitely-not-a-command-xyz"], "CMD: command 'definitely-not-a-command-xyz' not found"),
         (["--gpu", "3", "--duration-s", "0.1"], "--gpu 3: is not a GPU visible to this process"),
-        (["--metrics-port", "http", "--duration-s", "0.1"], "--metrics-port: 'http' is not a port number"),
+        (["--metrics-port", "http", "--duration-s", "0.1"], "--metrics-port: must be a port number 0..65535, got 'http'"),
         (["--duration-s", "1", "--", "true"], "--duration-s: give either a command"),
     ],
 )
