@@ -14,7 +14,7 @@ from types import FrameType
 
 import click
 
-from greentrain.cli.metricsflags import metrics_options
+from greentrain.cli.jobflags import job_flags, job_options
 
 __all__ = ["DEFAULT_PORT", "exporter"]
 
@@ -50,16 +50,20 @@ def _wait_for_signal() -> None:
 
 
 @click.command("exporter")
-@metrics_options(port_default=DEFAULT_PORT)
+@job_flags("exporter", defaults={"metrics_port": DEFAULT_PORT})
+@click.option("--pushgateway", default=None, metavar="URL",
+              help="Also push metrics to this Pushgateway (grouped by job and instance).")
 @click.option("--job", default="greentrain-node", show_default=True,
               help="Pushgateway job name (the pull endpoint exports no job series).")
 @click.option("--interval-s", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Device sampling interval, seconds.")
 @click.option("--fake-gpu", "fake_gpus", multiple=True, metavar="MODEL",
               help="Simulate a GPU from a measured profile (v100, a40, rtx6000) instead of NVML; repeatable.")
-def exporter(metrics_port: int, metrics_addr: str, metrics_allow_public: bool, pushgateway: str | None,
-             job: str, interval_s: float, fake_gpus: tuple[str, ...]) -> None:
+def exporter(metrics_port: int | str, metrics_addr: str | None, metrics_allow_public: bool | None,
+             pushgateway: str | None, job: str, interval_s: float, fake_gpus: tuple[str, ...]) -> None:
     """Serve Prometheus metrics for every GPU and CPU energy domain of this node until SIGINT/SIGTERM."""
+    given = {"metrics_port": metrics_port, "metrics_addr": metrics_addr, "metrics_allow_public": metrics_allow_public}
+    metrics = job_options({name: value for name, value in given.items() if value is not None})  # the job's checks
     from greentrain import plugins
     from greentrain.monitor import Monitor
 
@@ -69,9 +73,9 @@ def exporter(metrics_port: int, metrics_addr: str, metrics_allow_public: bool, p
     logging.basicConfig(level=logging.WARNING, format="greentrain: %(levelname)s: %(message)s")
     devices = _devices(fake_gpus)
     monitor = Monitor.from_devices(devices, interval_s=interval_s)  # type: ignore[arg-type]
-    server = MetricsServer(job=job, monitor=monitor, addr=metrics_addr,
-                           port=metrics_port,
-                           allow_public=metrics_allow_public,
+    server = MetricsServer(job=job, monitor=monitor, addr=metrics.metrics_addr,
+                           port=metrics.metrics_port,
+                           allow_public=metrics.metrics_allow_public,
                            pushgateway=PushgatewayConfig(url=pushgateway) if pushgateway else None)
     monitor.start()
     try:

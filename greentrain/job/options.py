@@ -52,12 +52,12 @@ PolicySpec = str | Path | Policy
 ProviderSpec = str | CarbonIntensityProvider | CarbonSignal
 """A provider spec ('csv:PATH', 'electricitymaps', 'static', ...), a provider, or a ``SignalChain``."""
 
-FrontEnd = Literal["session", "run", "train", "demo", "simulate", "submit", "monitor"]
+FrontEnd = Literal["session", "run", "train", "demo", "simulate", "submit", "monitor", "exporter"]
 """Where a setting can be given besides the framework callbacks (which take every one): ``Session``'s
 keywords, the flags of ``greentrain run``, ``greentrain train`` (its flags and the runtime's ``[greentrain]``
 section), ``greentrain demo``, ``greentrain simulate`` (the settings the simulator replays as the engine
-does), ``greentrain submit`` (where and by when a Slurm job is planned) and ``greentrain monitor`` (its
-metrics endpoint)."""
+does), ``greentrain submit`` (where and by when a Slurm job is planned), ``greentrain monitor`` and
+``greentrain exporter`` (their metrics endpoint)."""
 
 _OFFERED = "offered"
 _FLAG = "flag"
@@ -154,11 +154,11 @@ class JobOptions:
     codecarbon_csv: str | Path | None = field(default=None, metadata=offered("session", "run", "train", "demo"))
     """Also append a CodeCarbon-compatible row (the installed CodeCarbon's columns) to this emissions.csv when
     the run ends, one row per process of the job, so dashboards built on CodeCarbon keep working."""
-    metrics_port: int | None = field(default=None, metadata=offered("session", "run", "demo", "monitor"))
+    metrics_port: int | None = field(default=None, metadata=offered("session", "run", "demo", "monitor", "exporter"))
     """Serve Prometheus metrics on this port (0: any free one)."""
-    metrics_addr: str = field(default="127.0.0.1", metadata=offered("session", "run", "monitor"))
+    metrics_addr: str = field(default="127.0.0.1", metadata=offered("session", "run", "monitor", "exporter"))
     """Metrics bind address."""
-    metrics_allow_public: bool = field(default=False, metadata=offered("session", "run", "monitor"))
+    metrics_allow_public: bool = field(default=False, metadata=offered("session", "run", "monitor", "exporter"))
     """Allow a non-loopback metrics address (the endpoint is unauthenticated; logged as a warning)."""
     progress: bool = field(default=True, metadata=offered("session", "demo"))
     """Progress on the terminal now and then (a countdown while waiting)."""
