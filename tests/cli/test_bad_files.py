@@ -293,5 +293,5 @@ def test_daemon_config_reports_every_problem(tmp_path: Path, capsys: pytest.Capt
                     '[limits]\nbogus = 1\n', encoding="utf-8")
     code, err = cli(capsys, "daemon", "--config", str(path))
     assert_one_clean_error(code, err, "daemon.socket_mode", "daemon.allowed_uids", "daemon.max_connections",
-                           "[limits]", lines=4)
+                           "limits.bogus", lines=4)
     assert err.count(str(path)) == 4
