@@ -14,7 +14,7 @@ from types import FrameType
 
 import click
 
-from greentrain.cli.jobflags import job_flags, job_options
+from greentrain.cli.jobflags import job_flags, job_options, take_settings
 
 __all__ = ["DEFAULT_PORT", "exporter"]
 
@@ -59,11 +59,10 @@ def _wait_for_signal() -> None:
               help="Device sampling interval, seconds.")
 @click.option("--fake-gpu", "fake_gpus", multiple=True, metavar="MODEL",
               help="Simulate a GPU from a measured profile (v100, a40, rtx6000) instead of NVML; repeatable.")
-def exporter(metrics_port: int | str, metrics_addr: str | None, metrics_allow_public: bool | None,
-             pushgateway: str | None, job: str, interval_s: float, fake_gpus: tuple[str, ...]) -> None:
+def exporter(pushgateway: str | None, job: str, interval_s: float, fake_gpus: tuple[str, ...],
+             **settings: object) -> None:
     """Serve Prometheus metrics for every GPU and CPU energy domain of this node until SIGINT/SIGTERM."""
-    given = {"metrics_port": metrics_port, "metrics_addr": metrics_addr, "metrics_allow_public": metrics_allow_public}
-    metrics = job_options({name: value for name, value in given.items() if value is not None})  # the job's checks
+    metrics = job_options(take_settings(settings, "exporter"))  # the metrics flags: the job's checks
     from greentrain import plugins
     from greentrain.monitor import Monitor
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 import click
 
-from greentrain.cli.jobflags import job_flags, job_options
+from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.errors import ConfigError
 
 __all__ = ["monitor", "select_gpus"]
@@ -217,8 +217,7 @@ def _start_metrics(port: int | None, addr: str, mon: Monitor, job: str,
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def monitor(
     interval_s: str, duration_s: str | None, jsonl: str | None, as_json: bool, gpu_selectors: tuple[str, ...],
-    metrics_port: int | str | None, metrics_addr: str | None, metrics_allow_public: bool | None,
-    command: tuple[str, ...],
+    command: tuple[str, ...], **settings: object,
 ) -> None:  # fmt: skip
     """Measure energy while CMD runs (or for --duration-s, or until Ctrl-C); exit with CMD's status."""
     from greentrain.cli.doctor import rapl_root_from_env
@@ -231,8 +230,7 @@ def monitor(
     duration = None if duration_s is None else validate_interval_s(duration_s, "--duration-s")
     if command and duration is not None:
         raise ConfigError("--duration-s: give either a command to measure or --duration-s, not both")
-    given = {"metrics_port": metrics_port, "metrics_addr": metrics_addr, "metrics_allow_public": metrics_allow_public}
-    metrics = job_options({name: value for name, value in given.items() if value is not None})  # the job's checks
+    metrics = job_options(take_settings(settings, "monitor"))  # the metrics flags: the job's checks
     if command:
         _check_command(command)
     with discover(rapl_root=rapl_root_from_env()) as devices:

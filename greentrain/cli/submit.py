@@ -8,7 +8,7 @@ from datetime import datetime
 import click
 
 from greentrain.cli.common import parse_deadline
-from greentrain.cli.jobflags import job_flags, job_options
+from greentrain.cli.jobflags import job_flags, job_options, take_settings
 from greentrain.clock import SystemClock
 from greentrain.integrations.forecasts import ProviderForecasts, TraceForecasts
 from greentrain.integrations.placement import Place
@@ -56,13 +56,14 @@ def _forecasts(provider: str | None, traces: tuple[str, ...], replay_start: str 
                    "--place it was submitted with when another is cleaner (unless --zone is given).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; do not submit.")
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED)
-def submit(zone: str | None, places: tuple[str, ...], deadline: str, estimate_hours: float | None,
-           power_kw: float | None, power_limit_w: int | None, enforce_deadline: bool, job_id: str | None,
-           dry_run: bool, sbatch_args: tuple[str, ...], provider: str | None, traces: tuple[str, ...],
-           replay_start: str | None) -> None:
+def submit(places: tuple[str, ...], estimate_hours: float | None, power_kw: float | None,
+           power_limit_w: int | None, enforce_deadline: bool, job_id: str | None, dry_run: bool,
+           sbatch_args: tuple[str, ...], traces: tuple[str, ...], replay_start: str | None,
+           **settings: object) -> None:
     """Submit SBATCH_ARGS (options, script, script args) at the lowest-carbon start before the deadline."""
-    given = {"zone": zone, "deadline": deadline, "provider": provider}
-    job_options({name: value for name, value in given.items() if value is not None})  # one line per bad flag
+    options = job_options(take_settings(settings, "submit"))  # --zone, --provider, --deadline: the job's checks
+    zone, deadline = options.zone, str(options.deadline)
+    provider = str(options.provider) if options.provider is not None else None
     now = SystemClock().now()
     forecasts = _forecasts(provider, traces, replay_start, now)
     try:

@@ -38,7 +38,7 @@ class JobSpec(Protocol):
     def suspend(self) -> bool | None: ...
 
 
-class JobStatus(Protocol):
+class BatchJobStatus(Protocol):
     @property
     def conditions(self) -> Sequence[JobCondition] | None: ...
     @property
@@ -53,7 +53,7 @@ class BatchJob(Protocol):
     @property
     def spec(self) -> JobSpec: ...
     @property
-    def status(self) -> JobStatus | None: ...
+    def status(self) -> BatchJobStatus | None: ...
 
 
 class BatchJobList(Protocol):

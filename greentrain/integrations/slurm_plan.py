@@ -156,9 +156,9 @@ def reschedule(
     places = _movable_places(tag, record) if zone is None else []
     new_place = None
     if places:
-        plan = plan_placement({p.zone: forecast_for(p.zone) for p in places}, places, now=now, deadline=deadline,
-                              duration_s=duration_s)
-        points, window = forecast_for(plan.place.zone), plan.window
+        forecasts = {p.zone: forecast_for(p.zone) for p in places}
+        plan = plan_placement(forecasts, places, now=now, deadline=deadline, duration_s=duration_s)
+        points, window = forecasts[plan.place.zone], plan.window
         if plan.place.partition != record.get("Partition"):
             new_place = plan.place
     else:
