@@ -73,7 +73,7 @@ def prepare_socket_file(config: DaemonConfig) -> None:
             gid = grp.getgrnam(config.group).gr_gid
         except KeyError:
             raise ConfigError(f"daemon.group: group {config.group!r} does not exist; create it (groupadd)") from None
-    mode = config.socket_mode if config.group is not None else config.socket_mode & 0o700
+    mode = config.mode() if config.group is not None else config.mode() & 0o700
     try:
         os.chown(path, -1, gid)
         os.chmod(path, mode)

@@ -151,32 +151,15 @@ class DaemonSection:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DaemonConfig:
-    """Everything ``greentrain daemon`` reads from its TOML file."""
+class DaemonConfig(DaemonSection):
+    """Everything ``greentrain daemon`` reads from its TOML file: the ``[daemon]`` table's settings and
+    the GPU tables."""
 
-    socket: Path = DEFAULT_SOCKET
-    """Unix socket path."""
-    group: str | None = None
-    """Group that owns the socket; its members may connect. None: root only."""
-    socket_mode: int = 0o660
-    """Permission bits of the socket file."""
-    allowed_uids: tuple[int, ...] = ()
-    """Extra uids allowed to send requests (checked with SO_PEERCRED)."""
-    state_dir: Path = Path("/var/lib/greentrain")
-    """Journal and lock directory."""
     limits: GPULimits = GPULimits()
     """Limits for every GPU."""
     gpu_limits: dict[str, GPULimits] = field(default_factory=dict)
     """Per-GPU overrides by UUID or index string."""
     node_policy: NodePolicyConfig | None = None
-    admin_uids: tuple[int, ...] = (0,)
-    """Uids whose ``status`` shows every job's pid and name (others see only their own)."""
-    max_connections: int = 1024
-    """Connections served at once; more are refused with an error line."""
-    max_connections_per_uid: int = 256
-    """Connections one uid may hold at once."""
-    idle_timeout_s: float = 600.0
-    """A connection that holds no GPU setting and sends nothing this long is closed."""
     gpu_access: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Allow-list: user name or uid (or '*') -> GPU indices/UUIDs it may change. Empty: no list."""
 
@@ -233,11 +216,9 @@ def parse_config(raw: Mapping[str, object], where: str = "daemon config") -> Dae
             gpu_access[str(user)] = tuple(allowed)
     if problems or daemon is None:
         raise ConfigError("\n".join(f"{where}: {key}: {why}" if key else f"{where}: {why}" for key, why in problems))
-    return DaemonConfig(
-        socket=daemon.socket, group=daemon.group, socket_mode=daemon.mode(), allowed_uids=daemon.allowed_uids,
-        state_dir=daemon.state_dir, admin_uids=daemon.admin_uids, max_connections=daemon.max_connections,
-        max_connections_per_uid=daemon.max_connections_per_uid, idle_timeout_s=float(daemon.idle_timeout_s),
-        limits=limits, gpu_limits=gpu_limits, node_policy=node_policy, gpu_access=gpu_access)
+    settings = {name: getattr(daemon, name) for name in DaemonSection.__dataclass_fields__}
+    return DaemonConfig(**settings | {"socket_mode": daemon.mode(), "idle_timeout_s": float(daemon.idle_timeout_s)},
+                        limits=limits, gpu_limits=gpu_limits, node_policy=node_policy, gpu_access=gpu_access)
 
 
 def load_config(path: str | Path) -> DaemonConfig:

@@ -56,6 +56,9 @@ def main(out: Path) -> None:
     record["final_step"] = trainer.state.global_step
     record["checksum"] = float(sum(p.double().sum() for p in trainer.model.parameters()))
     (out / f"rank{rank}.json").write_text(json.dumps(record))
+    # Gloo's worker threads outlive an undestroyed group into interpreter teardown, where torch 2.14
+    # can abort the rank (SIGABRT, "terminate called without an active exception").
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
