@@ -67,7 +67,8 @@ class ZoneCase:
     carbon_dir: Path
     pai: Path
     cache: Path
-    perfect: bool
+    policies: tuple[str, ...]
+    """Which of POLICIES to run (FIFO at home always: it is the ratios' reference)."""
 
     def trace(self, zone: str) -> Path:
         return self.carbon_dir / f"{zone}_{self.year}_hourly.csv"
@@ -122,9 +123,9 @@ def run_case(case: ZoneCase) -> dict:
                  "pinned": sum(1 for j in jobs if j.places == (j.partition,))}
     runs = {"fifo": RunNowFIFO(), "greenest": GreenestNow(actual),
             "time_only": CarbonAware(causal[case.zones[0]], 0, zones=causal, config=ROLLING, home_only=True),
-            "plan": CarbonAware(causal[case.zones[0]], 0, zones=causal, config=ROLLING)}
-    if case.perfect:
-        runs["plan_perfect"] = CarbonAware(first, 0, zones=actual, config=ROLLING)
+            "plan": CarbonAware(causal[case.zones[0]], 0, zones=causal, config=ROLLING),
+            "plan_perfect": CarbonAware(first, 0, zones=actual, config=ROLLING)}
+    runs = {name: policy for name, policy in runs.items() if name == "fifo" or name in case.policies}
     for name, policy in runs.items():
         began = time.process_time()
         result = simulate_fleet(jobs, first, policy, cluster, zones=actual)
@@ -219,6 +220,8 @@ def main() -> None:
     parser.add_argument("--migration-overhead-min", type=float, default=15.0)
     parser.add_argument("--power-kw-per-gpu", type=float, default=0.7)
     parser.add_argument("--no-perfect", action="store_true", help="Leave out the perfect-foresight plan.")
+    parser.add_argument("--policies", default=",".join(k for k, _ in POLICIES),
+                        help="Policies to run, comma-separated (FIFO at home always runs).")
     parser.add_argument("--planner-cpu", type=int, default=0, help="Measure one plan of this many queued jobs.")
     parser.add_argument("--repeat", type=int, default=3, help="--planner-cpu: plans to time.")
     parser.add_argument("--workers", type=int, default=2)
@@ -227,7 +230,8 @@ def main() -> None:
     gpus = tuple(int(g) for g in args.gpus.split(","))
     cases = [ZoneCase(tuple(c.split(",")), gpus, args.year, int(w), int(s), args.planner_cpu or args.jobs,
                       args.days, args.pinned, args.resume_overhead_min, args.migration_overhead_min,
-                      args.power_kw_per_gpu, args.carbon_dir, args.pai, args.cache, not args.no_perfect)
+                      args.power_kw_per_gpu, args.carbon_dir, args.pai, args.cache,
+                      tuple(p for p in args.policies.split(",") if not (args.no_perfect and p == "plan_perfect")))
              for c in args.case for w in args.weeks.split(",") for s in args.seeds.split(",")]
     if args.planner_cpu:
         times = planner_cpu(cases[0], args.repeat)

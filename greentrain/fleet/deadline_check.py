@@ -17,13 +17,21 @@ still be late where FIFO, which starts everything at once, happened not to be.
 The next decision is taken to come at the next whole hour or the first
 completion of a job started now, whichever is sooner, as in the simulator; a
 controller that re-plans less often gets a looser check.
+
+Where as well as when: the guard sees one partition, and a job that may also
+run elsewhere (``movable``) misses here only if no other place takes it. So a
+miss of a job that can run nowhere else outweighs the misses of every movable
+job: the guard does not give up a pinned job's deadline to keep movable jobs,
+which the plan brought here, running where they block it (measured: a 16-GPU
+job pinned to a 24-GPU partition finished 14 h late behind 1-GPU jobs moved in
+from other grids, in a weekly set of 300 jobs).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from greentrain.fleet.model import JobStatus
 
@@ -33,15 +41,21 @@ _TOL_H = 1e-6
 
 
 def edf_misses(statuses: Sequence[JobStatus], now_run: Mapping[str, int], *, now_h: float, until_h: float,
-               free_now: int, capacity: int, resume_overhead_h: float) -> int:
+               free_now: int, capacity: int, resume_overhead_h: float, movable: frozenset[str] = frozenset()) -> int:
     """Deadlines missed when ``now_run`` (job id -> option) runs from ``now_h`` and, from the next
     decision on, jobs start by earliest deadline first while whole GPUs are free; a started job runs
     to its end. The next decision comes at ``until_h`` or when a job of ``now_run`` finishes, if sooner
     (the callers re-plan at every completion).
 
     ``free_now``: GPUs free for these jobs now; from ``until_h`` on all ``capacity`` is theirs.
-    A decision wider than ``free_now`` counts as missing every deadline.
+    A decision wider than ``free_now`` counts as missing every deadline. ``movable``: jobs that may run
+    on another partition; each miss of any other job counts as more than all of theirs together.
     """
+    pinned_miss = len(movable) + 1
+
+    def cost(job_id: str) -> int:
+        return 1 if job_id in movable else pinned_miss
+
     in_use = 0
     ends: list[tuple[float, int]] = []  # (finish, gpus) of running jobs
     waiting: list[tuple[float, str, JobStatus]] = []
@@ -52,20 +66,21 @@ def edf_misses(statuses: Sequence[JobStatus], now_run: Mapping[str, int], *, now
             waiting.append((st.deadline_h, st.job_id, st))
             continue
         finish_h = now_h + st.needed_h(option, resume_overhead_h)
-        missed += finish_h > st.deadline_h + _TOL_H
+        missed += cost(st.job_id) if finish_h > st.deadline_h + _TOL_H else 0
         in_use += st.options[option].gpus
         heapq.heappush(ends, (finish_h, st.options[option].gpus))
     if in_use > free_now:
-        return len(statuses) + 1
+        return pinned_miss * (len(statuses) + 1)
     waiting.sort()
     return missed + _list_schedule(waiting, ends, in_use, min([until_h] + [end_h for end_h, _ in ends]),
-                                   capacity=capacity, resume_overhead_h=resume_overhead_h)
+                                   capacity=capacity, resume_overhead_h=resume_overhead_h, cost=cost)
 
 
 def _list_schedule(waiting: list[tuple[float, str, JobStatus]], ends: list[tuple[float, int]], in_use: int,
-                   t_h: float, *, capacity: int, resume_overhead_h: float) -> int:
-    """Deadlines missed starting ``waiting`` (in its order) from ``t_h`` whenever whole GPUs are free;
-    ``ends`` is a heap of (finish, gpus) of the jobs running, ``in_use`` their GPUs."""
+                   t_h: float, *, capacity: int, resume_overhead_h: float, cost: Callable[[str], int]) -> int:
+    """Deadlines missed (each weighted by ``cost``) starting ``waiting`` (in its order) from ``t_h``
+    whenever whole GPUs are free; ``ends`` is a heap of (finish, gpus) of the jobs running, ``in_use``
+    their GPUs."""
     missed = 0
     while True:
         while ends and ends[0][0] <= t_h + _TOL_H:
@@ -79,7 +94,7 @@ def _list_schedule(waiting: list[tuple[float, str, JobStatus]], ends: list[tuple
                 # waiting at the decision, so a job that ran before pays the restart (a migration where it moves)
                 restart_h = resume_overhead_h if st.running == option else st.overhead_h(option, resume_overhead_h)
                 finish_h = t_h + restart_h + st.remaining_h / st.options[option].speed
-                missed += finish_h > st.deadline_h + _TOL_H
+                missed += cost(st.job_id) if finish_h > st.deadline_h + _TOL_H else 0
                 in_use += gpus
                 heapq.heappush(ends, (finish_h, gpus))
                 started.append(item[1])
@@ -87,18 +102,19 @@ def _list_schedule(waiting: list[tuple[float, str, JobStatus]], ends: list[tuple
         if not waiting:
             return missed
         if not ends:  # nothing runs and nothing fits: a job wider than the partition
-            return missed + len(waiting)
+            return missed + sum(cost(item[1]) for item in waiting)
         t_h = max(t_h, ends[0][0])
 
 
 def keep_deadlines(statuses: Sequence[JobStatus], chosen: Mapping[str, int], *, now_h: float, free_now: int,
-                   capacity: int, resume_overhead_h: float) -> dict[str, int]:
-    """``chosen`` (job id -> option for now), with the jobs added that deadlines need; see the module."""
+                   capacity: int, resume_overhead_h: float, movable: frozenset[str] = frozenset()) -> dict[str, int]:
+    """``chosen`` (job id -> option for now), with the jobs added that deadlines need; see the module.
+    ``movable``: jobs that may also run on another partition (see ``edf_misses``)."""
     until_h = math.floor(now_h + _TOL_H) + 1.0  # the next whole hour: the latest next decision
 
     def misses(run: Mapping[str, int]) -> int:
         return edf_misses(statuses, run, now_h=now_h, until_h=until_h, free_now=free_now, capacity=capacity,
-                          resume_overhead_h=resume_overhead_h)
+                          resume_overhead_h=resume_overhead_h, movable=movable)
 
     decided = dict(chosen)
     best, best_misses = decided, misses(decided)
@@ -106,7 +122,10 @@ def keep_deadlines(statuses: Sequence[JobStatus], chosen: Mapping[str, int], *, 
         return decided
     fixed = {st.job_id for st in statuses if st.running is not None and not st.can_pause}
     deadline_h = {st.job_id: st.deadline_h for st in statuses}
-    for edf in (_edf_now(statuses, free_now, keep_running=True), _edf_now(statuses, free_now, keep_running=False)):
+    orders = [_edf_now(statuses, free_now, keep_running=True), _edf_now(statuses, free_now, keep_running=False)]
+    if movable:  # the jobs with nowhere else to go first
+        orders.append(_edf_now(statuses, free_now, keep_running=False, later=movable))
+    for edf in orders:
         trial = decided
         for job_id in sorted(edf.keys() - decided.keys(), key=lambda j: (deadline_h[j], j)):
             admitted = _admit(trial, job_id, edf[job_id], statuses, free_now, keep=fixed | edf.keys())
@@ -122,15 +141,17 @@ def keep_deadlines(statuses: Sequence[JobStatus], chosen: Mapping[str, int], *, 
     return best
 
 
-def _edf_now(statuses: Sequence[JobStatus], free_now: int, *, keep_running: bool) -> dict[str, int]:
-    """What earliest deadline first starts now: running jobs kept (or not), then by deadline while GPUs are free."""
+def _edf_now(statuses: Sequence[JobStatus], free_now: int, *, keep_running: bool,
+             later: frozenset[str] = frozenset()) -> dict[str, int]:
+    """What earliest deadline first starts now: running jobs kept (or not), then by deadline while GPUs are
+    free, the jobs in ``later`` after all the others."""
     run: dict[str, int] = {}
     free = free_now
     for st in statuses:
         if st.running is not None and (keep_running or not st.can_pause):
             run[st.job_id] = st.running
             free -= st.options[st.running].gpus
-    for st in sorted(statuses, key=lambda s: (s.deadline_h, s.job_id)):
+    for st in sorted(statuses, key=lambda s: (s.job_id in later, s.deadline_h, s.job_id)):
         option = st.running if st.running is not None else 0
         if st.job_id not in run and st.options[option].gpus <= free:
             run[st.job_id] = option

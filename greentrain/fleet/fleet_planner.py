@@ -114,13 +114,17 @@ def _keep_deadlines(plan: FleetPlan, statuses: Sequence[JobStatus], problem: _Pr
     """
     jobs = dict(plan.jobs)
     planned = {st.job_id: o for st in statuses if (o := jobs[st.job_id].option) is not None}
+    option_count = {st.job_id: len(st.options) for st in statuses}
     for name, views in group_by_partition(statuses, list(problem.partitions), planned).items():
         if not views:
             continue
         by_id = {v.status.job_id: v for v in views}
         chosen = {j: by_id[j].indices.index(o) for j, o in planned.items() if j in by_id}
+        # a job with options on other partitions has fewer in its view here
+        movable = frozenset(j for j, v in by_id.items() if len(v.indices) < option_count[j])
         kept = keep_deadlines([v.status for v in views], chosen, now_h=problem.now_h, free_now=problem.free[name],
-                              capacity=problem.partitions[name].capacity_gpus, resume_overhead_h=problem.overhead_h)
+                              capacity=problem.partitions[name].capacity_gpus, resume_overhead_h=problem.overhead_h,
+                              movable=movable)
         for job_id in chosen.keys() | kept.keys():
             if chosen.get(job_id) != kept.get(job_id):
                 option = by_id[job_id].full(kept[job_id]) if job_id in kept else None

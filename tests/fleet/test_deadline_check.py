@@ -42,6 +42,22 @@ def test_the_guard_counts_restart_overheads() -> None:
     assert edf_misses([paused], {"p": 0}, now_h=0.0, until_h=1.0, free_now=1, capacity=1, resume_overhead_h=0.3) == 0
 
 
+def test_the_guard_keeps_a_pinned_job_before_jobs_that_may_run_elsewhere() -> None:
+    # 8 GPUs. A 6-GPU job that can run only here (1 h of slack) and four 1-GPU jobs the plan brought here
+    # that may also run on other partitions. Pausing the wide job for them loses its deadline; keeping it
+    # makes two of them late here, where they need not be: elsewhere has room.
+    wide = JobStatus(job_id="wide", options=(RunOption(6, 1.0, 6.0),), remaining_h=4.0, deadline_h=5.0,
+                     running=0, started=True)
+    small = [_status(f"s{i}", 1, 6.0, 8.0) for i in range(4)]
+    chosen = {s.job_id: 0 for s in small}
+    args = {"now_h": 0.0, "free_now": 8, "capacity": 8, "resume_overhead_h": 0.1}
+    # Seen as one partition where every job counts the same, one late job beats two.
+    assert "wide" not in keep_deadlines([wide, *small], chosen, **args)
+    kept = keep_deadlines([wide, *small], chosen, **args, movable=frozenset(chosen))
+    assert kept.get("wide") == 0
+    assert edf_misses([wide, *small], kept, until_h=1.0, **args, movable=frozenset(chosen)) < 5  # no pinned miss
+
+
 @pytest.mark.timeout(120)
 def test_carbon_aware_is_on_time_where_fifo_is_on_time_at_tight_capacity() -> None:
     # Hand-made: three 1-GPU jobs and a whole-cluster job on 4 GPUs, dirty and clean hours alternating.
