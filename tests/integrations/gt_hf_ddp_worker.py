@@ -56,8 +56,10 @@ def main(out: Path) -> None:
     record["final_step"] = trainer.state.global_step
     record["checksum"] = float(sum(p.double().sum() for p in trainer.model.parameters()))
     (out / f"rank{rank}.json").write_text(json.dumps(record))
-    # Gloo's worker threads outlive an undestroyed group into interpreter teardown, where torch 2.14
-    # can abort the rank (SIGABRT, "terminate called without an active exception").
+    # Torch's gloo teardown, not greentrain's: a gloo worker thread that frees a finished collective's
+    # tensors needs the GIL, and interpreter teardown holds it while joining that thread (a hang on
+    # 2.13, SIGABRT on 2.14.1). The barrier lets the queue drain with the GIL free; then the group goes.
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
 
