@@ -219,19 +219,22 @@ def main() -> None:
     parser.add_argument("--resume-overhead-min", type=float, default=5.0)
     parser.add_argument("--migration-overhead-min", type=float, default=15.0)
     parser.add_argument("--power-kw-per-gpu", type=float, default=0.7)
-    parser.add_argument("--no-perfect", action="store_true", help="Leave out the perfect-foresight plan.")
     parser.add_argument("--policies", default=",".join(k for k, _ in POLICIES),
-                        help="Policies to run, comma-separated (FIFO at home always runs).")
+                        help="Policies to run, comma-separated (FIFO at home always runs); "
+                             "e.g. fifo,greenest,time_only,plan to leave out the perfect-foresight plan.")
     parser.add_argument("--planner-cpu", type=int, default=0, help="Measure one plan of this many queued jobs.")
     parser.add_argument("--repeat", type=int, default=3, help="--planner-cpu: plans to time.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path(".fleet-bench-cache"))
     args = parser.parse_args()
     gpus = tuple(int(g) for g in args.gpus.split(","))
+    policies = tuple(args.policies.split(","))
+    unknown = sorted(set(policies) - {k for k, _ in POLICIES})
+    if unknown:
+        parser.error(f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(k for k, _ in POLICIES)}")
     cases = [ZoneCase(tuple(c.split(",")), gpus, args.year, int(w), int(s), args.planner_cpu or args.jobs,
                       args.days, args.pinned, args.resume_overhead_min, args.migration_overhead_min,
-                      args.power_kw_per_gpu, args.carbon_dir, args.pai, args.cache,
-                      tuple(p for p in args.policies.split(",") if not (args.no_perfect and p == "plan_perfect")))
+                      args.power_kw_per_gpu, args.carbon_dir, args.pai, args.cache, policies)
              for c in args.case for w in args.weeks.split(",") for s in args.seeds.split(",")]
     if args.planner_cpu:
         times = planner_cpu(cases[0], args.repeat)
