@@ -104,7 +104,7 @@ def test_no_circle_between_the_parts_of_the_package() -> None:
 
 # The layers of docs/architecture.md, bottom (1) to top (9): a part imports its own layer and those below.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "extras", "units", "hours", "windows", "exitcodes", "provenance", "jobstats", "data"), 1),  # data: files only
+    **dict.fromkeys(("errors", "extras", "units", "terminal_bar", "hours", "windows", "exitcodes", "provenance", "jobstats", "data"), 1),  # data: files only
     **dict.fromkeys(("clock", "userfile", "plugins", "events", "fields", "tables"), 2),
     **dict.fromkeys(("signals", "device", "codecarbon"), 3),
     **dict.fromkeys(("policies", "monitor", "actuators", "exporters", "report", "testing"), 4),

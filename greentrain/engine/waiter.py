@@ -21,7 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from greentrain.engine.collaborators import HoldsDevices
+from greentrain.engine.countdown import Countdown
+from greentrain.engine.idle_charge import charge_idle, held_energy_j, observe_pause
 from greentrain.engine.interrupt_relay import InterruptRelay
 from greentrain.engine.resumenotice import MOVE_MIN_S, ResumeNotice, kept_resume
 from greentrain.jobstats import JobState
@@ -29,7 +30,6 @@ from greentrain.policies.base import Action
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.background import BackgroundScheduler
-    from rich.progress import Progress, TaskID
 
     from greentrain.engine.core import EngineCore
 
@@ -76,7 +76,7 @@ class Waiter:
         """Block until it is time to run; True if interrupted. Collective on multi-rank jobs."""
         engine, clock = self.engine, self.engine.clock
         started = clock.now()
-        engine.pause_cost.begin_pause(started, self._held_energy_j())
+        engine.pause_cost.begin_pause(started, held_energy_j(self.engine))
         self._stop.clear()
         leader = engine.is_leader
         interrupted = ctrl_c = False
@@ -88,7 +88,8 @@ class Waiter:
                     self.open_scheduler()
                     self.announce(reason)
                     engine.log_pause_cost()
-                with _Countdown(self, reason, enabled=leader and self.countdown) as countdown:
+                with Countdown(self, engine.clock, engine.deadline.at, reason,
+                               enabled=leader and self.countdown) as countdown:
                     interrupted = self._loop(countdown)
             ctrl_c = self._interrupts.ctrl_c
         except KeyboardInterrupt:  # Ctrl-C under another handler that raises it: one line, not a traceback
@@ -98,7 +99,7 @@ class Waiter:
             # The scheduler lives only as long as a wait: an engine its owner never closes must not
             # leave a thread behind (a forked child would inherit its locks).
             self.close_scheduler(wait=True)
-        self._charge_idle()
+        charge_idle(self.engine)
         if leader:  # a line only when the wait ended well before the time announced
             self.notice.close(clock.now(), self._why_now(), interrupted=interrupted)
         engine.mark_running(clock.now())
@@ -162,7 +163,7 @@ class Waiter:
 
     # ---- loop -------------------------------------------------------------------------------------
 
-    def _loop(self, countdown: _Countdown) -> bool:
+    def _loop(self, countdown: Countdown) -> bool:
         engine, clock = self.engine, self.engine.clock
         broadcast = engine.io.broadcast
         if broadcast.world_size > 1:
@@ -236,7 +237,7 @@ class Waiter:
         engine = self.engine
         with self._replan_lock:
             now = engine.clock.now()
-            self._observe_pause(now, final=False)  # the re-plan sees the draw measured so far
+            observe_pause(self.engine, now, final=False)  # the re-plan sees the draw measured so far
             try:
                 new_target = engine.replan_paused(now, force=at_wake)
             except Exception as e:  # never let the scheduler thread die silently
@@ -296,45 +297,6 @@ class Waiter:
         state = JobState.WAITING if engine.progress.first_start is None else JobState.PAUSED
         engine.set_state(state, now, until=resume)
 
-    # ---- accounting and display -------------------------------------------------------------------
-
-    def _held_energy_j(self) -> float | None:
-        """Energy of the devices a pause holds (``Monitor.held_energy_j``: the GPUs), else the whole total."""
-        monitor = self.engine.io.monitor
-        read = monitor.held_energy_j if isinstance(monitor, HoldsDevices) else monitor.total_energy_j
-        try:
-            value = read()
-        except Exception:
-            return None
-        return float(value) if isinstance(value, int | float) else None
-
-    def _observe_pause(self, now: datetime, *, final: bool, held_energy_j: float | None = None) -> None:
-        """Feed the held devices' draw over this pause so far to the engine's pause cost."""
-        engine = self.engine
-        if not engine.measures_energy:
-            return
-        energy_j = held_energy_j if final else self._held_energy_j()
-        note = engine.pause_cost.observe_pause(now, energy_j, engine.clock.speedup, final=final)
-        if note is not None:
-            engine.note(note)
-        else:
-            engine.log_pause_cost()
-
-    def _charge_idle(self) -> None:
-        """Idle draw during the wait is real: price it, and run-now would not have spent it."""
-        engine = self.engine
-        energy_j = self._held_energy_j()
-        now = engine.clock.now()
-        self._observe_pause(now, final=True, held_energy_j=energy_j)
-        started = engine.pause_cost.paused_since
-        idle_j = engine.pause_cost.end_pause(now, energy_j, engine.clock.speedup)
-        if idle_j is None or started is None:
-            return
-        entry = engine.charge(idle_j, started + (now - started) / 2, None)
-        stats = engine.io.job_stats
-        stats.update(waiting_energy_j=stats.waiting_energy_j + entry.energy_j,
-                     waiting_power_w=engine.pause_cost.value_w)
-
     def planned_resume(self) -> datetime | None:
         """The one time people are told: the plan's resume (not the policy's next look), guard-clamped
         (``kept_resume``), never before the wait's target."""
@@ -368,60 +330,3 @@ def _background_scheduler() -> BackgroundScheduler:
     from apscheduler.schedulers.background import BackgroundScheduler
 
     return BackgroundScheduler(timezone=UTC, daemon=True)
-
-
-class _Countdown:
-    """A rich progress bar showing the planned window; a no-op when disabled or not on a terminal."""
-
-    def __init__(self, waiter: Waiter, reason: str, *, enabled: bool) -> None:
-        self.waiter = waiter
-        self.reason = reason
-        self.enabled = enabled and sys.stderr.isatty()
-        self._progress: Progress | None = None
-        self._task: TaskID | None = None
-        self._start = waiter.engine.clock.now()
-
-    def __enter__(self) -> _Countdown:
-        if not self.enabled:
-            return self
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn
-
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[left]}"),
-                                  console=Console(stderr=True), transient=True)
-        self._progress.start()
-        self._task = self._progress.add_task(self._describe(), total=1.0, left="")
-        return self
-
-    def update(self) -> None:
-        if self._progress is None or self._task is None:
-            return
-        clock = self.waiter.engine.clock
-        target = self.waiter.target or clock.now()
-        total_s = max(1e-9, (target - self._start).total_seconds())
-        left_s = max(0.0, (target - clock.now()).total_seconds())
-        self._progress.update(self._task, completed=1.0 - left_s / total_s, description=self._describe(),
-                              left=f"{_hms(left_s)} left")
-
-    def _describe(self) -> str:
-        window = f"run from {_fmt(self.waiter.planned_resume())}"
-        deadline = self.waiter.engine.deadline.at
-        if deadline is not None:
-            window += f" to finish by {_fmt(deadline)}"
-        return f"waiting: {window}" + (f" — {self.reason}" if self.reason else "")
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-
-def _fmt(value: datetime | None) -> str:
-    from greentrain.units import format_time
-
-    return format_time(value)
-
-
-def _hms(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s"

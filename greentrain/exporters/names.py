@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "BUDGET_PROJECTED",
+    "BUDGET_REMAINING",
     "BY_NAME",
     "CPU_ENERGY",
     "EMISSIONS",
@@ -71,6 +73,8 @@ __all__ = [
     "TRAINING_STEPS",
     "TRAINING_TOKENS",
     "MetricSpec",
+    "WAITING_ENERGY",
+    "WAITING_POWER",
 ]
 
 MetricType = Literal["counter", "gauge"]

@@ -309,18 +309,26 @@ class CheckpointConfig:
         c.done()
 
 
+def _job_default(name: str) -> object:
+    """The default of the ``JobOptions`` field ``name``: a setting a job and this file share has one default."""
+    from greentrain.job.options import JobOptions
+
+    return JobOptions.__dataclass_fields__[name].default
+
+
 @dataclass(kw_only=True, slots=True)
 class MetricsConfig:
     """Per-step metrics."""
 
     jsonl: str | None = None
     """Write one JSON line per step (rank 0): step, loss, grad_norm, tokens_per_s, ..."""
-    port: int | None = None
-    """Serve Prometheus metrics on this port (rank 0); 0 = any free port."""
-    addr: str = "127.0.0.1"
-    """Address the metrics server binds."""
-    allow_public: bool = False
-    """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged)."""
+    port: int | None = cast("int | None", _job_default("metrics_port"))
+    """Serve Prometheus metrics on this port (rank 0); 0 = any free port (``JobOptions.metrics_port``)."""
+    addr: str = cast(str, _job_default("metrics_addr"))
+    """Address the metrics server binds (``JobOptions.metrics_addr``)."""
+    allow_public: bool = cast(bool, _job_default("metrics_allow_public"))
+    """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged;
+    ``JobOptions.metrics_allow_public``)."""
     log_every: int = 1
     """Print a progress line every N steps (rank 0)."""
     fetch_every: int | None = None
