@@ -23,12 +23,12 @@ from pathlib import Path
 from greentrain.codecarbon.columns import KNOWN_COLUMNS, REQUIRED
 from greentrain.errors import ConfigError
 from greentrain.fields import did_you_mean
+from greentrain.units import J_PER_KWH
 from greentrain.userfile import TRACE_MAX_BYTES, decode_text, read_bytes
 
 __all__ = ["CodeCarbonRun", "SkippedRow", "EmissionsFile", "read_emissions"]
 
 _MAX_REPORTED = 10
-_J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,12 +59,12 @@ class CodeCarbonRun:
     @property
     def power_w(self) -> float:
         """Mean draw over the run, everything CodeCarbon counted (CPU, GPU, RAM)."""
-        return self.energy_kwh * _J_PER_KWH / self.duration_s
+        return self.energy_kwh * J_PER_KWH / self.duration_s
 
     @property
     def gpu_power_w(self) -> float | None:
         """Mean GPU draw, where the file has per-device energy."""
-        return None if self.gpu_energy_kwh is None else self.gpu_energy_kwh * _J_PER_KWH / self.duration_s
+        return None if self.gpu_energy_kwh is None else self.gpu_energy_kwh * J_PER_KWH / self.duration_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,15 +31,15 @@ from greentrain.engine.collaborators import EnergyMonitor
 from greentrain.engine.core import EngineCore
 from greentrain.engine.jobsummary import job_figures
 from greentrain.monitor.monitor import Monitor
+from greentrain.units import J_PER_KWH
 
 __all__ = ["CodeCarbonRecorder"]
 
 log = logging.getLogger(__name__)
-_J_PER_KWH = 3.6e6
 
 
 def _kwh(joules: float | None) -> float | None:
-    return None if joules is None else joules / _J_PER_KWH
+    return None if joules is None else joules / J_PER_KWH
 
 
 def _machine() -> dict[str, object]:

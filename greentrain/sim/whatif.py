@@ -34,7 +34,6 @@ from greentrain.sim.sources import IntensitySource, IntensityWindow, NoIntensity
 
 __all__ = ["WhatIfSettings", "WhatIfRun", "WhatIfFile", "what_if", "match_profile", "PRECISION_NOTE"]
 
-_J_PER_KWH = 3.6e6
 PRECISION_NOTE = "no profile (the shipped profiles measure power limits, not precisions)"
 _GPU_NAMES = (("v100", re.compile(r"\bV100\b", re.I)), ("a40", re.compile(r"\bA40\b", re.I)),
               ("rtx6000", re.compile(r"\bRTX\s*6000\b(?!\s*Ada)", re.I)))

@@ -22,16 +22,18 @@ import math
 import threading
 import time
 import uuid as uuid_mod
+from abc import abstractmethod
 from collections.abc import Callable
+from typing import TypedDict, Unpack
 
 from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
 from greentrain.device.nvml_errors import PRIVILEGE_FIX
-from greentrain.device.profiles import ProfilePoint, interpolate, load_gpu_profile
+from greentrain.device.profiles import GPUProfile, ProfilePoint, interpolate, load_gpu_profile
 from greentrain.errors import ConfigError, NotSupportedError, PrivilegeError
 from greentrain.testing.costs import NVML_CALL_COST_S, spend_cpu_s
 from greentrain.testing.load import NVML_REFRESH_S, PowerDraw
 
-__all__ = ["FakeGPU", "GPU_MODELS"]
+__all__ = ["FakeGPU", "GPU_MODELS", "ProfiledGPU", "ProfiledGPUOptions"]
 
 # Model facts for the profiled GPUs: (marketing name, architecture, max SM clock MHz).
 GPU_MODELS = {
@@ -54,8 +56,84 @@ def _ripple(t: float) -> float:
     return sum(w * math.sin(2 * math.pi * t / p + ph) for w, p, ph in _HARMONICS)
 
 
-class FakeGPU(GPU):
-    """A profiled GPU: ``FakeGPU("a40", "imagenet/resnet50")`` draws what an A40 drew training ResNet-50."""
+class ProfiledGPUOptions(TypedDict, total=False):
+    """The keyword options every profiled double takes (defaults: ``ProfiledGPU``)."""
+
+    index: int
+    uuid: str | None
+    time_fn: Callable[[], float]
+    privileged: bool
+
+
+class ProfiledGPU(GPU):
+    """What the profile-driven doubles share: one workload's measured points, identity, privilege,
+    the log of setter calls, fault injection and the clock ladder.
+
+    A subclass sets ``_max_clock_mhz`` and says how its default UUID is named (``_uuid_name``).
+    """
+
+    _max_clock_mhz: int
+    _energy_counter: bool = True
+
+    def __init__(
+        self,
+        gpu_model: str,
+        workload: str,
+        batch_size: int | None,
+        *,
+        index: int = 0,
+        uuid: str | None = None,
+        time_fn: Callable[[], float] = time.monotonic,
+        privileged: bool = True,
+    ) -> None:
+        self.profile: GPUProfile = load_gpu_profile(gpu_model)
+        """The measured profile of ``gpu_model`` (a built-in name or a CSV path)."""
+        self.points: list[ProfilePoint] = self.profile.points(workload, batch_size)  # highest limit first
+        self.workload = workload
+        self.index = index
+        self.uuid = uuid or f"GPU-{uuid_mod.uuid5(uuid_mod.NAMESPACE_URL, self._uuid_name(gpu_model))}"
+        self.privileged = privileged
+        self._time_fn = time_fn
+        self._failure: Exception | None = None
+        self.set_calls: list[tuple[str, object]] = []
+        """Every setter call that went through, in order, as (call, value)."""
+
+    @abstractmethod
+    def _uuid_name(self, gpu_model: str) -> str:
+        """The name the default UUID is derived from (``self.profile`` and ``self.index`` are set)."""
+
+    def fail(self, exc: Exception | None) -> None:
+        """Make every later call raise ``exc`` (e.g. ``DeviceLostError``), as a lost GPU does; None heals."""
+        self._failure = exc
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    @property
+    def capabilities(self) -> GPUCapabilities:
+        return GPUCapabilities(
+            energy_counter=self._energy_counter, power_reading=True, power_limit_control=True, clock_control=True,
+            power_limit_permitted=self.privileged, clock_control_permitted=self.privileged,
+        )
+
+    def power_limit_constraints(self) -> PowerLimitConstraints:
+        top = self.points[0].power_limit_w
+        return PowerLimitConstraints(min_w=self.points[-1].power_limit_w, max_w=top, default_w=top)
+
+    def supported_sm_clocks_mhz(self) -> list[int]:
+        return list(range(self._max_clock_mhz, _MIN_CLOCK_MHZ - 1, -_CLOCK_STEP_MHZ))
+
+    def utilization_pct(self) -> float:
+        self._check()
+        return 100.0
+
+
+class FakeGPU(ProfiledGPU):
+    """A profiled GPU: ``FakeGPU("a40", "imagenet/resnet50")`` draws what an A40 drew training ResNet-50.
+
+    ``set_calls`` logs ('set_power_limit_w', 250.0), ('lock_sm_clocks_mhz', (a, b)), ('reset_sm_clocks', None).
+    """
 
     def __init__(
         self,
@@ -63,34 +141,26 @@ class FakeGPU(GPU):
         workload: str = "imagenet/resnet50",
         batch_size: int | None = None,
         *,
-        index: int = 0,
-        uuid: str | None = None,
-        time_fn: Callable[[], float] = time.monotonic,
-        privileged: bool = True,
         ripple: float = 0.05,
         energy_counter: bool = True,
         draw: PowerDraw | None = None,
         refresh_period_s: float | None = NVML_REFRESH_S,
         call_costs: bool = False,
+        **options: Unpack[ProfiledGPUOptions],
     ) -> None:
-        profile = load_gpu_profile(gpu_model)
-        self.points: list[ProfilePoint] = profile.points(workload, batch_size)  # highest first
-        self.gpu_model = profile.gpu
-        self.workload = workload
-        self.index = index
-        self.uuid = uuid or f"GPU-{uuid_mod.uuid5(uuid_mod.NAMESPACE_URL, f'greentrain-fake/{profile.gpu}/{index}')}"
-        self.name, self.architecture, self._max_clock_mhz = GPU_MODELS.get(profile.gpu, (profile.gpu, "unknown", 1800))
-        self.privileged = privileged
+        super().__init__(gpu_model, workload, batch_size, **options)
+        self.gpu_model = self.profile.gpu
+        self.name, self.architecture, self._max_clock_mhz = GPU_MODELS.get(
+            self.profile.gpu, (self.profile.gpu, "unknown", 1800))
         self.ripple = ripple
         self._energy_counter = energy_counter
-        self._time_fn = time_fn
         self._lock = threading.Lock()
         self._limit_w = self.points[0].power_limit_w
         self._locked_mhz: tuple[int, int] | None = None
         self.draw = draw
         """Replaces the profile's power (and ignores the power limit) when set."""
         self.refresh_period_s = refresh_period_s
-        self.refresh_phase_s = (0.0137 * (index + 1)) % (refresh_period_s or 1.0)
+        self.refresh_phase_s = (0.0137 * (self.index + 1)) % (refresh_period_s or 1.0)
         """When in each period the counter refreshes: GPUs of one node do not refresh in step, so a fixed,
         index-dependent phase (set it to line a test up with the refresh)."""
         self.call_costs = call_costs
@@ -99,20 +169,12 @@ class FakeGPU(GPU):
         self.truth_at_counter_read_j: float | None = None
         """The true energy at the moment of the last counter read (to judge a figure built on that read)."""
         # Energy segments, one per power limit in force: (start time, energy at start J, limit W).
-        self._segments: list[tuple[float, float, float]] = [(time_fn(), 0.0, self._limit_w)]
-        self._failure: Exception | None = None
-        self.set_calls: list[tuple[str, object]] = []
-        """Every set/lock/reset call, in order: ('set_power_limit_w', 250.0), ('lock_sm_clocks_mhz', (a, b))."""
+        self._segments: list[tuple[float, float, float]] = [(self._time_fn(), 0.0, self._limit_w)]
+
+    def _uuid_name(self, gpu_model: str) -> str:
+        return f"greentrain-fake/{self.profile.gpu}/{self.index}"
 
     # --- simulation helpers -------------------------------------------------------------------
-
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-    def fail(self, exc: Exception) -> None:
-        """Make every later call raise ``exc`` (e.g. ``DeviceLostError``), as a lost GPU does."""
-        self._failure = exc
 
     def reset_failure(self) -> None:
         self._failure = None
@@ -167,17 +229,6 @@ class FakeGPU(GPU):
 
     # --- GPU interface ------------------------------------------------------------------------
 
-    @property
-    def capabilities(self) -> GPUCapabilities:
-        return GPUCapabilities(
-            energy_counter=self._energy_counter,
-            power_reading=True,
-            power_limit_control=True,
-            clock_control=True,
-            power_limit_permitted=self.privileged,
-            clock_control_permitted=self.privileged,
-        )
-
     def total_energy_j(self) -> float:
         """The counter: ``counter_offset_j`` + exact energy up to its last refresh (up to ``refresh_period_s`` old)."""
         self._check()
@@ -207,8 +258,7 @@ class FakeGPU(GPU):
 
     def power_limit_constraints(self) -> PowerLimitConstraints:
         self._check()
-        top = self.points[0].power_limit_w
-        return PowerLimitConstraints(min_w=self.points[-1].power_limit_w, max_w=top, default_w=top)
+        return super().power_limit_constraints()
 
     def set_power_limit_w(self, power_limit_w: float) -> None:
         self._check()
@@ -229,7 +279,7 @@ class FakeGPU(GPU):
 
     def supported_sm_clocks_mhz(self) -> list[int]:
         self._check()
-        return list(range(self._max_clock_mhz, _MIN_CLOCK_MHZ - 1, -_CLOCK_STEP_MHZ))
+        return super().supported_sm_clocks_mhz()
 
     def sm_clock_mhz(self) -> int:
         self._check()
@@ -261,10 +311,6 @@ class FakeGPU(GPU):
             raise PrivilegeError(f"GPU {self.index}: reset_sm_clocks needs root privileges; {PRIVILEGE_FIX}")
         self._locked_mhz = None
         self.set_calls.append(("reset_sm_clocks", None))
-
-    def utilization_pct(self) -> float:
-        self._check()
-        return 100.0
 
     def temperature_c(self) -> float:
         self._check()

@@ -22,7 +22,7 @@ import ctypes
 import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TypeVar
 
 from greentrain.extras import require
@@ -42,34 +42,25 @@ _ARCH_CODES = {"volta": pynvml.NVML_DEVICE_ARCH_VOLTA, "turing": pynvml.NVML_DEV
 _MEMORY_CLOCKS_MHZ = [7001, 5001, 810, 405]
 
 
+@dataclass(eq=False)  # compared and hashed by identity: two devices with the same spec are two GPUs
 class FakeNVMLDevice:
     """One physical GPU behind the fake NVML: what it supports and how it draws power."""
 
-    def __init__(
-        self,
-        gpu_model: str = "a40",
-        workload: str = "imagenet/resnet50",
-        *,
-        uuid: str | None = None,
-        architecture: str | None = None,
-        energy_counter: bool = True,
-        power_fields: bool = True,
-        mig: bool = False,
-        privileged: bool = True,
-        time_fn: Callable[[], float] = time.monotonic,
-        draw: PowerDraw | None = None,
-        name: str | None = None,
-        refresh_period_s: float | None = NVML_REFRESH_S,
-    ) -> None:
-        self.gpu_model, self.workload, self.uuid = gpu_model, workload, uuid
-        self.draw, self.name, self.refresh_period_s = draw, name, refresh_period_s
-        self.architecture = architecture
-        self.energy_counter = energy_counter
-        self.power_fields = power_fields
-        self.mig = mig
-        self.privileged = privileged
-        self.time_fn = time_fn
-        self.gpu: FakeGPU | None = None  # built by FakeNVML with the device's index
+    gpu_model: str = "a40"
+    workload: str = "imagenet/resnet50"
+    _: KW_ONLY
+    uuid: str | None = None
+    architecture: str | None = None
+    energy_counter: bool = True
+    power_fields: bool = True
+    mig: bool = False
+    privileged: bool = True
+    time_fn: Callable[[], float] = time.monotonic
+    draw: PowerDraw | None = None
+    name: str | None = None
+    refresh_period_s: float | None = NVML_REFRESH_S
+    gpu: FakeGPU | None = field(default=None, init=False)
+    """Built by FakeNVML with the device's index."""
 
     def build(self, index: int) -> FakeGPU:
         self.gpu = FakeGPU(self.gpu_model, self.workload, index=index, uuid=self.uuid, time_fn=self.time_fn,

@@ -15,22 +15,17 @@ import json
 import os
 import random
 import tempfile
-import time
-import uuid as uuid_mod
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from greentrain.device.base import GPU, GPUCapabilities, PowerLimitConstraints
-from greentrain.device.profiles import interpolate, load_gpu_profile
+from greentrain.device.profiles import interpolate
 from greentrain.errors import ConfigError, PrivilegeError
+from greentrain.testing.fake_gpu import ProfiledGPU, ProfiledGPUOptions
 
 __all__ = ["FileBackedGPU", "MAX_SM_CLOCK_MHZ"]
 
 # Boost clocks from NVIDIA's data sheets (V100 SXM2, A40, Quadro RTX 6000).
 MAX_SM_CLOCK_MHZ = {"v100": 1530, "a40": 1740, "rtx6000": 1770}
-_MIN_SM_CLOCK_MHZ = 210
-_CLOCK_STEP_MHZ = 15
 _MEMORY_BOUND_FRACTION = 0.3  # share of step time that does not scale with SM clock
 _IDLE_FRACTION = 0.25  # share of board power that does not scale with SM clock
 
@@ -42,7 +37,7 @@ class _Settings(TypedDict, total=False):
     sm_clocks_mhz: list[int] | None
 
 
-class FileBackedGPU(GPU):
+class FileBackedGPU(ProfiledGPU):
     """Test double of one GPU; ``state_file`` holds the settings (shared across processes)."""
 
     def __init__(
@@ -52,43 +47,26 @@ class FileBackedGPU(GPU):
         workload: str = "imagenet/resnet50",
         batch_size: int | None = None,
         *,
-        index: int = 0,
-        uuid: str | None = None,
-        time_fn: Callable[[], float] = time.monotonic,
-        privileged: bool = True,
         noise: float = 0.0,
         seed: int = 0,
+        **options: Unpack[ProfiledGPUOptions],
     ) -> None:
-        profile = load_gpu_profile(gpu_model)
-        self._points = profile.points(workload, batch_size)  # highest limit first
-        self._fastest_s = min(p.time_per_epoch_s for p in self._points)
+        super().__init__(gpu_model, workload, batch_size, **options)
+        self._fastest_s = min(p.time_per_epoch_s for p in self.points)
         self.state_file = Path(state_file)
-        self.index = index
-        self.uuid = uuid or f"GPU-{uuid_mod.uuid5(uuid_mod.NAMESPACE_URL, f'{gpu_model}/{index}')}"
         self.name = f"fake {gpu_model.upper()} ({workload})"
         self.architecture = {"v100": "volta", "a40": "ampere", "rtx6000": "turing"}.get(gpu_model, "unknown")
         self.gpu_model = gpu_model
-        self.workload = workload
-        self.privileged = privileged
-        self.set_calls: list[tuple[str, object]] = []
-        self._max_clock = MAX_SM_CLOCK_MHZ.get(gpu_model, 1500)
-        self._time_fn = time_fn
+        self._max_clock_mhz = MAX_SM_CLOCK_MHZ.get(gpu_model, 1500)
         self._noise = noise
         self._rng = random.Random(seed)
-        self._failure: Exception | None = None
         self._energy_j = 0.0
-        self._t_last = time_fn()
+        self._t_last = self._time_fn()
         if not self.state_file.exists():
             self._write({"power_limit_w": self.power_limit_constraints().default_w, "sm_clocks_mhz": None})
 
-    # -- fault injection -------------------------------------------------------
-    def fail(self, exc: Exception | None) -> None:
-        """Make every later call raise ``exc`` (None: heal)."""
-        self._failure = exc
-
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
+    def _uuid_name(self, gpu_model: str) -> str:
+        return f"{gpu_model}/{self.index}"
 
     # -- state file --------------------------------------------------------------
     def settings(self) -> _Settings:
@@ -110,14 +88,14 @@ class FileBackedGPU(GPU):
     # -- model ----------------------------------------------------------------------
     def _at_limit(self, power_limit_w: float) -> tuple[float, float]:
         """(time per epoch s, power W) at a limit, linear between measured limits."""
-        point = interpolate(self._points, power_limit_w)
+        point = interpolate(self.points, power_limit_w)
         return point.time_per_epoch_s, point.average_power_w
 
     def _clock_factors(self, clocks: tuple[int, int] | None) -> tuple[float, float]:
         """(time multiplier, power multiplier) of a clock lock: compute part ~ 1/f, dynamic power ~ f^2."""
         if clocks is None:
             return 1.0, 1.0
-        ratio = min(1.0, clocks[1] / self._max_clock)
+        ratio = min(1.0, clocks[1] / self._max_clock_mhz)
         time_x = _MEMORY_BOUND_FRACTION + (1 - _MEMORY_BOUND_FRACTION) / ratio
         power_x = _IDLE_FRACTION + (1 - _IDLE_FRACTION) * ratio**2
         return time_x, power_x
@@ -143,14 +121,7 @@ class FileBackedGPU(GPU):
         self._energy_j += self.power_w() * max(0.0, now - self._t_last)
         self._t_last = now
 
-    # -- GPU ABC ----------------------------------------------------------------------
-    @property
-    def capabilities(self) -> GPUCapabilities:
-        return GPUCapabilities(
-            energy_counter=True, power_reading=True, power_limit_control=True, clock_control=True,
-            power_limit_permitted=self.privileged, clock_control_permitted=self.privileged,
-        )
-
+    # -- GPU ABC (capabilities, power-limit range, clock ladder: ProfiledGPU's) ---------------------
     def total_energy_j(self) -> float:
         self._check()
         self._accumulate()
@@ -165,10 +136,6 @@ class FileBackedGPU(GPU):
         self._check()
         return float(self.settings()["power_limit_w"])
 
-    def power_limit_constraints(self) -> PowerLimitConstraints:
-        limits = [p.power_limit_w for p in self._points]
-        return PowerLimitConstraints(min_w=min(limits), max_w=max(limits), default_w=max(limits))
-
     def _privileged_call(self, name: str, value: object) -> None:
         self._check()
         if not self.privileged:
@@ -182,13 +149,10 @@ class FileBackedGPU(GPU):
         self._privileged_call("power_limit_w", float(power_limit_w))
         self._update(power_limit_w=float(power_limit_w))
 
-    def supported_sm_clocks_mhz(self) -> list[int]:
-        return list(range(self._max_clock, _MIN_SM_CLOCK_MHZ - 1, -_CLOCK_STEP_MHZ))
-
     def sm_clock_mhz(self) -> int:
         self._check()
         clocks = self.settings().get("sm_clocks_mhz")
-        return int(clocks[1]) if clocks else self._max_clock
+        return int(clocks[1]) if clocks else self._max_clock_mhz
 
     def locked_sm_clocks_mhz(self) -> tuple[int, int] | None:
         """The locked range (the fake can tell; NVML cannot)."""
@@ -205,10 +169,6 @@ class FileBackedGPU(GPU):
     def reset_sm_clocks(self) -> None:
         self._privileged_call("sm_clocks_mhz", None)
         self._update(sm_clocks_mhz=None)
-
-    def utilization_pct(self) -> float:
-        self._check()
-        return 100.0
 
     def temperature_c(self) -> float:
         self._check()

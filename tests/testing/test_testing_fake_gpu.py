@@ -124,3 +124,25 @@ def test_workloads_measured_with_several_optimizers_keep_one_point_per_limit() -
     gpu = FakeGPU("v100", "cifar100/shufflenetv2", batch_size=1024, ripple=0.0)
     assert len({p.power_limit_w for p in gpu.points}) == len(gpu.points)
     assert gpu.power_w() == pytest.approx(top[0].average_power_w)
+
+
+def test_both_profiled_doubles_share_identity_limits_and_clock_ladder(tmp_path) -> None:
+    import uuid
+
+    from greentrain.testing import FileBackedGPU
+
+    fake = FakeGPU("a40", index=2)
+    backed = FileBackedGPU(tmp_path / "gpu.json", "a40", index=2, privileged=False)
+    assert fake.uuid == f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, 'greentrain-fake/a40/2')}"
+    assert backed.uuid == f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, 'a40/2')}"
+    assert FakeGPU("a40", uuid="GPU-given").uuid == "GPU-given"
+    assert fake.power_limit_constraints() == backed.power_limit_constraints()
+    assert fake.supported_sm_clocks_mhz() == backed.supported_sm_clocks_mhz()  # both A40s top out at 1740 MHz
+    assert fake.supported_sm_clocks_mhz()[-1] == 210
+    assert fake.capabilities.clock_control_permitted and not backed.capabilities.clock_control_permitted
+    assert backed.capabilities.energy_counter and not FakeGPU("a40", energy_counter=False).capabilities.energy_counter
+    backed.fail(DeviceLostError("GPU 2 lost"))
+    with pytest.raises(DeviceLostError):
+        backed.utilization_pct()
+    backed.fail(None)
+    assert backed.utilization_pct() == 100.0
