@@ -22,6 +22,11 @@ fleet plan's fraction of the bound's saving over FIFO
     python benchmarks/fleet.py PAI.csv TRACE.csv [TRACE.csv ...] [--weeks 10,36] [--workers 2]
         [--forecast causal|blend|seasonal-naive|archive|perfect] [--archive-dir DIR] [--archive-scale S]
         [--hedge K]
+    python benchmarks/fleet.py zones PAI.csv --case NO,GB,DE-LU --case US-CAL-CISO,DE-LU,GB --carbon-dir DIR
+
+The multi-zone cases (three partitions on three grids, every baseline, the
+bound, migrations and late jobs) are ``fleet.py zones``, which runs
+``benchmarks/fleet_zones.py`` with the arguments that follow.
 
 Forecasts are computed once per case and hour and kept in ``--cache`` (they
 depend only on the trace), so a second run of the same cases is faster.
@@ -188,6 +193,12 @@ def table(results: list[dict]) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["zones"]:  # the multi-zone cases: their own script and flags
+        from fleet_zones import main as zones_main
+
+        sys.argv = [f"{sys.argv[0]} zones", *sys.argv[2:]]
+        zones_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pai", type=Path)
     parser.add_argument("traces", type=Path, nargs="+")
