@@ -322,13 +322,13 @@ class MetricsConfig:
 
     jsonl: str | None = None
     """Write one JSON line per step (rank 0): step, loss, grad_norm, tokens_per_s, ..."""
+    # port, addr and allow_public are the job's metrics_* settings: their defaults and checks are JobOptions'.
     port: int | None = cast("int | None", _job_default("metrics_port"))
-    """Serve Prometheus metrics on this port (rank 0); 0 = any free port (``JobOptions.metrics_port``)."""
+    """Serve Prometheus metrics on this port (rank 0); 0 = any free port."""
     addr: str = cast(str, _job_default("metrics_addr"))
-    """Address the metrics server binds (``JobOptions.metrics_addr``)."""
+    """Address the metrics server binds."""
     allow_public: bool = cast(bool, _job_default("metrics_allow_public"))
-    """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged;
-    ``JobOptions.metrics_allow_public``)."""
+    """Allow a non-loopback ``addr`` (the endpoint is unauthenticated; a warning is logged)."""
     log_every: int = 1
     """Print a progress line every N steps (rank 0)."""
     fetch_every: int | None = None
