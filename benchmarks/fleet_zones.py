@@ -191,7 +191,8 @@ def table(results: list[dict]) -> str:
         cells.append(f"{r['bound_g'] / 1e3:.1f}{'*' if r['bound_relaxed'] else ''}")
         cells += [f"{r[k + '_ratio']:.2f}" for k, _ in names if k != "fifo"]
         cells.append(str(sum(1 for k, _ in names if r[f"{k}_exceeded"] or not r[f"{k}_places_kept"])))
-        cells.append(f"{r['plan_plan_cpu_s'] / max(1, r['plan_plans']):.2f}")
+        planned = next((k for k in ("plan", "plan_perfect") if f"{k}_plans" in r), None)  # whichever ran
+        cells.append(f"{r[planned + '_plan_cpu_s'] / max(1, r[planned + '_plans']):.2f}" if planned else "-")
         lines.append("| " + " | ".join(cells) + " |")
     for k, label in names:
         if k == "fifo":
