@@ -56,11 +56,15 @@ def main(out: Path) -> None:
     record["final_step"] = trainer.state.global_step
     record["checksum"] = float(sum(p.double().sum() for p in trainer.model.parameters()))
     (out / f"rank{rank}.json").write_text(json.dumps(record))
-    # Torch's gloo teardown, not greentrain's: a gloo worker thread that frees a finished collective's
-    # tensors needs the GIL, and interpreter teardown holds it while joining that thread (a hang on
-    # 2.13, SIGABRT on 2.14.1). The barrier lets the queue drain with the GIL free; then the group goes.
+    # Torch's gloo teardown, not greentrain's: DDP's Reducer, freed at interpreter teardown with the GIL
+    # held, joins a gloo worker thread that needs the GIL to free a finished collective's tensors (a hang
+    # on 2.13, SIGABRT on 2.14.1; destroying the group first was not enough: a run on 2.11 still timed
+    # out after training, the Reducer still holding the group). The barrier: both ranks are past their
+    # last collective and their record is written; then the process ends without interpreter teardown.
     torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
