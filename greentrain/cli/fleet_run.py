@@ -16,6 +16,7 @@ import signal
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import click
 
@@ -68,8 +69,16 @@ def _partitions(specs: tuple[str, ...]) -> tuple[dict[str, str], dict[str, int],
     return zones, caps, traces
 
 
-def _intensity(provider: str | None, traces: tuple[str, ...], replay_start: str | None,
-               zone_traces: dict[str, Path]):
+class _SourceFlags(TypedDict):
+    """The flags that choose the carbon signal together: a live provider, or recorded traces replayed."""
+
+    provider: str | None
+    traces: tuple[str, ...]
+    replay_start: str | None
+
+
+def _intensity(zone_traces: dict[str, Path], *, provider: str | None, traces: tuple[str, ...],
+               replay_start: str | None):
     from greentrain.cli.common import parse_deadline
     from greentrain.clock import SystemClock
     from greentrain.integrations.fleet_forecast import ProviderIntensity, ReplayIntensity
@@ -108,8 +117,8 @@ def _intensity(provider: str | None, traces: tuple[str, ...], replay_start: str 
 @click.option("--once", is_flag=True, help="Run one round and exit.")
 @click.option("--dry-run", is_flag=True, help="Plan and print the actions; change nothing in Slurm.")
 def run(partition_specs: tuple[str, ...], state_dir: Path, interval_s: float, power_kw_per_gpu: float,
-        resume_overhead_min: float, migration_overhead_min: float | None, provider: str | None, traces: tuple[str, ...], replay_start: str | None,
-        seconds_per_hour: float, metrics_port: int | None, once: bool, dry_run: bool) -> None:
+        resume_overhead_min: float, migration_overhead_min: float | None, seconds_per_hour: float,
+        metrics_port: int | None, once: bool, dry_run: bool, **source: Unpack[_SourceFlags]) -> None:
     """Plan every fleet job of a Slurm cluster each interval and act on it: start, delay, pause, resume, move."""
     from greentrain.fleet import PlannerConfig
     from greentrain.fleet.metrics import FleetCollector, FleetStats
@@ -123,7 +132,7 @@ def run(partition_specs: tuple[str, ...], state_dir: Path, interval_s: float, po
                               migration_overhead_h=None if migration_overhead_min is None
                               else migration_overhead_min / 60.0,
                               planner=PlannerConfig(), dry_run=dry_run)
-    intensity = _intensity(provider, traces, replay_start, zone_traces)
+    intensity = _intensity(zone_traces, **source)
     journal = FleetJournal.open(state_dir / "fleet-journal.json", now=datetime.now(UTC), hour_s=seconds_per_hour)
     stats = FleetStats()
     controller = FleetController(SlurmClient(), journal, intensity, config, stats)
