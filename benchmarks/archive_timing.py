@@ -260,6 +260,11 @@ def main() -> None:
         per_trace = {}
         for path in args.merge:
             per_trace.update(json.loads(path.read_text())["traces"])
+        # The columns the files hold (in every trace), not the flags' defaults: a run with --modes skill has no
+        # "latest" column to print.
+        first = next(iter(per_trace.values()), {})
+        held = dict.fromkeys(key.split("|", 1)[1] for key in first)
+        columns = [c for c in held if all(any(k.endswith(f"|{c}") for k in t) for t in per_trace.values())]
         print_tables(dict(sorted(per_trace.items())), columns)
         return
     if args.cache is None or args.archive_dir is None:

@@ -10,7 +10,9 @@ remembered forecast for it is kept for its horizon. Two summaries per horizon:
 - ``bias_g_per_kwh``: the systematic part, the mean signed error, kept only
   as far as it stands out of the noise (shrunk towards 0 by its own standard
   error, counting a day of hourly origins as one independent sample: errors a
-  few hours apart share their weather). A planner subtracts it from the
+  few hours apart share their weather), and only once a horizon has
+  ``_MIN_BIAS_DAYS`` days of them: one day's errors all one way are that
+  day's weather, not the forecaster's habit. A planner subtracts it from the
   forecast (``policies/calibrate.py``), so a zone whose forecasts run low at
   some horizons is planned on what its forecasts have meant there.
 
@@ -36,9 +38,15 @@ from greentrain.signals.base import IntensityPoint
 __all__ = ["ForecastSkill"]
 
 _HOUR = timedelta(hours=1)
+_DAY = timedelta(days=1)
 _ORIGINS_PER_SAMPLE = 24
 """Scored forecasts that count as one independent sample of a horizon's error: errors persist for hours (a
 windy spell), so a day of hourly forecasts says about as much about the bias as one of them."""
+
+_MIN_BIAS_DAYS = 3
+"""Days over which a horizon's scored forecasts were made before a bias is taken from it. Taken from
+fewer, the bias an 8-hour job measured in its own first hours was a spell of weather, and correcting for it
+cost 0.005-0.007 of the timing benchmark's saving (docs/benchmarks.md, issue 41)."""
 
 
 class _Forecasts(Protocol):
@@ -57,6 +65,8 @@ class ForecastSkill:
         self._forecasts: dict[datetime, dict[datetime, float]] = {}
         """Hour the forecast was made -> {hour forecast: value}."""
         self._errors: list[deque[float]] = [deque(maxlen=window) for _ in range(max_h)]
+        self._made: list[deque[datetime]] = [deque(maxlen=window) for _ in range(max_h)]
+        """Per horizon, the hour each kept error's forecast was made (how many days of weather they span)."""
         self._seen: set[datetime] = set()
 
     def record(self, now: datetime, forecast: Iterable[IntensityPoint]) -> None:
@@ -79,6 +89,7 @@ class ForecastSkill:
             ahead = int((hour - made) / _HOUR) - 1
             if predicted is not None and 0 <= ahead < self.max_h:
                 self._errors[ahead].append(predicted - actual.intensity_g_per_kwh)
+                self._made[ahead].append(made)
 
     def errors_g_per_kwh(self) -> tuple[float, ...]:
         """Median absolute error by hours ahead (index 0: next hour), up to the last horizon scored
@@ -105,14 +116,15 @@ class ForecastSkill:
 
         The mean signed error, shrunk towards 0 by its standard error (soft threshold): a bias smaller than
         the noise of its own estimate is taken as none, and only what stands out of it is corrected. The
-        standard error counts one sample per ``_ORIGINS_PER_SAMPLE`` errors scored."""
+        standard error counts one sample per ``_ORIGINS_PER_SAMPLE`` errors scored; a horizon whose scored
+        forecasts were made over fewer than ``_MIN_BIAS_DAYS`` days has none."""
         measured = [i for i, errors in enumerate(self._errors) if len(errors) >= self.min_scored]
         if not measured:
             return ()
         out: list[float] = []
         for i in range(measured[-1] + 1):
-            errors = self._errors[i]
-            if len(errors) < self.min_scored:
+            errors, made = self._errors[i], self._made[i]
+            if len(errors) < self.min_scored or (max(made) - min(made)) / _DAY < _MIN_BIAS_DAYS:
                 out.append(0.0)
                 continue
             mean = statistics.fmean(errors)
