@@ -19,9 +19,9 @@ estimator gives:
   in the history window plus ``SPELL_SPREADS`` times the spread seen (slowest
   less fastest), never below the pessimistic value. A steady job has seen no
   spread, so it keeps no room; a noisy one keeps the room its own spread asks
-  for, including a spell slower than any it has seen yet. The simulator plans and guards
-  deadlines with it, fed by a running job's intervals and a waiting job's
-  rate probes (docs/benchmarks.md, "The wait gate by expected saving").
+  for, including a spell slower than any it has seen yet. The simulator plans
+  and guards deadlines with it, fed by a running job's intervals and a waiting
+  job's rate probes (docs/benchmarks.md, "The wait gate by expected saving").
 
 Durations are in the job clock's seconds (a simulated calendar under replay).
 Shared by the engine (``engine/stats.py``) and the simulator (``sim/noise.py``),
