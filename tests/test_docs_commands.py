@@ -153,7 +153,8 @@ def _complete(doc: DocCommand, command: str, cwd: Path, env: dict[str, str]) -> 
         return f"still running after {COMMAND_TIMEOUT_S:.0f} s"
     took = time.monotonic() - started
     if proc.returncode != expected or "Traceback (most recent call last)" in proc.stderr:
-        tail = "\n    ".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
+        # Enough lines to reach a torchrun rank's own error above the launcher's summary (a rank that aborted).
+        tail = "\n    ".join((proc.stderr or proc.stdout).strip().splitlines()[-40:])
         return f"exit status {proc.returncode} (expected {expected}) after {took:.0f} s:\n    {tail}"
     return None
 
