@@ -143,6 +143,10 @@ def _run_one(doc: DocCommand, cwd: Path, env: dict[str, str]) -> str | None:
         print(f"{time.monotonic() - started:6.1f} s  {doc}")  # shown by pytest -s: where the time goes
 
 
+_ERROR_LINE = re.compile(r"terminate called|what\(\)|Error|Exception|abort|Traceback", re.IGNORECASE)
+"""A line of a failed command's output worth showing even when it is far above the end."""
+
+
 def _complete(doc: DocCommand, command: str, cwd: Path, env: dict[str, str]) -> str | None:
     expected = doc.exit_status
     started = time.monotonic()
@@ -153,8 +157,10 @@ def _complete(doc: DocCommand, command: str, cwd: Path, env: dict[str, str]) -> 
         return f"still running after {COMMAND_TIMEOUT_S:.0f} s"
     took = time.monotonic() - started
     if proc.returncode != expected or "Traceback (most recent call last)" in proc.stderr:
-        # Enough lines to reach a torchrun rank's own error above the launcher's summary (a rank that aborted).
-        tail = "\n    ".join((proc.stderr or proc.stdout).strip().splitlines()[-40:])
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        # A torchrun rank's own error sits above the launcher's summary: its error lines first, then the tail.
+        cause = [line for line in lines[:-12] if _ERROR_LINE.search(line)][-12:]
+        tail = "\n    ".join(cause + (["..."] if cause else []) + lines[-12:])
         return f"exit status {proc.returncode} (expected {expected}) after {took:.0f} s:\n    {tail}"
     return None
 

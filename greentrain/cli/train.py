@@ -200,6 +200,7 @@ def _train_here(cfg) -> None:
     import torch.distributed as dist
 
     from greentrain.runtime.greentrain_hooks import run_training
+    from greentrain.runtime.teardown import release_process_groups
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
@@ -222,7 +223,8 @@ def _train_here(cfg) -> None:
             resumed = f", resuming from the newest complete checkpoint (newest on disk: step {last})" if last else ""
             click.echo(f"training on {trainer.dims.describe()} ({trainer.device.type}){resumed}")
 
-    try:
+    def run() -> tuple[int | None, int]:
+        """Train; (replica count to relaunch at or None, exit status). The trainer is freed on return."""
         trainer, history = run_training(cfg, on_step=report, on_ready=ready, handle_signals=True)
         rescale_to = getattr(trainer, "rescale_to", None)
         if rank == 0 and rescale_to is not None:
@@ -230,12 +232,14 @@ def _train_here(cfg) -> None:
         elif rank == 0:
             click.echo(f"done: {trainer.step}/{trainer.cfg.train.steps} steps on {trainer.dims.describe()}"
                        + (f", final loss {history[-1].loss:.4f}" if history else ""))
+        return rescale_to, getattr(trainer, "deadline_exit_code", 0)
+
+    try:
+        rescale_to, status = run()
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        release_process_groups()  # the trainer is gone: its groups are freed before teardown, not during it
     if rescale_to is not None:  # carbon scaling: the elastic launcher relaunches at the new size
         sys.exit(RESUME_EXIT_CODE)
-    status = getattr(trainer, "deadline_exit_code", 0)
     if status and world == 1:  # one process: say it with the status; torchrun would read it as a crash
         sys.exit(status)
 

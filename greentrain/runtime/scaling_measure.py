@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from greentrain.engine.collaborators import EnergyMonitor
 from greentrain.errors import ConfigError
@@ -36,6 +36,10 @@ from greentrain.policies.scaling_profile import ScalingPoint, ScalingProfile
 from greentrain.provenance import Source
 from greentrain.runtime.config import JobConfig, config_from_dict
 from greentrain.runtime.elastic import config_at, elastic_sets, micro_batch, replicas_of
+from greentrain.runtime.teardown import release_process_groups
+
+if TYPE_CHECKING:
+    from greentrain.runtime.trainer import Trainer
 
 
 class SourcedMonitor(EnergyMonitor, Protocol):
@@ -151,20 +155,23 @@ def rank_main(argv: list[str] | None = None) -> None:
     if world > 1:
         dist.init_process_group("nccl" if torch.cuda.is_available() and cfg.train.device != "cpu" else "gloo")
     try:
-        trainer = Trainer(cfg)
-        trainer.train_step()  # warm-up: allocation, first collectives
-        _barrier(world)
-        t0 = time.time()
-        for _ in range(args.steps):
-            trainer.train_step()  # reads loss and norm back: the step has finished on the device
-        _barrier(world)
-        t1 = time.time()
-        if trainer.rank == 0:
-            out = {"t0": t0, "t1": t1, "tokens": args.steps * trainer.tokens_per_step, "world": world}
-            Path(args.out).write_text(json.dumps(out), encoding="utf-8")
+        _measure(Trainer(cfg), world, args.steps, Path(args.out))
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        release_process_groups()  # the trainer is gone: its groups are freed before teardown, not during it
+
+
+def _measure(trainer: Trainer, world: int, steps: int, out_path: Path) -> None:
+    """Time ``steps`` steps after one warm-up step; rank 0 writes the result to ``out_path``."""
+    trainer.train_step()  # warm-up: allocation, first collectives
+    _barrier(world)
+    t0 = time.time()
+    for _ in range(steps):
+        trainer.train_step()  # reads loss and norm back: the step has finished on the device
+    _barrier(world)
+    t1 = time.time()
+    if trainer.rank == 0:
+        out = {"t0": t0, "t1": t1, "tokens": steps * trainer.tokens_per_step, "world": world}
+        out_path.write_text(json.dumps(out), encoding="utf-8")
 
 
 def _barrier(world: int) -> None:
