@@ -1,13 +1,14 @@
 """Ending a distributed run without torch's teardown abort.
 
-Objects that hold a process group (FSDP state, the DeviceMesh, DTensor
-specs) sit in reference cycles, so Python frees them only at interpreter
-teardown, after ``destroy_process_group`` and in no fixed order. With gloo,
-a rank then now and again dies of ``terminate called without an active
-exception`` (SIGABRT) after its training has finished, and torchrun reports
-the whole run as failed (seen in the documented 4-rank commands under load).
-Collecting them while the groups are still up, then destroying the groups,
-leaves the interpreter's teardown nothing of torch.distributed to free.
+With gloo, a rank now and again died of ``terminate called without an
+active exception`` (SIGABRT) after its training had finished, and torchrun
+reported the whole run as failed: 4 of 8 runs of the documented commands'
+test under load, 0 of 3 with this. The likely cause (not established): the
+objects that hold a process group (FSDP state, the DeviceMesh, DTensor specs)
+sit in reference cycles, so Python freed them only at interpreter teardown,
+after ``destroy_process_group`` and in no fixed order. Collecting them while
+the groups are still up, then destroying the groups, leaves the teardown
+nothing of torch.distributed to free.
 """
 
 from __future__ import annotations
