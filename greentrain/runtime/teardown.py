@@ -3,7 +3,7 @@
 With gloo, a rank now and again died of ``terminate called without an
 active exception`` (SIGABRT) after its training had finished, and torchrun
 reported the whole run as failed: 4 of 8 runs of the documented commands'
-test under load, 0 of 3 with this. The likely cause (not established): the
+test under load, 0 of 4 with this. The likely cause (not established): the
 objects that hold a process group (FSDP state, the DeviceMesh, DTensor specs)
 sit in reference cycles, so Python freed them only at interpreter teardown,
 after ``destroy_process_group`` and in no fixed order. Collecting them while
