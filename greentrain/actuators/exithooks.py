@@ -23,6 +23,14 @@ stays ignored and records nothing, and for the default action we raise
 and, once the restore hooks have run at exit, the signal is delivered again
 so the process dies of it as it would have without us. SIGKILL cannot be
 caught: the next start restores from the journal.
+
+Once the process is dying of a signal that way, a later signal of another
+kind has nothing left to do (without us the first one had already ended the
+process): it is recorded only, even after our hooks are removed, so a
+``KeyboardInterrupt`` from an impatient second Ctrl-C cannot land inside an
+exit hook and turn death-by-signal into an exit status. After our hooks are
+removed (the restore is done), a second signal of the same kind ends the
+process at once.
 """
 
 from __future__ import annotations
@@ -56,6 +64,13 @@ def _deliver_exit_signal() -> None:
 
 
 atexit.register(_deliver_exit_signal)
+
+
+def _while_dying(signum: int, frame: FrameType | None) -> None:
+    """The handler once the process is dying of ``_exit_signal``: see the module doc."""
+    if signum == _exit_signal:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
 
 class ExitHooks:
@@ -96,9 +111,10 @@ class ExitHooks:
             return
         atexit.unregister(self._run)
         if threading.current_thread() is threading.main_thread():
+            dying = _exit_signal is not None and os.getpid() == _PID
             for sig, previous in self._previous.items():
                 if signal.getsignal(sig) == self._on_signal:
-                    signal.signal(sig, previous)
+                    signal.signal(sig, _while_dying if dying and previous != signal.SIG_IGN else previous)
         self._installed = False
 
     @contextlib.contextmanager
@@ -139,6 +155,8 @@ class ExitHooks:
         if previous == signal.SIG_IGN:
             return
         self.requested = signum
+        if _exit_signal is not None and signum != _exit_signal and os.getpid() == _PID:
+            return  # already dying of another signal: nothing left for this one to do
         if self._depth > 0 and all(s != signum for s, _ in self._deferred):
             self.deferred_total += 1
             self._deferred.append((signum, frame))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -98,3 +99,28 @@ def test_an_ignored_signal_stays_ignored_and_restores_nothing(tmp_path: Path) ->
         assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+_SECOND_SIGNAL_AT_EXIT = """
+import atexit, os, signal, sys
+from greentrain.actuators import ActuatorSet
+from greentrain.policies.base import Decision
+from greentrain.testing import FileBackedGPU
+# A builtin callback: the signal it sends is handled at the next Python bytecode, i.e. on entry to the
+# exit hook that runs after it (greentrain's, which delivers SIGTERM again), as a second Ctrl-C can be.
+atexit.register(os.kill, os.getpid(), signal.SIGINT)
+gpu = FileBackedGPU(sys.argv[1], "a40")
+with ActuatorSet([gpu], state_dir=sys.argv[2]) as acts:
+    acts.apply(Decision(power_limit_w=150.0))
+    os.kill(os.getpid(), signal.SIGTERM)
+print("not reached")
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_second_signal_of_another_kind_during_exit_still_dies_of_the_first(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", _SECOND_SIGNAL_AT_EXIT, str(tmp_path / "gpu.json"),
+                           str(tmp_path / "state")], capture_output=True, text=True, timeout=50)
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr[-600:])
+    assert "KeyboardInterrupt" not in proc.stderr and "not reached" not in proc.stdout
+    assert FileBackedGPU(tmp_path / "gpu.json", "a40").is_default()
