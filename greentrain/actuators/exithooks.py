@@ -66,6 +66,11 @@ def _deliver_exit_signal() -> None:
 atexit.register(_deliver_exit_signal)
 
 
+def _dying() -> bool:
+    """This process is dying of ``_exit_signal`` (a forked child inherits the flag, not the fate)."""
+    return _exit_signal is not None and os.getpid() == _PID
+
+
 def _while_dying(signum: int, frame: FrameType | None) -> None:
     """The handler once the process is dying of ``_exit_signal``: see the module doc."""
     if signum == _exit_signal:
@@ -111,7 +116,7 @@ class ExitHooks:
             return
         atexit.unregister(self._run)
         if threading.current_thread() is threading.main_thread():
-            dying = _exit_signal is not None and os.getpid() == _PID
+            dying = _dying()
             for sig, previous in self._previous.items():
                 if signal.getsignal(sig) == self._on_signal:
                     signal.signal(sig, _while_dying if dying and previous != signal.SIG_IGN else previous)
@@ -155,7 +160,7 @@ class ExitHooks:
         if previous == signal.SIG_IGN:
             return
         self.requested = signum
-        if _exit_signal is not None and signum != _exit_signal and os.getpid() == _PID:
+        if _dying() and signum != _exit_signal:
             return  # already dying of another signal: nothing left for this one to do
         if self._depth > 0 and all(s != signum for s, _ in self._deferred):
             self.deferred_total += 1

@@ -106,8 +106,8 @@ import atexit, os, signal, sys
 from greentrain.actuators import ActuatorSet
 from greentrain.policies.base import Decision
 from greentrain.testing import FileBackedGPU
-# A builtin callback: the signal it sends is handled at the next Python bytecode, i.e. on entry to the
-# exit hook that runs after it (greentrain's, which delivers SIGTERM again), as a second Ctrl-C can be.
+# An exit hook that sends SIGINT once SIGTERM has ended the job: os.kill handles it before returning, so a
+# KeyboardInterrupt would be raised inside an exit hook, as a second Ctrl-C during exit can be.
 atexit.register(os.kill, os.getpid(), signal.SIGINT)
 gpu = FileBackedGPU(sys.argv[1], "a40")
 with ActuatorSet([gpu], state_dir=sys.argv[2]) as acts:
