@@ -57,9 +57,12 @@ def test_gpu_series_are_plausible_and_match_the_measured_profile(stack: Stack) -
     ok = {r["metric"]["gpu"]: float(r["value"][1]) for r in
           stack.prometheus.query(f'greentrain_gpu_reading_ok{{instance="{inst}"}}')}
     assert ok == {"0": 1.0, "1": 1.0, "2": 0.0}
-    # Energy counters grow at the power drawn (J/s = W).
-    rate = stack.prometheus.wait_for(
-        f'irate(greentrain_gpu_energy_joules_total{{instance="{inst}",UUID="{DCGM_UUIDS[0]}"}}[30s])')
+    # Energy counters grow at the power drawn (J/s = W). The slope over every scrape so far, not the last two
+    # (irate): the counter moves in 0.2 s sampling ticks, so a 1 s scrape interval holds 4-6 of them on a loaded
+    # machine. deriv, not rate: rate divides by the whole window, which a young series does not yet fill; and
+    # only once ten scrapes are in it.
+    energy = f'greentrain_gpu_energy_joules_total{{instance="{inst}",UUID="{DCGM_UUIDS[0]}"}}[30s]'
+    rate = stack.prometheus.wait_for(f"deriv({energy}) and count_over_time({energy}) >= 10")
     assert float(rate[0]["value"][1]) == pytest.approx(stack.gpus[0].base_power_w(), rel=0.05)
     assert rate[0]["metric"]["source"] == "measured"
 
